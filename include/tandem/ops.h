@@ -1,0 +1,187 @@
+/* ops.h — the functional ops, forward and backward, named and ordered like PyTorch's
+ * torch.nn.functional. Every op checks its inputs (same device, shapes, dtypes) and returns NULL
+ * or a status on failure, with the reason in tdm_last_error().
+ *
+ * Dtypes: floating inputs of one op share a dtype (f32, f16, bf16 or f64); norm parameters and
+ * running statistics may also be f32 beside f16/bf16 inputs, as under autocast. Outputs take the
+ * input's dtype. Low-precision ops compute as autocast does on a GPU: inputs in their dtype,
+ * accumulation in f32 or better, one rounding to the output dtype.
+ *
+ * Backward functions take the forward's inputs (and, where PyTorch's backward does, its output or
+ * saved statistics) plus grad_output, and fill only the gradients whose out-pointer is non-NULL. */
+#ifndef TANDEM_OPS_H
+#define TANDEM_OPS_H
+
+#include "tandem/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- matrix products -------------------------------------------------------------------
+// x (..., in), weight (out, in), bias (out) or NULL -> (..., out)
+tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias);
+tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,
+                               tdm_tensor **gx, tdm_tensor **gweight, tdm_tensor **gbias);
+
+// (n,k)@(k,m), (B,n,k)@(B,k,m), (B,n,k)@(k,m), (n,k)@(B,k,m)
+tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b);
+tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
+                               tdm_tensor **ga, tdm_tensor **gb);
+
+// ---- convolution and pooling -------------------------------------------------------------
+typedef struct {
+    int stride[2], padding[2], dilation[2];
+    int groups;
+} tdm_conv2d_params;
+#define TDM_CONV2D_DEFAULT ((tdm_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1})
+
+// x (N,C,H,W), weight (O,C/groups,kh,kw), bias (O) or NULL -> (N,O,H',W')
+tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias,
+                       const tdm_conv2d_params *p);
+tdm_status tdm_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,
+                               const tdm_conv2d_params *p, tdm_tensor **gx, tdm_tensor **gweight,
+                               tdm_tensor **gbias);
+
+typedef struct {
+    int kernel_size[2], stride[2], padding[2], dilation[2];
+    bool ceil_mode;
+    bool count_include_pad;   // avg only
+    int divisor_override;     // avg only; 0 = none
+} tdm_pool2d_params;
+
+// x (N,C,H,W) or (C,H,W)
+tdm_tensor *tdm_max_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p);
+tdm_status tdm_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                   const tdm_pool2d_params *p, tdm_tensor **gx);
+tdm_tensor *tdm_avg_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p);
+tdm_status tdm_avg_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                   const tdm_pool2d_params *p, tdm_tensor **gx);
+
+// ---- elementwise -----------------------------------------------------------------------
+typedef enum {
+    TDM_UNARY_RELU = 0,
+    TDM_UNARY_GELU,        // exact: x * Phi(x)
+    TDM_UNARY_GELU_TANH,   // approximate='tanh'
+    TDM_UNARY_TANH,
+    TDM_UNARY_SIGMOID,
+} tdm_unary_op;
+
+tdm_tensor *tdm_relu(const tdm_tensor *x);
+tdm_tensor *tdm_gelu(const tdm_tensor *x, bool approximate_tanh);
+tdm_tensor *tdm_tanh(const tdm_tensor *x);
+tdm_tensor *tdm_sigmoid(const tdm_tensor *x);
+tdm_tensor *tdm_unary(tdm_unary_op op, const tdm_tensor *x);
+tdm_status tdm_unary_backward(tdm_unary_op op, const tdm_tensor *gy, const tdm_tensor *x,
+                              tdm_tensor **gx);
+
+// Broadcasting as in PyTorch. add: a + alpha * b.
+tdm_tensor *tdm_add(const tdm_tensor *a, const tdm_tensor *b, double alpha);
+tdm_tensor *tdm_mul(const tdm_tensor *a, const tdm_tensor *b);
+tdm_status tdm_add_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
+                            double alpha, tdm_tensor **ga, tdm_tensor **gb);
+tdm_status tdm_mul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
+                            tdm_tensor **ga, tdm_tensor **gb);
+
+// Dropout from the counter-based generator: keep element i iff u_i < 1 - p, scale by 1/(1-p).
+tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t seed,
+                        uint64_t offset);
+tdm_status tdm_dropout_backward(const tdm_tensor *gy, double p, bool training, uint64_t seed,
+                                uint64_t offset, tdm_tensor **gx);
+
+// ---- reductions --------------------------------------------------------------------------
+// dims: `ndims` dims (negative counts from the end); ndims == 0 reduces over all dims.
+tdm_tensor *tdm_sum(const tdm_tensor *x, int ndims, const int *dims, bool keepdim);
+tdm_tensor *tdm_mean(const tdm_tensor *x, int ndims, const int *dims, bool keepdim);
+tdm_status tdm_sum_backward(const tdm_tensor *gy, const tdm_tensor *x, int ndims, const int *dims,
+                            bool keepdim, tdm_tensor **gx);
+tdm_status tdm_mean_backward(const tdm_tensor *gy, const tdm_tensor *x, int ndims,
+                             const int *dims, bool keepdim, tdm_tensor **gx);
+
+// ---- softmax and losses -----------------------------------------------------------------
+tdm_tensor *tdm_softmax(const tdm_tensor *x, int dim);
+tdm_tensor *tdm_log_softmax(const tdm_tensor *x, int dim);
+// PyTorch's backward takes the forward output y.
+tdm_status tdm_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim,
+                                tdm_tensor **gx);
+tdm_status tdm_log_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim,
+                                    tdm_tensor **gx);
+
+typedef enum { TDM_REDUCTION_NONE = 0, TDM_REDUCTION_MEAN, TDM_REDUCTION_SUM } tdm_reduction;
+tdm_status tdm_reduction_parse(const char *s, tdm_reduction *out);
+
+// logits (N,C), target (N) int64 -> scalar (mean|sum) or (N) (none)
+tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
+                              tdm_reduction reduction, double label_smoothing,
+                              int64_t ignore_index);
+tdm_status tdm_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                      const tdm_tensor *target, tdm_reduction reduction,
+                                      double label_smoothing, int64_t ignore_index,
+                                      tdm_tensor **glogits);
+
+tdm_tensor *tdm_mse_loss(const tdm_tensor *input, const tdm_tensor *target,
+                         tdm_reduction reduction);
+tdm_status tdm_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *input,
+                                 const tdm_tensor *target, tdm_reduction reduction,
+                                 tdm_tensor **ginput, tdm_tensor **gtarget);
+
+// ---- normalization -----------------------------------------------------------------------
+// Normalizes over the last `normalized_ndim` dims. weight/bias (normalized shape) or NULL.
+// mean_out/rstd_out (optional): the saved statistics, f32, shape = the leading dims.
+tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_tensor *weight,
+                           const tdm_tensor *bias, double eps, tdm_tensor **mean_out,
+                           tdm_tensor **rstd_out);
+tdm_status tdm_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x, int normalized_ndim,
+                                   const tdm_tensor *weight, const tdm_tensor *mean,
+                                   const tdm_tensor *rstd, tdm_tensor **gx, tdm_tensor **gweight,
+                                   tdm_tensor **gbias);
+
+// x (N,C,...). In training, batch statistics are used and running_mean/running_var (if given)
+// are updated in place: r = (1-momentum) r + momentum * stat, with the unbiased variance.
+// In eval, the running statistics are used (and required).
+// save_mean/save_invstd (optional out, f32 (C)): the statistics the output was normalized with.
+tdm_tensor *tdm_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean, tdm_tensor *running_var,
+                           const tdm_tensor *weight, const tdm_tensor *bias, bool training,
+                           double momentum, double eps, tdm_tensor **save_mean,
+                           tdm_tensor **save_invstd);
+// `training` says whether save_mean/save_invstd are batch statistics (their gradient flows).
+tdm_status tdm_batch_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                   const tdm_tensor *weight, const tdm_tensor *save_mean,
+                                   const tdm_tensor *save_invstd, bool training, tdm_tensor **gx,
+                                   tdm_tensor **gweight, tdm_tensor **gbias);
+
+// ---- embedding -----------------------------------------------------------------------------
+// indices int64 (any shape), weight (V,D) -> (..., D). padding_idx: the row whose gradient
+// stays zero; negative values count from the end as in PyTorch; TDM_EMBEDDING_NO_PADDING for none.
+#define TDM_EMBEDDING_NO_PADDING INT64_MIN
+tdm_tensor *tdm_embedding(const tdm_tensor *indices, const tdm_tensor *weight,
+                          int64_t padding_idx);
+tdm_status tdm_embedding_backward(const tdm_tensor *gy, const tdm_tensor *indices,
+                                  const tdm_tensor *weight, int64_t padding_idx,
+                                  tdm_tensor **gweight);
+
+// ---- optimizer updates (in place, torch.optim's single-tensor formulas) ---------------------
+typedef struct {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov;
+} tdm_sgd_params;
+
+// momentum_buffer may be NULL when momentum == 0. *buffer_initialized says whether the buffer
+// holds a previous step's value; when false (first step) it is set to the gradient, as PyTorch does.
+tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *momentum_buffer,
+                        bool buffer_initialized, const tdm_sgd_params *p);
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool decoupled_weight_decay;   // false: Adam (L2 into the gradient); true: AdamW
+} tdm_adam_params;
+
+// step is 1-based, counted after the increment (the first update has step 1).
+tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
+                         tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,97 @@
+/* ref.h — the CPU reference backend's internals. Every ref op reads its inputs as doubles,
+ * computes in double with plain loops, and rounds once to the output dtype: an oracle at least as
+ * accurate as any backend it judges (f16/bf16 inputs are exact in double; accumulation in double
+ * is "f32 or better", as docs/CONFORMANCE.md requires).
+ *
+ * The pattern of every op:
+ *     ref_arena A = {0};
+ *     const double *X = ref_in(&A, x);      // NULL when x is NULL
+ *     double *Y = ref_new(&A, y->numel);     // zeroed scratch
+ *     if (A.failed) return ref_finish(&A);   // out of memory, error already set
+ *     ... loops ...
+ *     ref_store(&A, y, Y);                   // rounds to y's dtype
+ *     return ref_finish(&A);                 // frees everything */
+#ifndef TANDEM_REF_H
+#define TANDEM_REF_H
+
+#include "core/tensor_impl.h"
+
+#define REF_ARENA_MAX 24
+
+typedef struct {
+    void *ptr[REF_ARENA_MAX];
+    int n;
+    bool failed;
+} ref_arena;
+
+const double *ref_in(ref_arena *a, const tdm_tensor *t);
+double *ref_new(ref_arena *a, int64_t n);
+void ref_store(ref_arena *a, tdm_tensor *t, const double *v);   // t NULL: nothing
+tdm_status ref_finish(ref_arena *a);
+
+// Element i of a tensor of integer indices (i32 or i64) in host memory.
+int64_t ref_index(const tdm_tensor *t, int64_t i);
+
+// ---- the ops (ref_*.c), declared in the order of struct tdm_backend_ops ----
+tdm_status ref_linear(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                      tdm_tensor *y);
+tdm_status ref_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                               tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb);
+tdm_status ref_matmul(const tdm_tensor *a, const tdm_tensor *b, tdm_tensor *y);
+tdm_status ref_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
+                               tdm_tensor *ga, tdm_tensor *gb);
+tdm_status ref_conv2d(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                      const tdm_conv2d_params *p, tdm_tensor *y);
+tdm_status ref_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                               const tdm_conv2d_params *p, tdm_tensor *gx, tdm_tensor *gw,
+                               tdm_tensor *gb);
+tdm_status ref_max_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
+tdm_status ref_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                   const tdm_pool2d_params *p, tdm_tensor *gx);
+tdm_status ref_avg_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
+tdm_status ref_avg_pool2d_backward(const tdm_tensor *gy, const tdm_pool2d_params *p,
+                                   tdm_tensor *gx);
+tdm_status ref_unary(tdm_unary_op op, const tdm_tensor *x, tdm_tensor *y);
+tdm_status ref_unary_backward(tdm_unary_op op, const tdm_tensor *gy, const tdm_tensor *x,
+                              tdm_tensor *gx);
+tdm_status ref_binary(tdm_binary_op op, const tdm_tensor *a, const tdm_tensor *b, double alpha,
+                      tdm_tensor *y);
+tdm_status ref_dropout(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,
+                       tdm_tensor *y);
+tdm_status ref_reduce(tdm_reduce_op op, const tdm_tensor *x, unsigned reduce_mask, tdm_tensor *y);
+tdm_status ref_sum_to(const tdm_tensor *gy, double scale, tdm_tensor *gx);
+tdm_status ref_expand(const tdm_tensor *x, double scale, tdm_tensor *y);
+tdm_status ref_softmax(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
+tdm_status ref_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log,
+                                tdm_tensor *gx);
+tdm_status ref_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
+                             tdm_reduction red, double smoothing, int64_t ignore_index,
+                             tdm_tensor *loss);
+tdm_status ref_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                      const tdm_tensor *target, tdm_reduction red,
+                                      double smoothing, int64_t ignore_index, tdm_tensor *glogits);
+tdm_status ref_mse_loss(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
+                        tdm_tensor *loss);
+tdm_status ref_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *a, const tdm_tensor *b,
+                                 tdm_reduction red, tdm_tensor *ga, tdm_tensor *gb);
+tdm_status ref_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                          double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd);
+tdm_status ref_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                                   const tdm_tensor *mean, const tdm_tensor *rstd, tdm_tensor *gx,
+                                   tdm_tensor *gw, tdm_tensor *gb);
+tdm_status ref_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean, tdm_tensor *running_var,
+                          const tdm_tensor *w, const tdm_tensor *b, bool training,
+                          double momentum, double eps, tdm_tensor *y, tdm_tensor *save_mean,
+                          tdm_tensor *save_invstd);
+tdm_status ref_batch_norm_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                                   const tdm_tensor *save_mean, const tdm_tensor *save_invstd,
+                                   bool training, tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb);
+tdm_status ref_embedding(const tdm_tensor *idx, const tdm_tensor *w, tdm_tensor *y);
+tdm_status ref_embedding_backward(const tdm_tensor *gy, const tdm_tensor *idx,
+                                  int64_t padding_idx, tdm_tensor *gw);
+tdm_status ref_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
+                        bool buf_initialized, const tdm_sgd_params *p);
+tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m, tdm_tensor *v,
+                         int64_t step, const tdm_adam_params *p);
+
+#endif

@@ -1,0 +1,175 @@
+/* ref_backend.c — the CPU reference backend's table, its memory (host malloc), casts, random
+ * fills, and the load/store helpers of ref.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/philox.h"
+#include "ref/ref.h"
+
+// ---- load / store ------------------------------------------------------------------------
+
+static void *arena_keep(ref_arena *a, void *p) {
+    if (!p || a->n == REF_ARENA_MAX) {
+        free(p);
+        if (!a->failed) tdm_error_set(TDM_ERR_OOM, "reference backend: out of host memory");
+        a->failed = true;
+        return NULL;
+    }
+    a->ptr[a->n++] = p;
+    return p;
+}
+
+double *ref_new(ref_arena *a, int64_t n) {
+    double *p = arena_keep(a, calloc((size_t)(n > 0 ? n : 1), sizeof(double)));
+    static double dummy[1];
+    return p ? p : dummy;   // never dereferenced: callers check a->failed first
+}
+
+const double *ref_in(ref_arena *a, const tdm_tensor *t) {
+    if (!t) return NULL;
+    double *p = ref_new(a, t->numel);
+    if (a->failed) return p;
+    const void *src = tdm_data_c(t);
+    for (int64_t i = 0; i < t->numel; i++) {
+        switch (t->dtype) {
+        case TDM_DTYPE_F32: p[i] = ((const float *)src)[i]; break;
+        case TDM_DTYPE_F16: p[i] = tdm_f16_to_f32(((const uint16_t *)src)[i]); break;
+        case TDM_DTYPE_BF16: p[i] = tdm_bf16_to_f32(((const uint16_t *)src)[i]); break;
+        case TDM_DTYPE_F64: p[i] = ((const double *)src)[i]; break;
+        case TDM_DTYPE_I32: p[i] = ((const int32_t *)src)[i]; break;
+        case TDM_DTYPE_I64: p[i] = (double)((const int64_t *)src)[i]; break;
+        default: break;
+        }
+    }
+    return p;
+}
+
+void ref_store(ref_arena *a, tdm_tensor *t, const double *v) {
+    if (!t || a->failed) return;
+    void *dst = tdm_data(t);
+    for (int64_t i = 0; i < t->numel; i++) {
+        switch (t->dtype) {
+        case TDM_DTYPE_F32: ((float *)dst)[i] = (float)v[i]; break;
+        case TDM_DTYPE_F16: ((uint16_t *)dst)[i] = tdm_f64_to_f16(v[i]); break;
+        case TDM_DTYPE_BF16: ((uint16_t *)dst)[i] = tdm_f64_to_bf16(v[i]); break;
+        case TDM_DTYPE_F64: ((double *)dst)[i] = v[i]; break;
+        case TDM_DTYPE_I32: ((int32_t *)dst)[i] = (int32_t)v[i]; break;
+        case TDM_DTYPE_I64: ((int64_t *)dst)[i] = (int64_t)v[i]; break;
+        default: break;
+        }
+    }
+}
+
+tdm_status ref_finish(ref_arena *a) {
+    for (int i = 0; i < a->n; i++) free(a->ptr[i]);
+    a->n = 0;
+    return a->failed ? TDM_ERR_OOM : TDM_OK;
+}
+
+int64_t ref_index(const tdm_tensor *t, int64_t i) {
+    if (t->dtype == TDM_DTYPE_I32) return ((const int32_t *)tdm_data_c(t))[i];
+    return ((const int64_t *)tdm_data_c(t))[i];
+}
+
+// ---- memory ------------------------------------------------------------------------------
+
+static int ref_device_count(void) { return 1; }
+
+static void *ref_alloc(size_t nbytes, int device_index) {
+    (void)device_index;
+    void *p = malloc(nbytes);
+    if (!p) tdm_error_set(TDM_ERR_OOM, "cpu: out of memory allocating %zu bytes", nbytes);
+    return p;
+}
+
+static void ref_free(void *ptr, int device_index) {
+    (void)device_index;
+    free(ptr);
+}
+
+static tdm_status ref_copy(void *dst, const void *src, size_t nbytes, int device_index) {
+    (void)device_index;
+    memmove(dst, src, nbytes);
+    return TDM_OK;
+}
+
+static tdm_status ref_memset_zero(void *dst, size_t nbytes, int device_index) {
+    (void)device_index;
+    memset(dst, 0, nbytes);
+    return TDM_OK;
+}
+
+// Float -> int truncates toward zero (C's conversion, as PyTorch's .to(int) does).
+static tdm_status ref_cast(tdm_tensor *dst, const tdm_tensor *src) {
+    ref_arena A = {0};
+    const double *v = ref_in(&A, src);
+    ref_store(&A, dst, v);
+    return ref_finish(&A);
+}
+
+// ---- random fills ----------------------------------------------------------------------------
+
+static tdm_status ref_rand_fill(tdm_tensor *t, uint64_t seed, uint64_t offset, bool normal) {
+    ref_arena A = {0};
+    double *v = ref_new(&A, t->numel);
+    if (A.failed) return ref_finish(&A);
+    for (int64_t i = 0; i < t->numel; i++)
+        v[i] = normal ? tdm_philox_normal(seed, offset, (uint64_t)i)
+                      : tdm_philox_uniform(seed, offset, (uint64_t)i);
+    ref_store(&A, t, v);
+    return ref_finish(&A);
+}
+
+static tdm_status ref_rand_uniform(tdm_tensor *t, uint64_t seed, uint64_t offset) {
+    return ref_rand_fill(t, seed, offset, false);
+}
+
+static tdm_status ref_rand_normal(tdm_tensor *t, uint64_t seed, uint64_t offset) {
+    return ref_rand_fill(t, seed, offset, true);
+}
+
+// ---- the table ------------------------------------------------------------------------------
+
+const struct tdm_backend_ops tdm_ref_backend = {
+    .name = "cpu",
+    .device_count = ref_device_count,
+    .alloc = ref_alloc,
+    .free = ref_free,
+    .copy_from_host = ref_copy,
+    .copy_to_host = ref_copy,
+    .memset_zero = ref_memset_zero,
+    .cast = ref_cast,
+    .rand_uniform = ref_rand_uniform,
+    .rand_normal = ref_rand_normal,
+    .linear = ref_linear,
+    .linear_backward = ref_linear_backward,
+    .matmul = ref_matmul,
+    .matmul_backward = ref_matmul_backward,
+    .conv2d = ref_conv2d,
+    .conv2d_backward = ref_conv2d_backward,
+    .max_pool2d = ref_max_pool2d,
+    .max_pool2d_backward = ref_max_pool2d_backward,
+    .avg_pool2d = ref_avg_pool2d,
+    .avg_pool2d_backward = ref_avg_pool2d_backward,
+    .unary = ref_unary,
+    .unary_backward = ref_unary_backward,
+    .binary = ref_binary,
+    .dropout = ref_dropout,
+    .reduce = ref_reduce,
+    .sum_to = ref_sum_to,
+    .expand = ref_expand,
+    .softmax = ref_softmax,
+    .softmax_backward = ref_softmax_backward,
+    .cross_entropy = ref_cross_entropy,
+    .cross_entropy_backward = ref_cross_entropy_backward,
+    .mse_loss = ref_mse_loss,
+    .mse_loss_backward = ref_mse_loss_backward,
+    .layer_norm = ref_layer_norm,
+    .layer_norm_backward = ref_layer_norm_backward,
+    .batch_norm = ref_batch_norm,
+    .batch_norm_backward = ref_batch_norm_backward,
+    .embedding = ref_embedding,
+    .embedding_backward = ref_embedding_backward,
+    .sgd_step = ref_sgd_step,
+    .adam_step = ref_adam_step,
+};
