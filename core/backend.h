@@ -10,6 +10,10 @@
 
 #include "tandem/tandem.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { TDM_BINARY_ADD = 0, TDM_BINARY_MUL } tdm_binary_op;
 typedef enum { TDM_REDUCE_SUM = 0, TDM_REDUCE_MEAN } tdm_reduce_op;
 
@@ -125,6 +129,10 @@ const struct tdm_backend_ops *tdm_backend_get(tdm_device_type type);
 extern const struct tdm_backend_ops tdm_ref_backend;
 #ifdef TDM_HAVE_CUDA
 extern const struct tdm_backend_ops tdm_cuda_backend;
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

@@ -123,7 +123,9 @@ static tdm_tensor *tensor_random(int ndim, const int64_t *shape, tdm_dtype dt, t
     tdm_tensor *t = tdm_tensor_empty(ndim, shape, dt, dev);
     if (!t) return NULL;
     const struct tdm_backend_ops *be = tdm_backend_of(t);
-    tdm_status s = normal ? be->rand_normal(t, seed, offset) : be->rand_uniform(t, seed, offset);
+    tdm_status (*fill)(tdm_tensor *, uint64_t, uint64_t) = normal ? be->rand_normal : be->rand_uniform;
+    tdm_status s = fill ? fill(t, seed, offset)
+                        : tdm_error_unsupported(normal ? "randn" : "rand", be);
     if (s != TDM_OK) {
         tdm_tensor_free(t);
         return NULL;
@@ -244,7 +246,8 @@ tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
     if (src->dtype != dst->dtype) {
         conv = tdm_tensor_empty(src->ndim, src->shape, dst->dtype, src->device);
         if (!conv) return tdm_last_status();
-        tdm_status s = tdm_backend_of(src)->cast(conv, src);
+        const struct tdm_backend_ops *be = tdm_backend_of(src);
+        tdm_status s = be->cast ? be->cast(conv, src) : tdm_error_unsupported("cast", be);
         if (s != TDM_OK) {
             tdm_tensor_free(conv);
             return s;

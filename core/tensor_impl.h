@@ -6,6 +6,10 @@
 #include "tandem/tandem.h"
 #include "core/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // Storage: one device allocation, shared by the tensors that view it.
 typedef struct {
     void *data;
@@ -56,5 +60,9 @@ tdm_status tdm_broadcast_shapes(const char *op, const tdm_tensor *a, const tdm_t
                                 int *out_ndim, int64_t *out_shape);
 // Wraps a possibly negative dim into [0, ndim).
 tdm_status tdm_wrap_dim(const char *op, int dim, int ndim, int *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

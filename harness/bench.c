@@ -1,3 +1,36 @@
 /* bench.c — the `bench` program's entry: dispatches to its commands. */
 #include <stdio.h>
-int main(void) { return 2; }
+#include <string.h>
+
+#include "bench.h"
+#include "tandem/tandem.h"
+
+static const struct {
+    const char *name, *summary;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"replay", "run case files (forward and backward) and compare within error bounds", bench_replay},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench COMMAND [ARGS...]   (bench COMMAND --help for each)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n%s\n", tdm_build_info());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "bench: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

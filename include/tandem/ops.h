@@ -127,7 +127,8 @@ tdm_status tdm_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *inpu
 
 // ---- normalization -----------------------------------------------------------------------
 // Normalizes over the last `normalized_ndim` dims. weight/bias (normalized shape) or NULL.
-// mean_out/rstd_out (optional): the saved statistics, f32, shape = the leading dims.
+// mean_out/rstd_out (optional): the saved statistics, f32 (f64 for an f64 x), shape = the
+// leading dims. The backward takes them back; NULL recomputes them with eps 1e-5.
 tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_tensor *weight,
                            const tdm_tensor *bias, double eps, tdm_tensor **mean_out,
                            tdm_tensor **rstd_out);
@@ -139,7 +140,8 @@ tdm_status tdm_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x, in
 // x (N,C,...). In training, batch statistics are used and running_mean/running_var (if given)
 // are updated in place: r = (1-momentum) r + momentum * stat, with the unbiased variance.
 // In eval, the running statistics are used (and required).
-// save_mean/save_invstd (optional out, f32 (C)): the statistics the output was normalized with.
+// save_mean/save_invstd (optional out, f32 (C), f64 for an f64 x): the statistics the output
+// was normalized with.
 tdm_tensor *tdm_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean, tdm_tensor *running_var,
                            const tdm_tensor *weight, const tdm_tensor *bias, bool training,
                            double momentum, double eps, tdm_tensor **save_mean,

@@ -87,5 +87,6 @@ const char *tdm_build_info(void);   // version, compiler, backends compiled in
 
 #include "tandem/tensor.h"
 #include "tandem/ops.h"
+#include "tandem/io.h"
 
 #endif

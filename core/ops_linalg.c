@@ -1,0 +1,476 @@
+/* ops_linalg.c — the public matrix products, convolution and pooling: linear, matmul, conv2d,
+ * max_pool2d, avg_pool2d, forward and backward. Each checks its arguments with PyTorch's rules
+ * (and a message naming the op and the shapes), allocates the outputs on the input's device, and
+ * calls the backend. Backends see 2-D (rows, features) tensors for linear and 4-D NCHW tensors for
+ * conv and pooling: core makes those views. */
+#include "core/tensor_impl.h"
+
+#define SHAPE(t, buf) tdm_shape_str((t)->ndim, (t)->shape, buf, sizeof buf)
+
+// ----------------------------------------------------------------------------
+// shared helpers
+
+// t is present, floating, and (when ref is given) on ref's device with ref's dtype.
+static tdm_status check_operand(const char *op, const char *name, const tdm_tensor *t,
+                                const tdm_tensor *ref) {
+    TDM_TRY(tdm_check_tensor(op, name, t));
+    TDM_TRY(tdm_check_float(op, name, t));
+    TDM_TRY(tdm_check_same_device(op, ref, t));
+    return tdm_check_same_dtype(op, ref, t);
+}
+
+static tdm_status check_grad_shape(const char *op, const tdm_tensor *gy, int ndim,
+                                   const int64_t *shape) {
+    bool same = gy->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = gy->shape[i] == shape[i];
+    if (same) return TDM_OK;
+    char a[96], b[96];
+    return tdm_error_set(TDM_ERR_SHAPE, "%s: grad_output has shape %s, expected %s", op,
+                         SHAPE(gy, a), tdm_shape_str(ndim, shape, b, sizeof b));
+}
+
+static tdm_tensor *empty_like_shape(const tdm_tensor *like, int ndim, const int64_t *shape) {
+    return tdm_tensor_empty(ndim, shape, like->dtype, like->device);
+}
+
+// A view of t with the given shape (same numel).
+static tdm_tensor *view(const tdm_tensor *t, int ndim, const int64_t *shape) {
+    return t ? tdm_tensor_reshape(t, ndim, shape) : NULL;
+}
+
+static tdm_tensor *view2(const tdm_tensor *t, int64_t rows, int64_t cols) {
+    return view(t, 2, (int64_t[]){rows, cols});
+}
+
+// A 4-D (N,C,H,W) view of a 4-D tensor or of a 3-D (C,H,W) one (N = 1).
+static tdm_tensor *view4(const tdm_tensor *t) {
+    if (!t) return NULL;
+    if (t->ndim == 4) return view(t, 4, t->shape);
+    return view(t, 4, (int64_t[]){1, t->shape[0], t->shape[1], t->shape[2]});
+}
+
+static void free_all(tdm_tensor **ts, int n) {
+    for (int i = 0; i < n; i++) tdm_tensor_free(ts[i]);
+}
+
+// Hands a gradient to the caller's out-pointer on success, frees it otherwise.
+static void give(tdm_tensor **out, tdm_tensor *t, tdm_status s) {
+    if (out && s == TDM_OK) *out = t;
+    else tdm_tensor_free(t);
+}
+
+static void clear_outs(tdm_tensor **a, tdm_tensor **b, tdm_tensor **c) {
+    if (a) *a = NULL;
+    if (b) *b = NULL;
+    if (c) *c = NULL;
+}
+
+// ----------------------------------------------------------------------------
+// linear: x (..., in), weight (out, in), bias (out) or NULL -> y (..., out)
+
+static tdm_status linear_check(const char *op, const tdm_tensor *x, const tdm_tensor *w,
+                               const tdm_tensor *b, int *ndim, int64_t *yshape, int64_t *rows) {
+    TDM_TRY(check_operand(op, "input", x, NULL));
+    TDM_TRY(check_operand(op, "weight", w, x));
+    if (b) TDM_TRY(check_operand(op, "bias", b, x));
+    char s1[96], s2[96];
+    if (x->ndim < 1)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: input must have at least 1 dim, got shape %s",
+                             op, SHAPE(x, s1));
+    TDM_TRY(tdm_check_ndim(op, "weight", w, 2, 2));
+    const int64_t in = x->shape[x->ndim - 1], out = w->shape[0];
+    if (in != w->shape[1])
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: input %s and weight %s: in_features %lld != %lld",
+                             op, SHAPE(x, s1), SHAPE(w, s2), (long long)in,
+                             (long long)w->shape[1]);
+    if (b && (b->ndim != 1 || b->shape[0] != out))
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s needs a bias of shape (%lld), got %s",
+                             op, SHAPE(w, s1), (long long)out, SHAPE(b, s2));
+    *ndim = x->ndim;
+    *rows = 1;
+    for (int i = 0; i < x->ndim - 1; i++) {
+        yshape[i] = x->shape[i];
+        *rows *= x->shape[i];
+    }
+    yshape[x->ndim - 1] = out;
+    return TDM_OK;
+}
+
+tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias) {
+    const char *op = "linear";
+    int ndim;
+    int64_t yshape[TDM_MAX_DIMS], rows;
+    if (linear_check(op, x, weight, bias, &ndim, yshape, &rows) != TDM_OK) return NULL;
+    const struct tdm_backend_ops *be = tdm_backend_of(x);
+    if (!be->linear) {
+        tdm_error_unsupported(op, be);
+        return NULL;
+    }
+    const int64_t in = weight->shape[1], out = weight->shape[0];
+    tdm_tensor *y = empty_like_shape(x, ndim, yshape);
+    tdm_tensor *v[2] = {view2(x, rows, in), view2(y, rows, out)};   // x2, y2
+    tdm_status s = y && v[0] && v[1] ? be->linear(v[0], weight, bias, v[1]) : tdm_last_status();
+    free_all(v, 2);
+    if (s != TDM_OK) {
+        tdm_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,
+                               tdm_tensor **gx, tdm_tensor **gweight, tdm_tensor **gbias) {
+    const char *op = "linear_backward";
+    clear_outs(gx, gweight, gbias);
+    int ndim;
+    int64_t yshape[TDM_MAX_DIMS], rows;
+    TDM_TRY(linear_check(op, x, weight, NULL, &ndim, yshape, &rows));
+    TDM_TRY(check_operand(op, "grad_output", gy, x));
+    TDM_TRY(check_grad_shape(op, gy, ndim, yshape));
+    if (!gx && !gweight && !gbias) return TDM_OK;
+    const struct tdm_backend_ops *be = tdm_backend_of(x);
+    if (!be->linear_backward) return tdm_error_unsupported(op, be);
+
+    const int64_t in = weight->shape[1], out = weight->shape[0];
+    tdm_tensor *tgx = gx ? empty_like_shape(x, x->ndim, x->shape) : NULL;
+    tdm_tensor *tgw = gweight ? empty_like_shape(x, 2, weight->shape) : NULL;
+    tdm_tensor *tgb = gbias ? empty_like_shape(x, 1, (int64_t[]){out}) : NULL;
+    tdm_tensor *v[3] = {view2(gy, rows, out), view2(x, rows, in), view2(tgx, rows, in)};
+    tdm_status s;
+    if ((gx && !tgx) || (gweight && !tgw) || (gbias && !tgb) || !v[0] || !v[1] || (tgx && !v[2]))
+        s = tdm_last_status();
+    else
+        s = be->linear_backward(v[0], v[1], weight, v[2], tgw, tgb);
+    free_all(v, 3);
+    give(gx, tgx, s);
+    give(gweight, tgw, s);
+    give(gbias, tgb, s);
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// matmul: (n,k)@(k,m) -> (n,m); (B,n,k)@(B,k,m), (B,n,k)@(k,m), (n,k)@(B,k,m) -> (B,n,m)
+
+static tdm_status matmul_check(const char *op, const tdm_tensor *a, const tdm_tensor *b,
+                               int *ndim, int64_t *yshape) {
+    TDM_TRY(check_operand(op, "input", a, NULL));
+    TDM_TRY(check_operand(op, "other", b, a));
+    char s1[96], s2[96];
+    if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
+        return tdm_error_set(TDM_ERR_SHAPE,
+                             "%s: input %s and other %s: only 2-D and 3-D operands are supported",
+                             op, SHAPE(a, s1), SHAPE(b, s2));
+    const int64_t n = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1];
+    const int64_t kb = b->shape[b->ndim - 2], m = b->shape[b->ndim - 1];
+    if (k != kb)
+        return tdm_error_set(TDM_ERR_SHAPE,
+                             "%s: input %s and other %s cannot be multiplied (k %lld != %lld)", op,
+                             SHAPE(a, s1), SHAPE(b, s2), (long long)k, (long long)kb);
+    if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0])
+        return tdm_error_set(TDM_ERR_SHAPE,
+                             "%s: input %s and other %s: batch %lld != %lld (batch broadcasting "
+                             "is not supported)",
+                             op, SHAPE(a, s1), SHAPE(b, s2), (long long)a->shape[0],
+                             (long long)b->shape[0]);
+    *ndim = 0;
+    if (a->ndim == 3 || b->ndim == 3) yshape[(*ndim)++] = a->ndim == 3 ? a->shape[0] : b->shape[0];
+    yshape[(*ndim)++] = n;
+    yshape[(*ndim)++] = m;
+    return TDM_OK;
+}
+
+tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
+    const char *op = "matmul";
+    int ndim;
+    int64_t yshape[3];
+    if (matmul_check(op, a, b, &ndim, yshape) != TDM_OK) return NULL;
+    const struct tdm_backend_ops *be = tdm_backend_of(a);
+    if (!be->matmul) {
+        tdm_error_unsupported(op, be);
+        return NULL;
+    }
+    tdm_tensor *y = empty_like_shape(a, ndim, yshape);
+    if (y && be->matmul(a, b, y) != TDM_OK) {
+        tdm_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
+                               tdm_tensor **ga, tdm_tensor **gb) {
+    const char *op = "matmul_backward";
+    clear_outs(ga, gb, NULL);
+    int ndim;
+    int64_t yshape[3];
+    TDM_TRY(matmul_check(op, a, b, &ndim, yshape));
+    TDM_TRY(check_operand(op, "grad_output", gy, a));
+    TDM_TRY(check_grad_shape(op, gy, ndim, yshape));
+    if (!ga && !gb) return TDM_OK;
+    const struct tdm_backend_ops *be = tdm_backend_of(a);
+    if (!be->matmul_backward) return tdm_error_unsupported(op, be);
+
+    tdm_tensor *tga = ga ? empty_like_shape(a, a->ndim, a->shape) : NULL;
+    tdm_tensor *tgb = gb ? empty_like_shape(a, b->ndim, b->shape) : NULL;
+    tdm_status s = (ga && !tga) || (gb && !tgb) ? tdm_last_status()
+                                                : be->matmul_backward(gy, a, b, tga, tgb);
+    give(ga, tga, s);
+    give(gb, tgb, s);
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// conv2d: x (N,C,H,W) or (C,H,W), weight (O,C/groups,kh,kw), bias (O)? -> (N,O,H',W') or
+// (O,H',W'), with H' = floor((H + 2p - d(kh-1) - 1) / s) + 1 (and the same for W').
+
+static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tensor *w,
+                             const tdm_tensor *b, const tdm_conv2d_params *p, int *ndim,
+                             int64_t *yshape) {
+    TDM_TRY(check_operand(op, "input", x, NULL));
+    TDM_TRY(check_operand(op, "weight", w, x));
+    if (b) TDM_TRY(check_operand(op, "bias", b, x));
+    if (!p) return tdm_error_set(TDM_ERR_ARG, "%s: params is NULL", op);
+    if (p->stride[0] < 1 || p->stride[1] < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: non-positive stride (%d, %d) is not supported", op,
+                             p->stride[0], p->stride[1]);
+    if (p->padding[0] < 0 || p->padding[1] < 0)
+        return tdm_error_set(TDM_ERR_ARG, "%s: negative padding (%d, %d) is not supported", op,
+                             p->padding[0], p->padding[1]);
+    if (p->dilation[0] < 1 || p->dilation[1] < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: non-positive dilation (%d, %d) is not supported",
+                             op, p->dilation[0], p->dilation[1]);
+    if (p->groups < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: non-positive groups %d is not supported", op,
+                             p->groups);
+    char s1[96], s2[96];
+    if (x->ndim != 3 && x->ndim != 4)
+        return tdm_error_set(TDM_ERR_SHAPE,
+                             "%s: expected a 3-D (unbatched) or 4-D (batched) input, got shape %s",
+                             op, SHAPE(x, s1));
+    TDM_TRY(tdm_check_ndim(op, "weight", w, 4, 4));
+    if (w->shape[2] < 1 || w->shape[3] < 1)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s: kernel size must be greater than zero",
+                             op, SHAPE(w, s1));
+    const int batched = x->ndim == 4;
+    const int64_t N = batched ? x->shape[0] : 1, C = x->shape[batched], H = x->shape[batched + 1],
+                  W = x->shape[batched + 2];
+    const int64_t O = w->shape[0], g = p->groups;
+    if (O % g != 0)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s: out_channels %lld not divisible by "
+                             "groups=%lld", op, SHAPE(w, s1), (long long)O, (long long)g);
+    if (C % g != 0)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: input %s: in_channels %lld not divisible by "
+                             "groups=%lld", op, SHAPE(x, s1), (long long)C, (long long)g);
+    if (w->shape[1] != C / g)
+        return tdm_error_set(TDM_ERR_SHAPE,
+                             "%s: groups=%lld, weight %s expects input with %lld channels, but "
+                             "input %s has %lld",
+                             op, (long long)g, SHAPE(w, s1), (long long)(w->shape[1] * g),
+                             SHAPE(x, s2), (long long)C);
+    if (b && (b->ndim != 1 || b->shape[0] != O))
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s needs a bias of shape (%lld), got %s",
+                             op, SHAPE(w, s1), (long long)O, SHAPE(b, s2));
+    // the padded input must hold the dilated kernel: (H + 2p) - (d(kh-1) + 1) >= 0
+    const int64_t padded_h = H + 2 * (int64_t)p->padding[0];
+    const int64_t padded_w = W + 2 * (int64_t)p->padding[1];
+    const int64_t kext_h = (int64_t)p->dilation[0] * (w->shape[2] - 1) + 1;
+    const int64_t kext_w = (int64_t)p->dilation[1] * (w->shape[3] - 1) + 1;
+    if (padded_h < kext_h || padded_w < kext_w)
+        return tdm_error_set(TDM_ERR_SHAPE,
+                             "%s: input %s padded to %lld x %lld is smaller than weight %s's "
+                             "dilated kernel %lld x %lld",
+                             op, SHAPE(x, s1), (long long)padded_h, (long long)padded_w,
+                             SHAPE(w, s2), (long long)kext_h, (long long)kext_w);
+    *ndim = 4;
+    yshape[0] = N;
+    yshape[1] = O;
+    yshape[2] = (padded_h - kext_h) / p->stride[0] + 1;
+    yshape[3] = (padded_w - kext_w) / p->stride[1] + 1;
+    return TDM_OK;
+}
+
+tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias,
+                       const tdm_conv2d_params *p) {
+    const char *op = "conv2d";
+    int ndim;
+    int64_t yshape[4];
+    if (conv_check(op, x, weight, bias, p, &ndim, yshape) != TDM_OK) return NULL;
+    const struct tdm_backend_ops *be = tdm_backend_of(x);
+    if (!be->conv2d) {
+        tdm_error_unsupported(op, be);
+        return NULL;
+    }
+    // unbatched: y is (O,H',W'), yshape + 1
+    tdm_tensor *y = x->ndim == 4 ? empty_like_shape(x, 4, yshape)
+                                 : empty_like_shape(x, 3, yshape + 1);
+    tdm_tensor *v[2] = {view4(x), view4(y)};
+    tdm_status s = y && v[0] && v[1] ? be->conv2d(v[0], weight, bias, p, v[1]) : tdm_last_status();
+    free_all(v, 2);
+    if (s != TDM_OK) {
+        tdm_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+tdm_status tdm_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,
+                               const tdm_conv2d_params *p, tdm_tensor **gx, tdm_tensor **gweight,
+                               tdm_tensor **gbias) {
+    const char *op = "conv2d_backward";
+    clear_outs(gx, gweight, gbias);
+    int ndim;
+    int64_t yshape[4];
+    TDM_TRY(conv_check(op, x, weight, NULL, p, &ndim, yshape));
+    TDM_TRY(check_operand(op, "grad_output", gy, x));
+    if (x->ndim == 4) TDM_TRY(check_grad_shape(op, gy, 4, yshape));
+    else TDM_TRY(check_grad_shape(op, gy, 3, yshape + 1));
+    if (!gx && !gweight && !gbias) return TDM_OK;
+    const struct tdm_backend_ops *be = tdm_backend_of(x);
+    if (!be->conv2d_backward) return tdm_error_unsupported(op, be);
+
+    tdm_tensor *tgx = gx ? empty_like_shape(x, x->ndim, x->shape) : NULL;
+    tdm_tensor *tgw = gweight ? empty_like_shape(x, 4, weight->shape) : NULL;
+    tdm_tensor *tgb = gbias ? empty_like_shape(x, 1, weight->shape) : NULL;   // (O)
+    tdm_tensor *v[3] = {view4(gy), view4(x), view4(tgx)};
+    tdm_status s;
+    if ((gx && !tgx) || (gweight && !tgw) || (gbias && !tgb) || !v[0] || !v[1] || (tgx && !v[2]))
+        s = tdm_last_status();
+    else
+        s = be->conv2d_backward(v[0], v[1], weight, p, v[2], tgw, tgb);
+    free_all(v, 3);
+    give(gx, tgx, s);
+    give(gweight, tgw, s);
+    give(gbias, tgb, s);
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// pooling: x (N,C,H,W) or (C,H,W) -> (N,C,H',W') or (C,H',W'), with PyTorch's output size
+//   H' = floor_or_ceil((H + 2p - d(k-1) - 1) / s) + 1, and in ceil mode one less when the last
+//   window would start at or past H + p (it must start inside the input or the left padding).
+
+static int64_t div_floor(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if (a % b != 0 && (a < 0) != (b < 0)) q--;
+    return q;
+}
+
+static int64_t pool_out_size(int64_t in, int k, int p, int s, int d, bool ceil_mode) {
+    const int64_t span = in + 2 * (int64_t)p - (int64_t)d * (k - 1) - 1;
+    int64_t out = div_floor(span + (ceil_mode ? s - 1 : 0), s) + 1;
+    if (ceil_mode && (out - 1) * s >= in + p) out--;
+    return out;
+}
+
+// Checks x and p (avg: dilation must be 1) and fills y's shape, x's rank.
+static tdm_status pool_check(const char *op, const tdm_tensor *x, const tdm_pool2d_params *p,
+                             bool avg, int *ndim, int64_t *yshape) {
+    TDM_TRY(check_operand(op, "input", x, NULL));
+    if (!p) return tdm_error_set(TDM_ERR_ARG, "%s: params is NULL", op);
+    char s1[96];
+    if (x->ndim != 3 && x->ndim != 4)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: expected a 3-D (C,H,W) or 4-D (N,C,H,W) input, "
+                             "got shape %s", op, SHAPE(x, s1));
+    const int b = x->ndim == 4;
+    if (x->shape[b] == 0 || x->shape[b + 1] == 0 || x->shape[b + 2] == 0)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: input %s: C, H and W must be non-zero", op,
+                             SHAPE(x, s1));
+    const int *k = p->kernel_size, *st = p->stride, *pad = p->padding, *d = p->dilation;
+    if (k[0] < 1 || k[1] < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: kernel_size (%d, %d) must be greater than zero",
+                             op, k[0], k[1]);
+    if (st[0] < 1 || st[1] < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: stride (%d, %d) must be greater than zero", op,
+                             st[0], st[1]);
+    if (pad[0] < 0 || pad[1] < 0)
+        return tdm_error_set(TDM_ERR_ARG, "%s: padding (%d, %d) must be non-negative", op, pad[0],
+                             pad[1]);
+    if (avg && (d[0] != 1 || d[1] != 1))
+        return tdm_error_set(TDM_ERR_ARG, "%s: dilation must be (1, 1), got (%d, %d)", op, d[0],
+                             d[1]);
+    if (d[0] < 1 || d[1] < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: dilation (%d, %d) must be greater than zero", op,
+                             d[0], d[1]);
+    if (pad[0] > k[0] / 2 || pad[1] > k[1] / 2)
+        return tdm_error_set(TDM_ERR_ARG, "%s: pad should be at most half of kernel size, but got "
+                             "padding (%d, %d) and kernel_size (%d, %d)", op, pad[0], pad[1], k[0],
+                             k[1]);
+    const int64_t oh = pool_out_size(x->shape[b + 1], k[0], pad[0], st[0], d[0], p->ceil_mode);
+    const int64_t ow = pool_out_size(x->shape[b + 2], k[1], pad[1], st[1], d[1], p->ceil_mode);
+    if (oh < 1 || ow < 1)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: input %s gives output size %lld x %lld, which is "
+                             "too small (kernel_size (%d, %d), stride (%d, %d), padding (%d, %d), "
+                             "dilation (%d, %d))", op, SHAPE(x, s1), (long long)oh, (long long)ow,
+                             k[0], k[1], st[0], st[1], pad[0], pad[1], d[0], d[1]);
+    *ndim = x->ndim;
+    for (int i = 0; i < x->ndim - 2; i++) yshape[i] = x->shape[i];
+    yshape[x->ndim - 2] = oh;
+    yshape[x->ndim - 1] = ow;
+    return TDM_OK;
+}
+
+typedef tdm_status (*pool_fwd_fn)(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
+
+static tdm_tensor *pool_forward(const char *op, const tdm_tensor *x, const tdm_pool2d_params *p,
+                                bool avg) {
+    int ndim;
+    int64_t yshape[4];
+    if (pool_check(op, x, p, avg, &ndim, yshape) != TDM_OK) return NULL;
+    const struct tdm_backend_ops *be = tdm_backend_of(x);
+    pool_fwd_fn fn = avg ? be->avg_pool2d : be->max_pool2d;
+    if (!fn) {
+        tdm_error_unsupported(op, be);
+        return NULL;
+    }
+    tdm_tensor *y = empty_like_shape(x, ndim, yshape);
+    tdm_tensor *v[2] = {view4(x), view4(y)};
+    tdm_status s = y && v[0] && v[1] ? fn(v[0], p, v[1]) : tdm_last_status();
+    free_all(v, 2);
+    if (s != TDM_OK) {
+        tdm_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+static tdm_status pool_backward(const char *op, const tdm_tensor *gy, const tdm_tensor *x,
+                                const tdm_pool2d_params *p, bool avg, tdm_tensor **gx) {
+    clear_outs(gx, NULL, NULL);
+    int ndim;
+    int64_t yshape[4];
+    TDM_TRY(pool_check(op, x, p, avg, &ndim, yshape));
+    TDM_TRY(check_operand(op, "grad_output", gy, x));
+    TDM_TRY(check_grad_shape(op, gy, ndim, yshape));
+    if (!gx) return TDM_OK;
+    const struct tdm_backend_ops *be = tdm_backend_of(x);
+    if (avg ? !be->avg_pool2d_backward : !be->max_pool2d_backward)
+        return tdm_error_unsupported(op, be);
+
+    tdm_tensor *tgx = empty_like_shape(x, x->ndim, x->shape);
+    tdm_tensor *v[3] = {view4(gy), view4(x), view4(tgx)};   // gy4, x4, gx4
+    tdm_status s;
+    if (!tgx || !v[0] || !v[1] || !v[2]) s = tdm_last_status();
+    else if (avg) s = be->avg_pool2d_backward(v[0], p, v[2]);
+    else s = be->max_pool2d_backward(v[0], v[1], p, v[2]);
+    free_all(v, 3);
+    give(gx, tgx, s);
+    return s;
+}
+
+tdm_tensor *tdm_max_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p) {
+    return pool_forward("max_pool2d", x, p, false);
+}
+
+tdm_status tdm_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                   const tdm_pool2d_params *p, tdm_tensor **gx) {
+    return pool_backward("max_pool2d_backward", gy, x, p, false, gx);
+}
+
+tdm_tensor *tdm_avg_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p) {
+    return pool_forward("avg_pool2d", x, p, true);
+}
+
+tdm_status tdm_avg_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                   const tdm_pool2d_params *p, tdm_tensor **gx) {
+    return pool_backward("avg_pool2d_backward", gy, x, p, true, gx);
+}

@@ -1,0 +1,86 @@
+/* ops_optim.c — the optimizer updates (sgd_step, adam_step), in place: argument checks and the
+ * call through the backend table. The hyperparameter checks are torch.optim's. */
+#include "core/tensor_impl.h"
+
+// A state tensor `t` beside param: same device, dtype and shape, exactly.
+static tdm_status check_like(const char *op, const char *arg, const tdm_tensor *param,
+                             const tdm_tensor *t) {
+    TDM_TRY(tdm_check_tensor(op, arg, t));
+    TDM_TRY(tdm_check_same_device(op, param, t));
+    if (t->dtype != param->dtype)
+        return tdm_error_set(TDM_ERR_DTYPE, "%s: param has dtype %s but %s has dtype %s", op,
+                             tdm_dtype_name(param->dtype), arg, tdm_dtype_name(t->dtype));
+    bool same = t->ndim == param->ndim;
+    for (int i = 0; same && i < t->ndim; i++) same = t->shape[i] == param->shape[i];
+    if (!same) {
+        char a[96], b[96];
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: param has shape %s but %s has shape %s", op,
+                             tdm_shape_str(param->ndim, param->shape, a, sizeof a), arg,
+                             tdm_shape_str(t->ndim, t->shape, b, sizeof b));
+    }
+    return TDM_OK;
+}
+
+static tdm_status check_param(const char *op, const tdm_tensor *param, const tdm_tensor *grad) {
+    TDM_TRY(tdm_check_tensor(op, "param", param));
+    TDM_TRY(tdm_check_float(op, "param", param));
+    return check_like(op, "grad", param, grad);
+}
+
+tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *momentum_buffer,
+                        bool buffer_initialized, const tdm_sgd_params *p) {
+    const char *op = "sgd_step";
+    TDM_TRY(check_param(op, param, grad));
+    if (!p) return tdm_error_set(TDM_ERR_ARG, "%s: params is NULL", op);
+    if (!(p->lr >= 0))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid learning rate: %g", op, p->lr);
+    if (!(p->momentum >= 0))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid momentum value: %g", op, p->momentum);
+    if (!(p->weight_decay >= 0))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid weight_decay value: %g", op,
+                             p->weight_decay);
+    if (p->nesterov && (p->momentum <= 0 || p->dampening != 0))
+        return tdm_error_set(TDM_ERR_ARG,
+                             "%s: Nesterov momentum requires a momentum and zero dampening "
+                             "(momentum %g, dampening %g)",
+                             op, p->momentum, p->dampening);
+    if (p->momentum != 0) {
+        if (!momentum_buffer)
+            return tdm_error_set(TDM_ERR_ARG, "%s: momentum %g needs a momentum_buffer", op,
+                                 p->momentum);
+        TDM_TRY(check_like(op, "momentum_buffer", param, momentum_buffer));
+    } else {
+        momentum_buffer = NULL;   // unused without momentum, as in torch.optim
+    }
+    const struct tdm_backend_ops *be = tdm_backend_of(param);
+    if (!be->sgd_step) return tdm_error_unsupported(op, be);
+    return be->sgd_step(param, grad, momentum_buffer, buffer_initialized, p);
+}
+
+tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
+                         tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p) {
+    const char *op = "adam_step";
+    TDM_TRY(check_param(op, param, grad));
+    TDM_TRY(check_like(op, "exp_avg", param, exp_avg));
+    TDM_TRY(check_like(op, "exp_avg_sq", param, exp_avg_sq));
+    if (!p) return tdm_error_set(TDM_ERR_ARG, "%s: params is NULL", op);
+    if (step < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: step %lld, expected >= 1 (1-based, after the "
+                             "increment)", op, (long long)step);
+    if (!(p->lr >= 0))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid learning rate: %g", op, p->lr);
+    if (!(p->eps >= 0))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid epsilon value: %g", op, p->eps);
+    if (!(p->beta1 >= 0 && p->beta1 < 1))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid beta parameter at index 0: %g", op,
+                             p->beta1);
+    if (!(p->beta2 >= 0 && p->beta2 < 1))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid beta parameter at index 1: %g", op,
+                             p->beta2);
+    if (!(p->weight_decay >= 0))
+        return tdm_error_set(TDM_ERR_ARG, "%s: invalid weight_decay value: %g", op,
+                             p->weight_decay);
+    const struct tdm_backend_ops *be = tdm_backend_of(param);
+    if (!be->adam_step) return tdm_error_unsupported(op, be);
+    return be->adam_step(param, grad, exp_avg, exp_avg_sq, step, p);
+}

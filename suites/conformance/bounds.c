@@ -1,0 +1,705 @@
+/* bounds.c — the tolerance of every comparison, derived from rounding-error analysis, never tuned.
+ * One place for every op's rule; docs/CONFORMANCE.md explains each derivation.
+ *
+ * For element i of an expected tensor e (exact, or nearly: PyTorch in float64):
+ *
+ *     bound_i = err_i + (u_out + u_exp) * |e_i| + eta_out
+ *
+ * err_i     the error of the computation before its final rounding, with accumulation unit
+ *           roundoff u (f32's 2^-24 for f32/f16/bf16, f64's for f64): the op's rule below;
+ * u_out     the final rounding to the output dtype (2^-24 f32, 2^-11 f16, 2^-8 bf16);
+ * u_exp     the rounding of the stored expected value (0 in practice: stored as f64);
+ * eta_out   the absolute spacing near zero of the output dtype (underflow).
+ *
+ * Multilinear ops (linear, matmul, conv2d, avg_pool2d, add, mul, sum, mean, embedding backward,
+ * max_pool2d backward) use the classic bound gamma_n * M with gamma_n = n u / (1 - n u), n the
+ * number of roundings on the longest path (the reduction length plus the epilogue), and
+ * M = the same computation on absolute values (sum |a_i| |b_i|), which the reference evaluates
+ * by running the case in f64 on |inputs|. The other ops propagate each rounding (u per + - * /,
+ * 2 ulp = 4u per exp, log, tanh, erf, rsqrt, as CUDA's libdevice and glibc guarantee) through
+ * the formula, written out per op below. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bounds.h"
+#include "core/tensor_impl.h"
+
+#define FN_ERR 4.0   // a library function's error, in units of u: 2 ulp
+
+typedef struct {
+    const tdm_case *c;
+    bool grad;
+    int k;
+    int64_t n;          // numel of the expected tensor
+    double u;           // unit roundoff of the accumulation
+    double u_in;        // unit roundoff of the case dtype (outputs fed back into a backward)
+    double eta_in;      // and its absolute rounding near zero (half its subnormal spacing)
+    const double *e;    // expected values
+    double *err;        // out: err_i
+} bctx;
+
+static double gamma_n(double n, double u) { return n * u / (1.0 - n * u); }
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+static const int64_t *shape_of(const tdm_tensor *t) { return tdm_tensor_shape(t); }
+
+static double *load(const tdm_tensor *t) {
+    if (!t) return NULL;
+    int64_t n = tdm_tensor_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (v && tdm_tensor_to_host_f64(t, v) != TDM_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+// The case on |inputs| and |grad_output| (inputs in `keep_sign` keep theirs), in f64 on the cpu:
+// its outputs are the magnitudes M of a multilinear op.
+static tdm_status abs_run(const tdm_case *c, unsigned keep_sign, tdm_case_result *r) {
+    tdm_case a;
+    memset(&a, 0, sizeof a);
+    snprintf(a.op, sizeof a.op, "%s", c->op);
+    snprintf(a.path, sizeof a.path, "%.480s (abs)", c->path);
+    a.attrs = cJSON_Duplicate(c->attrs, 1);
+    cJSON *alpha = cJSON_GetObjectItemCaseSensitive(a.attrs, "alpha");
+    if (cJSON_IsNumber(alpha)) cJSON_SetNumberValue(alpha, fabs(alpha->valuedouble));
+    a.dtype = TDM_DTYPE_F64;
+    tdm_status s = TDM_OK;
+    for (int i = 0; i < TDM_CASE_MAX && s == TDM_OK; i++) {
+        const tdm_tensor *src[2] = {c->input[i], c->grad_output[i]};
+        tdm_tensor **dst[2] = {&a.input[i], &a.grad_output[i]};
+        for (int j = 0; j < 2 && s == TDM_OK; j++) {
+            if (!src[j]) continue;
+            bool fl = tdm_dtype_is_float(tdm_tensor_dtype(src[j]));
+            *dst[j] = tdm_tensor_to(src[j], TDM_CPU, fl ? TDM_DTYPE_F64 : tdm_tensor_dtype(src[j]));
+            if (!*dst[j]) {
+                s = tdm_last_status();
+                break;
+            }
+            if (fl && !(j == 0 && (keep_sign >> i & 1))) {
+                double *v = tdm_tensor_data(*dst[j]);
+                for (int64_t q = 0; q < tdm_tensor_numel(*dst[j]); q++) v[q] = fabs(v[q]);
+            }
+        }
+    }
+    if (s == TDM_OK) s = tdm_case_run(&a, TDM_CPU, r);
+    for (int i = 0; i < TDM_CASE_MAX; i++) {
+        tdm_tensor_free(a.input[i]);
+        tdm_tensor_free(a.grad_output[i]);
+    }
+    cJSON_Delete(a.attrs);
+    return s;
+}
+
+// err = gamma_n * M for a multilinear op, M from the absolute-value run.
+static tdm_status multilinear(bctx *b, double n, unsigned keep_sign) {
+    tdm_case_result r;
+    TDM_TRY(abs_run(b->c, keep_sign, &r));
+    const tdm_tensor *m = b->grad ? r.grad_input[b->k] : r.output[b->k];
+    double *M = m && tdm_tensor_numel(m) == b->n ? load(m) : NULL;
+    tdm_case_result_free(&r);
+    if (!M) return tdm_error_set(TDM_ERR_BACKEND, "%s: bound: no magnitude for %s.%d", b->c->path,
+                                 b->grad ? "grad_input" : "output", b->k);
+    double g = gamma_n(n, b->u);
+    for (int64_t i = 0; i < b->n; i++) b->err[i] = g * M[i];
+    free(M);
+    return TDM_OK;
+}
+
+static int64_t in_numel(const bctx *b, int i) {
+    return b->c->input[i] ? tdm_tensor_numel(b->c->input[i]) : 0;
+}
+
+// ---- multilinear ops --------------------------------------------------------------------------
+
+static tdm_status bound_linear(bctx *b) {
+    const tdm_tensor *x = b->c->input[0], *w = b->c->input[1];
+    int64_t in = shape_of(w)[1], out = shape_of(w)[0], rows = tdm_tensor_numel(x) / (in ? in : 1);
+    if (!b->grad) return multilinear(b, (double)in + 1, 0);   // dot of length in, + bias
+    return multilinear(b, b->k == 0 ? (double)out : (double)rows, 0);
+}
+
+static tdm_status bound_matmul(bctx *b) {
+    const tdm_tensor *A = b->c->input[0], *B = b->c->input[1];
+    int na = tdm_tensor_ndim(A), nb = tdm_tensor_ndim(B);
+    int64_t kdim = shape_of(A)[na - 1], m = shape_of(B)[nb - 1], rows = shape_of(A)[na - 2];
+    int64_t batch = na == 3 ? shape_of(A)[0] : nb == 3 ? shape_of(B)[0] : 1;
+    if (!b->grad) return multilinear(b, (double)kdim, 0);
+    // ga = gy b^T sums over m (and over the batch when a is broadcast); gb likewise over rows.
+    if (b->k == 0) return multilinear(b, (double)(m * (na == 2 ? batch : 1)), 0);
+    return multilinear(b, (double)(rows * (nb == 2 ? batch : 1)), 0);
+}
+
+static tdm_status bound_conv2d(bctx *b) {
+    const tdm_tensor *w = b->c->input[1];
+    const int64_t *ws = shape_of(w);
+    int64_t groups;
+    TDM_TRY(tdm_attr_int(b->c, "groups", 1, &groups));
+    if (!b->grad) return multilinear(b, (double)(ws[1] * ws[2] * ws[3]) + 1, 0);
+    if (b->k == 0) return multilinear(b, (double)(ws[0] / (groups ? groups : 1) * ws[2] * ws[3]), 0);
+    // grad weight and bias sum over every output position of every sample.
+    const tdm_tensor *gy = b->c->grad_output[0];
+    int nd = tdm_tensor_ndim(gy);
+    int64_t positions = tdm_tensor_numel(gy) / shape_of(gy)[nd == 4 ? 1 : 0];
+    return multilinear(b, (double)positions, 0);
+}
+
+static tdm_status pool_windows(const tdm_case *c, double *per_window, double *overlap) {
+    int k[2], s[2];
+    TDM_TRY(tdm_attr_pair(c, "kernel_size", (int[2]){1, 1}, k));
+    TDM_TRY(tdm_attr_pair(c, "stride", k, s));
+    *per_window = (double)k[0] * k[1];
+    *overlap = ceil((double)k[0] / s[0]) * ceil((double)k[1] / s[1]);
+    return TDM_OK;
+}
+
+static tdm_status bound_avg_pool2d(bctx *b) {
+    double win, overlap;
+    TDM_TRY(pool_windows(b->c, &win, &overlap));
+    return multilinear(b, b->grad ? overlap + 1 : win + 1, 0);   // + the division
+}
+
+static tdm_status bound_max_pool2d(bctx *b) {
+    if (!b->grad) return TDM_OK;   // a selection: exact
+    double win, overlap;
+    TDM_TRY(pool_windows(b->c, &win, &overlap));
+    return multilinear(b, overlap, 1u);   // x keeps its sign: it picks the maxima
+}
+
+static tdm_status bound_add_mul(bctx *b) {
+    if (!b->grad) return multilinear(b, 2, 0);   // a + alpha*b: two roundings
+    int64_t summed = tdm_tensor_numel(b->c->grad_output[0]) / (in_numel(b, b->k) ? in_numel(b, b->k) : 1);
+    return multilinear(b, (double)summed + 1, 0);
+}
+
+static tdm_status bound_sum_mean(bctx *b) {
+    int64_t reduced = in_numel(b, 0) / (b->n ? b->n : 1);
+    if (b->grad) return multilinear(b, 1, 0);   // gy * (1 or 1/count)
+    return multilinear(b, (double)reduced + 1, 0);
+}
+
+static tdm_status bound_embedding(bctx *b) {
+    if (!b->grad) return TDM_OK;   // a gather: exact
+    return multilinear(b, (double)in_numel(b, 0), 0);   // scatter-add of at most every index
+}
+
+static tdm_status bound_dropout(bctx *b) {
+    for (int64_t i = 0; i < b->n; i++) b->err[i] = 2 * b->u * fabs(b->e[i]);   // 1/(1-p), x*scale
+    return TDM_OK;
+}
+
+static tdm_status bound_exact(bctx *b) {   // relu forward and backward: selections
+    (void)b;
+    return TDM_OK;
+}
+
+static tdm_status bound_mse(bctx *b) {
+    // forward: d = a-b, d^2, a sum of n terms (+ the division): gamma_{n+3} * sum d^2 = |e|-scaled
+    char red[64];
+    TDM_TRY(tdm_attr_string(b->c, "reduction", "mean", red));
+    double n = strcmp(red, "none") ? (double)in_numel(b, 0) : 1.0;
+    double g = gamma_n(b->grad ? 4 : n + 3, b->u);
+    for (int64_t i = 0; i < b->n; i++) b->err[i] = g * fabs(b->e[i]);
+    return TDM_OK;
+}
+
+// ---- activations --------------------------------------------------------------------------------
+// x from input.0, gy from grad_output.0; each rule is the propagated error of the formula the
+// op computes, in units of u (written as u * (...)).
+
+static tdm_status bound_unary(bctx *b) {
+    double *x = load(b->c->input[0]), *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
+    if (!x || (b->grad && !gy)) {
+        free(x);
+        free(gy);
+        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    }
+    const char *op = b->c->op;
+    char approx[64] = "none";
+    if (!strcmp(op, "gelu")) TDM_TRY(tdm_attr_string(b->c, "approximate", "none", approx));
+    const double u = b->u, kk = sqrt(2.0 / M_PI);
+    for (int64_t i = 0; i < b->n; i++) {
+        double xi = x[i], g = b->grad ? fabs(gy[i]) : 1.0, err;
+        if (!strcmp(op, "tanh")) {
+            double t = tanh(xi);
+            // y = tanh(x): 2 ulp. dy = gy (1 - t^2): t carries 4u, t^2 and 1-t^2 one each.
+            err = b->grad ? u * g * (9 * t * t + 2 * fabs(1 - t * t)) : FN_ERR * u * fabs(t);
+        } else if (!strcmp(op, "sigmoid")) {
+            double s = 1.0 / (1.0 + exp(-xi));
+            // s = 1/(1+exp(-x)): exp 4u, + and / one each: 6u relative.
+            err = b->grad ? u * g * s * (9 * fabs(1 - s) + 6 * s) : 6 * u * s;
+        } else if (!strcmp(approx, "tanh")) {
+            double w = kk * (xi + 0.044715 * xi * xi * xi), t = tanh(w);
+            double dw = 4 * kk * (fabs(xi) + 0.044715 * fabs(xi * xi * xi));   // inner, units of u
+            double dt = FN_ERR * fabs(t) + (1 - t * t) * dw;
+            if (!b->grad) {
+                double y = 0.5 * xi * (1 + t);
+                err = u * (0.5 * fabs(xi) * (dt + 1 + fabs(t)) + 2 * fabs(y));
+            } else {
+                double q = kk * (1 + 3 * 0.044715 * xi * xi);
+                double d = 0.5 * (1 + t) + 0.5 * xi * (1 - t * t) * q;
+                err = u * g * (0.5 * (1 + fabs(t)) + 0.5 * dt +
+                               0.5 * fabs(xi) * q * (2 * fabs(t) * dt + 6 * (1 - t * t)) + 2 * fabs(d));
+            }
+        } else {   // exact gelu: 0.5 x (1 + erf(x/sqrt2))
+            double z = xi * M_SQRT1_2, ef = erf(z);
+            double dphi2 = 5 * fabs(ef) + 1 + M_2_SQRTPI * fabs(z) * exp(-z * z);   // 1+erf, in u
+            if (!b->grad) {
+                err = u * (0.5 * fabs(xi) * dphi2 + 2 * fabs(0.5 * xi * (1 + ef)));
+            } else {
+                double xphi = xi * exp(-0.5 * xi * xi) / sqrt(2 * M_PI);
+                double d = 0.5 * (1 + ef) + xphi;
+                err = u * g * (0.5 * dphi2 + fabs(xphi) * (7 + xi * xi) + 2 * fabs(d));
+            }
+        }
+        b->err[i] = err;
+    }
+    free(x);
+    free(gy);
+    return TDM_OK;
+}
+
+// ---- softmax, log_softmax, cross_entropy ----------------------------------------------------------
+// Rows along `dim`: element (outer o, j, inner q) at o*n*inner + j*inner + q.
+
+typedef struct {
+    int64_t outer, n, inner;
+} rows3;
+
+static rows3 rows_along(const tdm_tensor *t, int dim) {
+    rows3 r = {1, 1, 1};
+    int nd = tdm_tensor_ndim(t);
+    for (int d = 0; d < nd; d++) {
+        if (d < dim) r.outer *= shape_of(t)[d];
+        else if (d == dim) r.n = shape_of(t)[d];
+        else r.inner *= shape_of(t)[d];
+    }
+    return r;
+}
+
+// Per element of one row (stride `st`): y = softmax, my = the forward error of softmax (units
+// of u) or of log_softmax, and log S.
+static void softmax_row(const double *x, int64_t n, int64_t st, bool log_out, double *y, double *my) {
+    double m = -INFINITY, S = 0, spread = 0;
+    for (int64_t j = 0; j < n; j++) m = fmax(m, x[j * st]);
+    for (int64_t j = 0; j < n; j++) {
+        S += exp(x[j * st] - m);
+        spread = fmax(spread, fabs(x[j * st] - m));
+    }
+    double logS = log(S);
+    for (int64_t j = 0; j < n; j++) {
+        double d = fabs(x[j * st] - m), p = exp(x[j * st] - m) / S;
+        // e_j = exp(x_j - m): (4 + |x_j - m|) u relative; S: + (n + max|x - m|) u; /: + u
+        if (!log_out) {
+            y[j] = p;
+            my[j] = p * (n + 9 + d + spread);
+        } else {
+            y[j] = x[j * st] - m - logS;
+            my[j] = d + n + 4 + spread + FN_ERR * fabs(logS) + fabs(y[j]);
+        }
+    }
+}
+
+static tdm_status bound_softmax(bctx *b) {
+    bool log_out = !strcmp(b->c->op, "log_softmax");
+    const tdm_tensor *xt = b->c->input[0];
+    int64_t dim64;
+    TDM_TRY(tdm_attr_int(b->c, "dim", 0, &dim64));
+    int dim;
+    TDM_TRY(tdm_wrap_dim("softmax", (int)dim64, tdm_tensor_ndim(xt), &dim));
+    rows3 R = rows_along(xt, tdm_tensor_ndim(xt) ? dim : 0);
+    double *x = load(xt), *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
+    double *y = malloc((size_t)R.n * sizeof *y), *my = malloc((size_t)R.n * sizeof *my);
+    if (!x || !y || !my || (b->grad && !gy)) {
+        free(x); free(gy); free(y); free(my);
+        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    }
+    const double u = b->u;
+    for (int64_t o = 0; o < R.outer; o++) {
+        for (int64_t q = 0; q < R.inner; q++) {
+            int64_t base = o * R.n * R.inner + q;
+            softmax_row(x + base, R.n, R.inner, log_out, y, my);
+            if (!b->grad) {
+                for (int64_t j = 0; j < R.n; j++) b->err[base + j * R.inner] = u * my[j];
+                continue;
+            }
+            // The backward reads the forward output y as the case ran it: its forward error plus
+            // its rounding to the case dtype, dy_j = u my_j + u_in |y_j| + eta_in.
+            double D = 0, Dabs = 0, G = 0, Gabs = 0, gdy = 0;
+            for (int64_t j = 0; j < R.n; j++) {
+                double g = gy[base + j * R.inner], dy = u * my[j] + b->u_in * fabs(y[j]) + b->eta_in;
+                D += g * y[j];
+                Dabs += fabs(g * y[j]);
+                G += g;
+                Gabs += fabs(g);
+                gdy += fabs(g) * dy;
+            }
+            for (int64_t j = 0; j < R.n; j++) {
+                double g = gy[base + j * R.inner], dy = u * my[j] + b->u_in * fabs(y[j]) + b->eta_in, err;
+                if (!log_out) {   // gx = y (gy - D), D = sum gy y
+                    double inner = fabs(g - D);
+                    err = dy * inner + y[j] * (gdy + gamma_n((double)R.n, u) * Dabs + u * inner) +
+                          u * fabs(y[j]) * inner;
+                } else {          // gx = gy - exp(y) G
+                    double p = exp(y[j]);
+                    err = p * fabs(G) * ((FN_ERR + 1) * u + dy) + p * gamma_n((double)R.n, u) * Gabs +
+                          u * fabs(g - p * G);
+                }
+                b->err[base + j * R.inner] = err;
+            }
+        }
+    }
+    free(x); free(gy); free(y); free(my);
+    return TDM_OK;
+}
+
+static tdm_status bound_cross_entropy(bctx *b) {
+    const tdm_tensor *lt = b->c->input[0], *tt = b->c->input[1];
+    char red[64];
+    double eps;
+    int64_t ignore;
+    TDM_TRY(tdm_attr_string(b->c, "reduction", "mean", red));
+    TDM_TRY(tdm_attr_double(b->c, "label_smoothing", 0.0, &eps));
+    TDM_TRY(tdm_attr_int(b->c, "ignore_index", -100, &ignore));
+    int64_t C = shape_of(lt)[tdm_tensor_ndim(lt) - 1], N = tdm_tensor_numel(lt) / (C ? C : 1);
+    double *x = load(lt), *t = load(tt), *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
+    double *y = malloc((size_t)(C ? C : 1) * sizeof *y), *my = malloc((size_t)(C ? C : 1) * sizeof *my);
+    double *p = malloc((size_t)(C ? C : 1) * sizeof *p), *mp = malloc((size_t)(C ? C : 1) * sizeof *mp);
+    if (!x || !t || !y || !my || !p || !mp || (b->grad && !gy)) {
+        free(x); free(t); free(gy); free(y); free(my); free(p); free(mp);
+        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    }
+    const double u = b->u;
+    double total_err = 0, total_abs = 0, count = 0;
+    bool none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
+    for (int64_t i = 0; i < N; i++) count += t[i] != (double)ignore;
+    for (int64_t i = 0; i < N; i++) {
+        bool ign = t[i] == (double)ignore;
+        int64_t ti = (int64_t)t[i];
+        softmax_row(x + i * C, C, 1, true, y, my);    // log p and its error
+        softmax_row(x + i * C, C, 1, false, p, mp);   // p and its error
+        if (!b->grad) {
+            // loss_i = (1-eps)(-log p_t) + eps/C sum_c(-log p_c): each -log p_c carries my_c,
+            // and the weighted sum of C terms gamma_{C+3}.
+            double e_i = 0, a_i = 0;
+            for (int64_t c = 0; c < C && !ign; c++) {
+                double w = (c == ti ? 1 - eps : 0) + eps / C;
+                e_i += w * u * my[c];
+                a_i += w * fabs(y[c]);
+            }
+            e_i += gamma_n((double)C + 3, u) * a_i;
+            if (none) b->err[i] = e_i;
+            total_err += e_i;
+            total_abs += a_i;
+            continue;
+        }
+        double g = none ? gy[i] : mean ? gy[0] / count : gy[0];
+        for (int64_t c = 0; c < C; c++) {
+            double target = (c == ti ? 1 - eps : 0) + eps / C;
+            // glogit = g (p - target): p carries u mp; one subtraction, the scaling of g, one product
+            b->err[i * C + c] = ign ? 0.0 : fabs(g) * (u * mp[c] + 3 * u * (p[c] + target));
+        }
+    }
+    if (!b->grad && !none) {   // reduce N terms (+ the division for mean)
+        double e = total_err + gamma_n((double)N + 1, u) * total_abs;
+        b->err[0] = mean ? e / count : e;
+    }
+    free(x); free(t); free(gy); free(y); free(my); free(p); free(mp);
+    return TDM_OK;
+}
+
+// ---- layer_norm, batch_norm ---------------------------------------------------------------------
+// Both normalize groups of n elements: layer_norm a row (weight by position in the row),
+// batch_norm a channel over (N, spatial) (weight by channel). The two-pass error analysis:
+//   mean:  dmu = (n+1) u mean|x|
+//   var:   dvar = (n+4) u var + 2 dmu mean|x - mu|
+//   rstd = 1/sqrt(var + eps): relative (dvar/(var+eps))/2 + 6u (+ eps, sqrt, rsqrt 2 ulp)
+//   xhat_j: dxh_j = (u |x_j - mu| + dmu) rstd + |xhat_j| (rel_rstd + u)
+//   y_j = xhat_j w + b: |w| dxh_j + 2u (|xhat_j w| + |b|)
+
+typedef struct {
+    int64_t groups, n;       // n elements per group
+    int64_t N, C, S;         // batch_norm layout (N, C, S); layer_norm: N = groups, C = 1, S = n
+    bool per_channel;        // batch_norm
+} normlay;
+
+static int64_t norm_at(const normlay *L, int64_t g, int64_t j) {
+    if (!L->per_channel) return g * L->n + j;
+    return (j / L->S) * L->C * L->S + g * L->S + j % L->S;
+}
+
+static int64_t norm_w(const normlay *L, int64_t g, int64_t j) { return L->per_channel ? g : j; }
+
+static tdm_status bound_norm(bctx *b) {
+    const tdm_case *c = b->c;
+    bool bn = !strcmp(c->op, "batch_norm");
+    const tdm_tensor *xt = c->input[0];
+    int nd = tdm_tensor_ndim(xt);
+    normlay L = {0};
+    double eps, mom = 0.1;
+    bool training = true;
+    int wi = bn ? 3 : 1, bi = bn ? 4 : 2;
+    if (bn) {
+        TDM_TRY(tdm_attr_double(c, "eps", 1e-5, &eps));
+        TDM_TRY(tdm_attr_double(c, "momentum", 0.1, &mom));
+        TDM_TRY(tdm_attr_bool(c, "training", false, &training));
+        L.per_channel = true;
+        L.N = shape_of(xt)[0];
+        L.C = nd > 1 ? shape_of(xt)[1] : 1;
+        int64_t nc = L.N * L.C;
+        L.S = tdm_tensor_numel(xt) / (nc > 0 ? nc : 1);
+        L.groups = L.C;
+        L.n = L.N * L.S;
+    } else {
+        int ns[TDM_MAX_DIMS], nn;
+        TDM_TRY(tdm_attr_double(c, "eps", 1e-5, &eps));
+        TDM_TRY(tdm_attr_int_list(c, "normalized_shape", TDM_MAX_DIMS, ns, &nn));
+        int64_t cols = 1;
+        for (int d = 0; d < nn; d++) cols *= ns[d];
+        L.n = cols;
+        L.groups = tdm_tensor_numel(xt) / (cols ? cols : 1);
+    }
+    double *x = load(xt), *w = load(c->input[wi]), *bias = load(c->input[bi]);
+    double *rm = bn ? load(c->input[1]) : NULL, *rv = bn ? load(c->input[2]) : NULL;
+    double *gy = b->grad ? load(c->grad_output[0]) : NULL;
+    double *xh = malloc((size_t)(L.n ? L.n : 1) * sizeof *xh), *dxh = malloc((size_t)(L.n ? L.n : 1) * sizeof *dxh);
+    tdm_status s = TDM_OK;
+    if (!x || !xh || !dxh || (b->grad && !gy) || (bn && !training && (!rm || !rv)))
+        s = tdm_error_set(TDM_ERR_FORMAT, "%s: bound: inputs missing or out of memory", c->path);
+    const double u = b->u;
+    for (int64_t g = 0; s == TDM_OK && g < L.groups; g++) {
+        double n = (double)L.n, mu = 0, amu = 0, var = 0, adev = 0;
+        for (int64_t j = 0; j < L.n; j++) {
+            mu += x[norm_at(&L, g, j)];
+            amu += fabs(x[norm_at(&L, g, j)]);
+        }
+        mu /= n;
+        amu /= n;
+        for (int64_t j = 0; j < L.n; j++) {
+            double d = x[norm_at(&L, g, j)] - mu;
+            var += d * d;
+            adev += fabs(d);
+        }
+        var /= n;
+        adev /= n;
+        double dmu = (n + 1) * u * amu, dvar = (n + 4) * u * var + 2 * dmu * adev;
+        bool batch_stats = !bn || training;
+        if (!batch_stats) {   // eval: running statistics, exact inputs
+            mu = rm[g];
+            var = rv[g];
+            dmu = 0;
+            dvar = 0;
+        }
+        double rstd = 1.0 / sqrt(var + eps);
+        double rel_rstd = 0.5 * (dvar + u * (var + eps)) / (var + eps) + 6 * u;
+        double m1 = 0, m1abs = 0, m2 = 0, m2abs = 0, m2err = 0;
+        for (int64_t j = 0; j < L.n; j++) {
+            int64_t at = norm_at(&L, g, j);
+            double d = x[at] - mu;
+            xh[j] = d * rstd;
+            dxh[j] = (u * fabs(d) + dmu) * rstd + fabs(xh[j]) * (rel_rstd + u);
+            if (b->grad) {
+                double wj = w ? w[norm_w(&L, g, j)] : 1.0, gh = gy[at] * wj;
+                m1 += gh;
+                m1abs += fabs(gh);
+                m2 += gh * xh[j];
+                m2abs += fabs(gh * xh[j]);
+                m2err += fabs(gh) * dxh[j];
+            }
+        }
+        m1 /= n; m1abs /= n; m2 /= n; m2abs /= n; m2err /= n;
+        double G = gamma_n(n + 2, u);
+        if (!b->grad && b->k == 0) {
+            for (int64_t j = 0; j < L.n; j++) {
+                double wj = w ? w[norm_w(&L, g, j)] : 1.0, bj = bias ? bias[norm_w(&L, g, j)] : 0.0;
+                b->err[norm_at(&L, g, j)] = fabs(wj) * dxh[j] + 2 * u * (fabs(xh[j] * wj) + fabs(bj));
+            }
+        } else if (!b->grad) {   // batch_norm running stats: (1-m) r + m stat (unbiased var)
+            double unb = n / (n > 1 ? n - 1 : 1);
+            b->err[g] = b->k == 1 ? 2 * u * (fabs((1 - mom) * rm[g]) + fabs(mom * mu)) + mom * dmu
+                                  : 2 * u * (fabs((1 - mom) * rv[g]) + fabs(mom * var * unb)) +
+                                        mom * unb * (dvar + u * var);
+        } else if (b->k == 0) {   // gx
+            for (int64_t j = 0; j < L.n; j++) {
+                int64_t at = norm_at(&L, g, j);
+                double wj = w ? w[norm_w(&L, g, j)] : 1.0, gh = gy[at] * wj, err;
+                if (batch_stats) {   // rstd (gh - mean(gh) - xhat mean(gh xhat))
+                    double inner = gh - m1 - xh[j] * m2;
+                    err = rstd * (2 * u * fabs(gh) + G * m1abs + dxh[j] * fabs(m2) +
+                                  fabs(xh[j]) * (G * m2abs + m2err) +
+                                  2 * u * (fabs(gh) + fabs(m1) + fabs(xh[j] * m2))) +
+                          fabs(inner) * rstd * (rel_rstd + u);
+                } else {             // gy w rstd
+                    err = fabs(gh) * rstd * (rel_rstd + 3 * u);
+                }
+                b->err[at] = err;
+            }
+        }
+    }
+    // gweight = sum gy xhat, gbias = sum gy, per weight element over the elements it scales.
+    if (s == TDM_OK && b->grad && b->k != 0) {
+        memset(b->err, 0, (size_t)b->n * sizeof *b->err);
+        double *acc = calloc((size_t)(b->n ? b->n : 1), sizeof *acc);
+        double *cnt = calloc((size_t)(b->n ? b->n : 1), sizeof *cnt);
+        if (!acc || !cnt) s = tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+        for (int64_t g = 0; s == TDM_OK && g < L.groups; g++) {
+            double n = (double)L.n, mu = 0, var = 0;
+            bool batch_stats = !bn || training;
+            for (int64_t j = 0; j < L.n; j++) mu += x[norm_at(&L, g, j)];
+            mu /= n;
+            for (int64_t j = 0; j < L.n; j++) var += pow(x[norm_at(&L, g, j)] - mu, 2);
+            var /= n;
+            double amu = 0, adev = 0;
+            for (int64_t j = 0; j < L.n; j++) {
+                amu += fabs(x[norm_at(&L, g, j)]);
+                adev += fabs(x[norm_at(&L, g, j)] - mu);
+            }
+            amu /= n;
+            adev /= n;
+            double dmu = (n + 1) * u * amu, dvar = (n + 4) * u * var + 2 * dmu * adev;
+            if (!batch_stats) { mu = rm[g]; var = rv[g]; dmu = 0; dvar = 0; }
+            double rstd = 1.0 / sqrt(var + eps);
+            double rel_rstd = 0.5 * (dvar + u * (var + eps)) / (var + eps) + 6 * u;
+            for (int64_t j = 0; j < L.n; j++) {
+                int64_t at = norm_at(&L, g, j), wj = norm_w(&L, g, j);
+                double d = x[at] - mu, xhj = d * rstd;
+                double dx = (u * fabs(d) + dmu) * rstd + fabs(xhj) * (rel_rstd + u);
+                if (b->k == wi) {
+                    b->err[wj] += fabs(gy[at]) * (dx + u * fabs(xhj));
+                    acc[wj] += fabs(gy[at] * xhj);
+                } else {
+                    acc[wj] += fabs(gy[at]);
+                }
+                cnt[wj] += 1;
+            }
+        }
+        for (int64_t i = 0; s == TDM_OK && i < b->n; i++) b->err[i] += gamma_n(cnt[i], u) * acc[i];
+        free(acc);
+        free(cnt);
+    }
+    free(x); free(w); free(bias); free(rm); free(rv); free(gy); free(xh); free(dxh);
+    return s;
+}
+
+// ---- optimizer steps --------------------------------------------------------------------------------
+
+static tdm_status bound_sgd(bctx *b) {
+    const tdm_case *c = b->c;
+    double lr, mom, damp, wd;
+    bool nesterov;
+    TDM_TRY(tdm_attr_double(c, "lr", 0, &lr));
+    TDM_TRY(tdm_attr_double(c, "momentum", 0, &mom));
+    TDM_TRY(tdm_attr_double(c, "dampening", 0, &damp));
+    TDM_TRY(tdm_attr_double(c, "weight_decay", 0, &wd));
+    TDM_TRY(tdm_attr_bool(c, "nesterov", false, &nesterov));
+    double *p = load(c->input[0]), *g = load(c->input[1]), *buf = load(c->input[2]);
+    if (!p || !g) {
+        free(p); free(g); free(buf);
+        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    }
+    // Every quantity on absolute values; at most 6 roundings on the longest path.
+    for (int64_t i = 0; i < b->n; i++) {
+        double dabs = fabs(g[i]) + fabs(wd * p[i]);
+        double babs = buf ? fabs(mom * buf[i]) + fabs(1 - damp) * dabs : dabs;
+        double step = mom != 0 ? (nesterov ? dabs + fabs(mom) * babs : babs) : dabs;
+        b->err[i] = b->k == 0 ? gamma_n(6, b->u) * (fabs(p[i]) + fabs(lr) * step)
+                              : gamma_n(4, b->u) * babs;
+    }
+    free(p); free(g); free(buf);
+    return TDM_OK;
+}
+
+static tdm_status bound_adam(bctx *b) {
+    const tdm_case *c = b->c;
+    bool adamw = !strcmp(c->op, "adamw_step");
+    double lr, eps, wd, betas[2] = {0.9, 0.999};
+    int64_t step;
+    TDM_TRY(tdm_attr_double(c, "lr", 1e-3, &lr));
+    TDM_TRY(tdm_attr_double(c, "eps", 1e-8, &eps));
+    TDM_TRY(tdm_attr_double(c, "weight_decay", adamw ? 1e-2 : 0, &wd));
+    TDM_TRY(tdm_attr_int(c, "step", 1, &step));
+    const cJSON *bj = cJSON_GetObjectItemCaseSensitive(c->attrs, "betas");
+    if (cJSON_GetArraySize(bj) == 2) {
+        betas[0] = cJSON_GetArrayItem(bj, 0)->valuedouble;
+        betas[1] = cJSON_GetArrayItem(bj, 1)->valuedouble;
+    }
+    double *p = load(c->input[0]), *g = load(c->input[1]), *m = load(c->input[2]), *v = load(c->input[3]);
+    if (!p || !g || !m || !v) {
+        free(p); free(g); free(m); free(v);
+        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    }
+    const double u = b->u, b1 = betas[0], b2 = betas[1];
+    double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step), ss = lr / bc1;
+    for (int64_t i = 0; i < b->n; i++) {
+        double gt = adamw ? g[i] : g[i] + wd * p[i];
+        double dg = adamw ? 0 : 2 * u * (fabs(g[i]) + fabs(wd * p[i]));
+        double m1 = b1 * m[i] + (1 - b1) * gt, v1 = b2 * v[i] + (1 - b2) * gt * gt;
+        double dm = 3 * u * (fabs(b1 * m[i]) + fabs((1 - b1) * gt)) + (1 - b1) * dg;
+        double dv = 3 * u * (fabs(b2 * v[i]) + (1 - b2) * gt * gt) + (1 - b2) * 2 * fabs(gt) * dg;
+        double sq = sqrt(v1) / sqrt(bc2), den = sq + eps;
+        // sqrt(v): half v's relative error + 1 rounding; / sqrt(bc2) + 2; + eps: 1
+        double dden = (v1 > 0 ? sq * (0.5 * dv / v1 + 3 * u) : sqrt(dv / bc2)) + u * den;
+        double upd = ss * m1 / den;
+        double dupd = ss * (dm / den + fabs(m1) * dden / (den * den)) + 4 * u * fabs(upd);
+        double pd = adamw ? p[i] * (1 - lr * wd) : p[i];
+        double dp = (adamw ? 3 * u * fabs(pd) : 0) + u * fabs(pd - upd) + dupd;
+        b->err[i] = b->k == 0 ? dp : b->k == 1 ? dm : dv;
+    }
+    free(p); free(g); free(m); free(v);
+    return TDM_OK;
+}
+
+// ---- the table -------------------------------------------------------------------------------------
+
+static const struct {
+    const char *op;
+    tdm_status (*rule)(bctx *b);
+} rules[] = {
+    {"linear", bound_linear},       {"matmul", bound_matmul},
+    {"conv2d", bound_conv2d},       {"max_pool2d", bound_max_pool2d},
+    {"avg_pool2d", bound_avg_pool2d}, {"relu", bound_exact},
+    {"gelu", bound_unary},          {"tanh", bound_unary},
+    {"sigmoid", bound_unary},       {"softmax", bound_softmax},
+    {"log_softmax", bound_softmax}, {"cross_entropy", bound_cross_entropy},
+    {"mse_loss", bound_mse},        {"layer_norm", bound_norm},
+    {"batch_norm", bound_norm},     {"add", bound_add_mul},
+    {"mul", bound_add_mul},         {"sum", bound_sum_mean},
+    {"mean", bound_sum_mean},       {"embedding", bound_embedding},
+    {"dropout", bound_dropout},     {"sgd_step", bound_sgd},
+    {"adam_step", bound_adam},      {"adamw_step", bound_adam},
+};
+
+tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, double *bound) {
+    (void)dev;   // every backend is held to the same bound (TF32 will widen u here)
+    const tdm_tensor *exp = grad ? c->grad_input[k] : c->output[k];
+    tdm_dtype out_dt = c->dtype;
+    // Outputs that are running statistics or optimizer state keep their input's dtype.
+    if (!grad && k > 0) {
+        int src = !strcmp(c->op, "batch_norm") ? k : k + 1;
+        if (src < TDM_CASE_MAX && c->input[src]) out_dt = tdm_tensor_dtype(c->input[src]);
+    }
+    if (grad && c->input[k]) out_dt = tdm_tensor_dtype(c->input[k]);
+    bctx b = {.c = c, .grad = grad, .k = k, .n = tdm_tensor_numel(exp),
+              .u = tdm_dtype_unit_roundoff(c->dtype == TDM_DTYPE_F64 ? TDM_DTYPE_F64 : TDM_DTYPE_F32),
+              .u_in = tdm_dtype_unit_roundoff(c->dtype),
+              .eta_in = 0.5 * tdm_dtype_min_subnormal(c->dtype)};
+    double *e = load(exp);
+    b.e = e;
+    b.err = bound;
+    if (!e) return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    memset(bound, 0, (size_t)b.n * sizeof *bound);
+    tdm_status s = TDM_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < sizeof rules / sizeof *rules; i++)
+        if (!strcmp(rules[i].op, c->op)) s = rules[i].rule(&b);
+    if (s == TDM_ERR_UNSUPPORTED) tdm_error_set(s, "%s: no error bound for op %s", c->path, c->op);
+    double u_out = tdm_dtype_unit_roundoff(out_dt), u_exp = tdm_dtype_unit_roundoff(tdm_tensor_dtype(exp));
+    double eta = tdm_dtype_min_subnormal(out_dt);
+    for (int64_t i = 0; s == TDM_OK && i < b.n; i++)
+        bound[i] += (u_out + u_exp) * fabs(e[i]) + eta;
+    free(e);
+    return s;
+}

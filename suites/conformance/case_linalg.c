@@ -1,0 +1,156 @@
+/* case_linalg.c — the conformance case entries of linear, matmul, conv2d, max_pool2d and
+ * avg_pool2d: attrs parsed with PyTorch's defaults (docs/CASE_FORMAT.md), the forward run, and
+ * with grad_output the backward, each gradient stored at its input's position. Results go into
+ * r only when every call succeeded; on failure nothing is left allocated. */
+#include <limits.h>
+
+#include "case.h"
+#include "core/tensor_impl.h"   // tdm_error_set, TDM_TRY
+
+// Gradient of input k is wanted when the input is present and floating.
+static bool wants_grad(tdm_tensor *const *in, int k) {
+    return in[k] && tdm_dtype_is_float(tdm_tensor_dtype(in[k]));
+}
+
+// The out-pointer for input k's gradient, or NULL when it is not wanted.
+static tdm_tensor **grad_slot(tdm_tensor *const *in, int k, tdm_tensor **g) {
+    return wants_grad(in, k) ? &g[k] : NULL;
+}
+
+// Moves y and the gradients g[0..n) into r on success, frees them otherwise.
+static tdm_status finish(tdm_status s, tdm_tensor *y, tdm_tensor **g, int n, tdm_case_result *r) {
+    if (s == TDM_OK && !y) s = tdm_last_status();
+    if (s != TDM_OK) {
+        tdm_tensor_free(y);
+        for (int k = 0; k < n; k++) tdm_tensor_free(g[k]);
+        return s;
+    }
+    r->output[0] = y;
+    for (int k = 0; k < n; k++) r->grad_input[k] = g[k];
+    return TDM_OK;
+}
+
+// An int attr that must fit a C int (groups, divisor_override).
+static tdm_status attr_c_int(const tdm_case *c, const char *name, int def, int *out) {
+    int64_t v = def;
+    if (tdm_attr_present(c, name)) TDM_TRY(tdm_attr_int(c, name, def, &v));
+    if (v < INT_MIN || v > INT_MAX)
+        return tdm_error_set(TDM_ERR_FORMAT, "%s: attr %s = %lld is out of range", c->op, name,
+                             (long long)v);
+    *out = (int)v;
+    return TDM_OK;
+}
+
+// ----------------------------------------------------------------------------
+// linear: input, weight, bias?
+
+static tdm_status run_linear(const tdm_case *c, tdm_tensor *const *in,
+                             const tdm_tensor *grad_output, tdm_case_result *r) {
+    (void)c;
+    tdm_tensor *g[3] = {NULL, NULL, NULL};
+    tdm_tensor *y = tdm_linear(in[0], in[1], in[2]);
+    tdm_status s = y ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && grad_output)
+        s = tdm_linear_backward(grad_output, in[0], in[1], grad_slot(in, 0, g),
+                                grad_slot(in, 1, g), grad_slot(in, 2, g));
+    return finish(s, y, g, 3, r);
+}
+
+// ----------------------------------------------------------------------------
+// matmul: input, other
+
+static tdm_status run_matmul(const tdm_case *c, tdm_tensor *const *in,
+                             const tdm_tensor *grad_output, tdm_case_result *r) {
+    (void)c;
+    tdm_tensor *g[2] = {NULL, NULL};
+    tdm_tensor *y = tdm_matmul(in[0], in[1]);
+    tdm_status s = y ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && grad_output)
+        s = tdm_matmul_backward(grad_output, in[0], in[1], grad_slot(in, 0, g),
+                                grad_slot(in, 1, g));
+    return finish(s, y, g, 2, r);
+}
+
+// ----------------------------------------------------------------------------
+// conv2d: input, weight, bias?; stride 1, padding 0, dilation 1, groups 1
+
+static tdm_status run_conv2d(const tdm_case *c, tdm_tensor *const *in,
+                             const tdm_tensor *grad_output, tdm_case_result *r) {
+    tdm_conv2d_params p = TDM_CONV2D_DEFAULT;
+    TDM_TRY(tdm_attr_pair(c, "stride", (const int[2]){1, 1}, p.stride));
+    TDM_TRY(tdm_attr_pair(c, "padding", (const int[2]){0, 0}, p.padding));
+    TDM_TRY(tdm_attr_pair(c, "dilation", (const int[2]){1, 1}, p.dilation));
+    TDM_TRY(attr_c_int(c, "groups", 1, &p.groups));
+
+    tdm_tensor *g[3] = {NULL, NULL, NULL};
+    tdm_tensor *y = tdm_conv2d(in[0], in[1], in[2], &p);
+    tdm_status s = y ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && grad_output)
+        s = tdm_conv2d_backward(grad_output, in[0], in[1], &p, grad_slot(in, 0, g),
+                                grad_slot(in, 1, g), grad_slot(in, 2, g));
+    return finish(s, y, g, 3, r);
+}
+
+// ----------------------------------------------------------------------------
+// max_pool2d, avg_pool2d: input; kernel_size (required), stride (= kernel_size when absent,
+// null or []), padding 0, ceil_mode false; max: dilation 1, return_indices false (must be);
+// avg: count_include_pad true, divisor_override null (0 = none too).
+
+static tdm_status pool_params(const tdm_case *c, bool avg, tdm_pool2d_params *p) {
+    *p = (tdm_pool2d_params){{0, 0}, {0, 0}, {0, 0}, {1, 1}, false, true, 0};
+    if (!tdm_attr_present(c, "kernel_size"))
+        return tdm_error_set(TDM_ERR_FORMAT, "%s: attr kernel_size is required", c->op);
+    TDM_TRY(tdm_attr_pair(c, "kernel_size", (const int[2]){1, 1}, p->kernel_size));
+    TDM_TRY(tdm_attr_pair(c, "stride", p->kernel_size, p->stride));
+    TDM_TRY(tdm_attr_pair(c, "padding", (const int[2]){0, 0}, p->padding));
+    TDM_TRY(tdm_attr_bool(c, "ceil_mode", false, &p->ceil_mode));
+    if (avg) {
+        TDM_TRY(tdm_attr_bool(c, "count_include_pad", true, &p->count_include_pad));
+        TDM_TRY(attr_c_int(c, "divisor_override", 0, &p->divisor_override));
+    } else {
+        TDM_TRY(tdm_attr_pair(c, "dilation", (const int[2]){1, 1}, p->dilation));
+        bool return_indices;
+        TDM_TRY(tdm_attr_bool(c, "return_indices", false, &return_indices));
+        if (return_indices)
+            return tdm_error_set(TDM_ERR_UNSUPPORTED,
+                                 "%s: return_indices=true is not supported (tandem returns the "
+                                 "pooled values only)", c->op);
+    }
+    return TDM_OK;
+}
+
+static tdm_status run_max_pool2d(const tdm_case *c, tdm_tensor *const *in,
+                                 const tdm_tensor *grad_output, tdm_case_result *r) {
+    tdm_pool2d_params p;
+    TDM_TRY(pool_params(c, false, &p));
+    tdm_tensor *g[1] = {NULL};
+    tdm_tensor *y = tdm_max_pool2d(in[0], &p);
+    tdm_status s = y ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && grad_output)
+        s = tdm_max_pool2d_backward(grad_output, in[0], &p, grad_slot(in, 0, g));
+    return finish(s, y, g, 1, r);
+}
+
+static tdm_status run_avg_pool2d(const tdm_case *c, tdm_tensor *const *in,
+                                 const tdm_tensor *grad_output, tdm_case_result *r) {
+    tdm_pool2d_params p;
+    TDM_TRY(pool_params(c, true, &p));
+    tdm_tensor *g[1] = {NULL};
+    tdm_tensor *y = tdm_avg_pool2d(in[0], &p);
+    tdm_status s = y ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && grad_output)
+        s = tdm_avg_pool2d_backward(grad_output, in[0], &p, grad_slot(in, 0, g));
+    return finish(s, y, g, 1, r);
+}
+
+// ----------------------------------------------------------------------------
+
+const tdm_case_op tdm_case_ops_linalg[] = {
+    {"linear", run_linear, ""},
+    {"matmul", run_matmul, ""},
+    {"conv2d", run_conv2d, "stride padding dilation groups"},
+    {"max_pool2d", run_max_pool2d, "kernel_size stride padding dilation ceil_mode return_indices"},
+    {"avg_pool2d", run_avg_pool2d,
+     "kernel_size stride padding ceil_mode count_include_pad divisor_override"},
+    {NULL, NULL, NULL},
+};
