@@ -186,8 +186,10 @@ tdm_safetensors *tdm_safetensors_open(const char *path) {
             }
             for (cJSON *m = item->child; m; m = m->next) {
                 if (!cJSON_IsString(m)) {
+                    snprintf(why, sizeof why, "__metadata__ value of '%.64s' is not a string",
+                             m->string);
                     cJSON_Delete(root);
-                    st_fail(st, path, "__metadata__ value of '%s' is not a string", m->string);
+                    st_fail(st, path, "%s", why);
                     return NULL;
                 }
             }
