@@ -88,5 +88,11 @@ const char *tdm_build_info(void);   // version, compiler, backends compiled in
 #include "tandem/tensor.h"
 #include "tandem/ops.h"
 #include "tandem/io.h"
+#include "tandem/autograd.h"
+#include "tandem/amp.h"
+#include "tandem/memory.h"
+#include "tandem/data.h"
+#include "tandem/nn.h"
+#include "tandem/optim.h"
 
 #endif
