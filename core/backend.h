@@ -9,6 +9,7 @@
 #define TANDEM_CORE_BACKEND_H
 
 #include "tandem/tandem.h"
+#include "tandem/memory.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,7 +24,11 @@ struct tdm_backend_ops {
     // ---- devices and memory ----
     int (*device_count)(void);
     void *(*alloc)(size_t nbytes, int device_index);   // NULL + error on failure
-    void (*free)(void *ptr, int device_index);
+    void (*free)(void *ptr, size_t nbytes, int device_index);   // nbytes: as passed to alloc
+    // What the backend's allocator holds on a device (tandem/memory.h); index already checked
+    // against device_count.
+    tdm_status (*memory_stats)(int device_index, tdm_memory_stats *out);
+    tdm_status (*memory_reset_peak)(int device_index);
     tdm_status (*copy_from_host)(void *dst, const void *src, size_t nbytes, int device_index);
     tdm_status (*copy_to_host)(void *dst, const void *src, size_t nbytes, int device_index);
     tdm_status (*memset_zero)(void *dst, size_t nbytes, int device_index);
@@ -121,6 +126,16 @@ struct tdm_backend_ops {
     tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
                             tdm_tensor *v, int64_t step, const tdm_adam_params *p);
 };
+
+// ---- memory accounting shared by the backends (core/memory.c) ----
+// A backend keeps one tdm_memory_stats per device and updates it through these, which serialize
+// on one lock: tensors are freed from any thread (the data loader's workers among them).
+// alloc: allocated and reserved grow by nbytes, peaks follow, n_allocs + 1; free: the reverse,
+// n_frees + 1. A backend with a caching allocator will count reserved bytes apart.
+void tdm_memory_count_alloc(tdm_memory_stats *c, size_t nbytes);
+void tdm_memory_count_free(tdm_memory_stats *c, size_t nbytes);
+void tdm_memory_count_get(const tdm_memory_stats *c, tdm_memory_stats *out);
+void tdm_memory_count_reset_peak(tdm_memory_stats *c);   // peaks = the current values
 
 // The backend for a device type, or NULL (with the error set) when none is compiled in.
 const struct tdm_backend_ops *tdm_backend_get(tdm_device_type type);

@@ -1,6 +1,9 @@
 /* ops_embedding.c — embedding, forward and backward: argument checks, output allocation, and the
- * call through the backend table. Index range is checked by the backend, which reads them. */
-#include "core/tensor_impl.h"
+ * call through the backend table. Index range is checked by the backend, which reads them.
+ *
+ * Each public forward applies the autocast policy to its inputs first and records itself for
+ * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
+#include "core/autograd_impl.h"
 
 // indices: i64 (or i32), any shape; weight: floating (V, D); both on one device.
 static tdm_status embedding_check(const char *op, const tdm_tensor *indices,
@@ -44,8 +47,8 @@ static int out_shape(const tdm_tensor *indices, int64_t D, int64_t *shape) {
     return indices->ndim + 1;
 }
 
-tdm_tensor *tdm_embedding(const tdm_tensor *indices, const tdm_tensor *weight,
-                          int64_t padding_idx) {
+static tdm_tensor *embedding_forward(const tdm_tensor *indices, const tdm_tensor *weight,
+                                     int64_t padding_idx) {
     const char *op = "embedding";
     int64_t pad;
     if (embedding_check(op, indices, weight) != TDM_OK ||
@@ -64,6 +67,15 @@ tdm_tensor *tdm_embedding(const tdm_tensor *indices, const tdm_tensor *weight,
         return NULL;
     }
     return y;
+}
+
+// Runs in the weight's dtype (no autocast); records itself for autograd (the weight's gradient).
+tdm_tensor *tdm_embedding(const tdm_tensor *indices, const tdm_tensor *weight,
+                          int64_t padding_idx) {
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = embedding_forward(indices, weight, padding_idx);
+    tdm_grad_set_enabled(grad);
+    return tdm_record_embedding(y, indices, weight, padding_idx);
 }
 
 tdm_status tdm_embedding_backward(const tdm_tensor *gy, const tdm_tensor *indices,

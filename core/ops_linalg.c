@@ -2,8 +2,11 @@
  * max_pool2d, avg_pool2d, forward and backward. Each checks its arguments with PyTorch's rules
  * (and a message naming the op and the shapes), allocates the outputs on the input's device, and
  * calls the backend. Backends see 2-D (rows, features) tensors for linear and 4-D NCHW tensors for
- * conv and pooling: core makes those views. */
-#include "core/tensor_impl.h"
+ * conv and pooling: core makes those views.
+ *
+ * Each public forward applies the autocast policy to its inputs first and records itself for
+ * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
+#include "core/autograd_impl.h"
 
 #define SHAPE(t, buf) tdm_shape_str((t)->ndim, (t)->shape, buf, sizeof buf)
 
@@ -96,7 +99,8 @@ static tdm_status linear_check(const char *op, const tdm_tensor *x, const tdm_te
     return TDM_OK;
 }
 
-tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias) {
+static tdm_tensor *linear_forward(const tdm_tensor *x, const tdm_tensor *weight,
+                                  const tdm_tensor *bias) {
     const char *op = "linear";
     int ndim;
     int64_t yshape[TDM_MAX_DIMS], rows;
@@ -115,6 +119,20 @@ tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_
         tdm_tensor_free(y);
         return NULL;
     }
+    return y;
+}
+
+// Autocast: runs in the lower precision. Records itself for autograd.
+tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply("linear", TDM_AUTOCAST_LOWER, 3, (const tdm_tensor *[]){x, weight, bias},
+                           &ac) != TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = linear_forward(ac.in[0], ac.in[1], ac.in[2]);
+    tdm_grad_set_enabled(grad);
+    y = tdm_record_linear(y, ac.in[0], ac.in[1], ac.in[2]);
+    tdm_autocast_args_free(&ac);
     return y;
 }
 
@@ -179,7 +197,7 @@ static tdm_status matmul_check(const char *op, const tdm_tensor *a, const tdm_te
     return TDM_OK;
 }
 
-tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
+static tdm_tensor *matmul_forward(const tdm_tensor *a, const tdm_tensor *b) {
     const char *op = "matmul";
     int ndim;
     int64_t yshape[3];
@@ -194,6 +212,20 @@ tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
         tdm_tensor_free(y);
         return NULL;
     }
+    return y;
+}
+
+// Autocast: runs in the lower precision. Records itself for autograd.
+tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply("matmul", TDM_AUTOCAST_LOWER, 2, (const tdm_tensor *[]){a, b}, &ac) !=
+        TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = matmul_forward(ac.in[0], ac.in[1]);
+    tdm_grad_set_enabled(grad);
+    y = tdm_record_matmul(y, ac.in[0], ac.in[1]);
+    tdm_autocast_args_free(&ac);
     return y;
 }
 
@@ -289,8 +321,8 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
     return TDM_OK;
 }
 
-tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias,
-                       const tdm_conv2d_params *p) {
+static tdm_tensor *conv2d_forward(const tdm_tensor *x, const tdm_tensor *weight,
+                                  const tdm_tensor *bias, const tdm_conv2d_params *p) {
     const char *op = "conv2d";
     int ndim;
     int64_t yshape[4];
@@ -310,6 +342,21 @@ tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_
         tdm_tensor_free(y);
         return NULL;
     }
+    return y;
+}
+
+// Autocast: runs in the lower precision. Records itself for autograd.
+tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias,
+                       const tdm_conv2d_params *p) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply("conv2d", TDM_AUTOCAST_LOWER, 3, (const tdm_tensor *[]){x, weight, bias},
+                           &ac) != TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = conv2d_forward(ac.in[0], ac.in[1], ac.in[2], p);
+    tdm_grad_set_enabled(grad);
+    y = tdm_record_conv2d(y, ac.in[0], ac.in[1], ac.in[2], p);
+    tdm_autocast_args_free(&ac);
     return y;
 }
 
@@ -457,8 +504,17 @@ static tdm_status pool_backward(const char *op, const tdm_tensor *gy, const tdm_
     return s;
 }
 
+// Pooling runs in its input's dtype (no autocast) and records itself for autograd.
+static tdm_tensor *pool_recorded(const char *op, const tdm_tensor *x, const tdm_pool2d_params *p,
+                                 bool avg) {
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = pool_forward(op, x, p, avg);
+    tdm_grad_set_enabled(grad);
+    return tdm_record_pool2d(y, x, p, avg);
+}
+
 tdm_tensor *tdm_max_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p) {
-    return pool_forward("max_pool2d", x, p, false);
+    return pool_recorded("max_pool2d", x, p, false);
 }
 
 tdm_status tdm_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
@@ -467,7 +523,7 @@ tdm_status tdm_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
 }
 
 tdm_tensor *tdm_avg_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p) {
-    return pool_forward("avg_pool2d", x, p, true);
+    return pool_recorded("avg_pool2d", x, p, true);
 }
 
 tdm_status tdm_avg_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,

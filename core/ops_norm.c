@@ -1,7 +1,10 @@
 /* ops_norm.c — layer_norm and batch_norm, forward and backward: argument checks, output
  * allocation, and the call through the backend table. The backend sees x as (rows, cols) for
- * layer norm and as (N, C, S) for batch norm (views of the caller's tensors). */
-#include "core/tensor_impl.h"
+ * layer norm and as (N, C, S) for batch norm (views of the caller's tensors).
+ *
+ * Each public forward applies the autocast policy to its inputs first and records itself for
+ * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
+#include "core/autograd_impl.h"
 
 // ---- shared helpers ----------------------------------------------------------------------
 
@@ -102,9 +105,9 @@ static tdm_status layer_norm_check(const char *op, const tdm_tensor *x, int norm
     return TDM_OK;
 }
 
-tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_tensor *weight,
-                           const tdm_tensor *bias, double eps, tdm_tensor **mean_out,
-                           tdm_tensor **rstd_out) {
+static tdm_tensor *layer_norm_forward(const tdm_tensor *x, int normalized_ndim,
+                                      const tdm_tensor *weight, const tdm_tensor *bias, double eps,
+                                      tdm_tensor **mean_out, tdm_tensor **rstd_out) {
     const char *op = "layer_norm";
     if (mean_out) *mean_out = NULL;
     if (rstd_out) *rstd_out = NULL;
@@ -145,6 +148,41 @@ tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_t
     }
     if (mean_out) *mean_out = mean;
     if (rstd_out) *rstd_out = rstd;
+    return y;
+}
+
+// Hands the statistics to the caller's out-pointers when they were asked for and y exists, and
+// drops the references not handed out (the node, if any, holds its own).
+static void give_stats(tdm_tensor *y, tdm_tensor *a, tdm_tensor **a_out, tdm_tensor *b,
+                       tdm_tensor **b_out) {
+    if (y && a_out) *a_out = tdm_tensor_retain(a);
+    if (y && b_out) *b_out = tdm_tensor_retain(b);
+    tdm_tensor_free(a);
+    tdm_tensor_free(b);
+}
+
+// Autocast: runs in f32. Records itself for autograd, saving the statistics (computed whether
+// or not the caller asked for them).
+tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_tensor *weight,
+                           const tdm_tensor *bias, double eps, tdm_tensor **mean_out,
+                           tdm_tensor **rstd_out) {
+    if (mean_out) *mean_out = NULL;
+    if (rstd_out) *rstd_out = NULL;
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply("layer_norm", TDM_AUTOCAST_F32, 3,
+                           (const tdm_tensor *[]){x, weight, bias}, &ac) != TDM_OK)
+        return NULL;
+    bool rec = tdm_autograd_needed(3, ac.in);
+    tdm_tensor *mean = NULL, *rstd = NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = layer_norm_forward(ac.in[0], normalized_ndim, ac.in[1], ac.in[2], eps,
+                                       mean_out || rec ? &mean : NULL,
+                                       rstd_out || rec ? &rstd : NULL);
+    tdm_grad_set_enabled(grad);
+    if (rec)
+        y = tdm_record_layer_norm(y, ac.in[0], normalized_ndim, ac.in[1], ac.in[2], mean, rstd);
+    give_stats(y, mean, mean_out, rstd, rstd_out);
+    tdm_autocast_args_free(&ac);
     return y;
 }
 
@@ -230,10 +268,11 @@ static tdm_status batch_norm_check(const char *op, const tdm_tensor *x, const td
     return TDM_OK;
 }
 
-tdm_tensor *tdm_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean, tdm_tensor *running_var,
-                           const tdm_tensor *weight, const tdm_tensor *bias, bool training,
-                           double momentum, double eps, tdm_tensor **save_mean,
-                           tdm_tensor **save_invstd) {
+static tdm_tensor *batch_norm_forward(const tdm_tensor *x, tdm_tensor *running_mean,
+                                      tdm_tensor *running_var, const tdm_tensor *weight,
+                                      const tdm_tensor *bias, bool training, double momentum,
+                                      double eps, tdm_tensor **save_mean,
+                                      tdm_tensor **save_invstd) {
     const char *op = "batch_norm";
     if (save_mean) *save_mean = NULL;
     if (save_invstd) *save_invstd = NULL;
@@ -278,6 +317,32 @@ tdm_tensor *tdm_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean, tdm_te
     }
     if (save_mean) *save_mean = sm;
     if (save_invstd) *save_invstd = si;
+    return y;
+}
+
+// Autocast: the input (and low-precision weight and bias) run in f32; the running statistics,
+// updated in place, are used as they are. Records itself for autograd, saving the statistics the
+// output was normalized with (computed whether or not the caller asked for them).
+tdm_tensor *tdm_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean, tdm_tensor *running_var,
+                           const tdm_tensor *weight, const tdm_tensor *bias, bool training,
+                           double momentum, double eps, tdm_tensor **save_mean,
+                           tdm_tensor **save_invstd) {
+    if (save_mean) *save_mean = NULL;
+    if (save_invstd) *save_invstd = NULL;
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply("batch_norm", TDM_AUTOCAST_F32, 3,
+                           (const tdm_tensor *[]){x, weight, bias}, &ac) != TDM_OK)
+        return NULL;
+    bool rec = tdm_autograd_needed(3, ac.in);
+    tdm_tensor *sm = NULL, *si = NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = batch_norm_forward(ac.in[0], running_mean, running_var, ac.in[1], ac.in[2],
+                                       training, momentum, eps, save_mean || rec ? &sm : NULL,
+                                       save_invstd || rec ? &si : NULL);
+    tdm_grad_set_enabled(grad);
+    if (rec) y = tdm_record_batch_norm(y, ac.in[0], ac.in[1], ac.in[2], training, sm, si);
+    give_stats(y, sm, save_mean, si, save_invstd);
+    tdm_autocast_args_free(&ac);
     return y;
 }
 

@@ -4,10 +4,13 @@
  *
  * Each public function checks its arguments, allocates its outputs on the input's device and
  * dtype, and calls the backend; on failure it frees what it allocated and returns NULL / the
- * status, with the reason in tdm_last_error(). */
+ * status, with the reason in tdm_last_error().
+ *
+ * Each public forward applies the autocast policy to its inputs first and records itself for
+ * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
 #include <math.h>
 
-#include "core/tensor_impl.h"
+#include "core/autograd_impl.h"
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -49,7 +52,7 @@ static const char *unary_name(tdm_unary_op op) {
     return NULL;
 }
 
-tdm_tensor *tdm_unary(tdm_unary_op op, const tdm_tensor *x) {
+static tdm_tensor *unary_forward(tdm_unary_op op, const tdm_tensor *x) {
     const char *name = unary_name(op);
     if (!name) {
         tdm_error_set(TDM_ERR_ARG, "unary: unknown op %d", (int)op);
@@ -67,6 +70,14 @@ tdm_tensor *tdm_unary(tdm_unary_op op, const tdm_tensor *x) {
         return NULL;
     }
     return y;
+}
+
+// Runs in its input's dtype (no autocast); records itself for autograd.
+tdm_tensor *tdm_unary(tdm_unary_op op, const tdm_tensor *x) {
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = unary_forward(op, x);
+    tdm_grad_set_enabled(grad);
+    return tdm_record_unary(y, unary_name(op), op, x);
 }
 
 tdm_tensor *tdm_relu(const tdm_tensor *x) { return tdm_unary(TDM_UNARY_RELU, x); }
@@ -120,8 +131,8 @@ static tdm_status check_binary(const char *op, const tdm_tensor *a, const tdm_te
     return tdm_broadcast_shapes(op, a, b, ndim, shape);
 }
 
-static tdm_tensor *binary(const char *op, tdm_binary_op bop, const tdm_tensor *a,
-                          const tdm_tensor *b, double alpha) {
+static tdm_tensor *binary_forward(const char *op, tdm_binary_op bop, const tdm_tensor *a,
+                                  const tdm_tensor *b, double alpha) {
     int nd;
     int64_t shape[TDM_MAX_DIMS];
     if (check_binary(op, a, b, &nd, shape) != TDM_OK) return NULL;
@@ -135,6 +146,22 @@ static tdm_tensor *binary(const char *op, tdm_binary_op bop, const tdm_tensor *a
         tdm_tensor_free(y);
         return NULL;
     }
+    return y;
+}
+
+// Under autocast both inputs go to the wider dtype of the two; records itself for autograd.
+static tdm_tensor *binary(const char *op, tdm_binary_op bop, const tdm_tensor *a,
+                          const tdm_tensor *b, double alpha) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply(op, TDM_AUTOCAST_PROMOTE, 2, (const tdm_tensor *[]){a, b}, &ac) !=
+        TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = binary_forward(op, bop, ac.in[0], ac.in[1], alpha);
+    tdm_grad_set_enabled(grad);
+    y = bop == TDM_BINARY_ADD ? tdm_record_add(y, ac.in[0], ac.in[1], alpha)
+                              : tdm_record_mul(y, ac.in[0], ac.in[1]);
+    tdm_autocast_args_free(&ac);
     return y;
 }
 
@@ -279,9 +306,13 @@ static tdm_tensor *dropout(const char *op, const char *arg, const tdm_tensor *x,
     return y;
 }
 
+// Records itself for autograd: the node keeps (p, training, seed, offset) to redraw the mask.
 tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t seed,
                         uint64_t offset) {
-    return dropout("dropout", "input", x, p, training, seed, offset);
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = dropout("dropout", "input", x, p, training, seed, offset);
+    tdm_grad_set_enabled(grad);
+    return tdm_record_dropout(y, x, p, training, seed, offset);
 }
 
 // The same mask and scale applied to gy.

@@ -3,11 +3,14 @@
  *
  * The backend's reduce slot always writes a keepdim-shaped output; without keepdim the public op
  * returns a view with the reduced dims dropped. The backend sees cross_entropy only as (N,C):
- * the unbatched form (C) with a 0-d target is passed as views of one row. */
+ * the unbatched form (C) with a 0-d target is passed as views of one row.
+ *
+ * Each public forward applies the autocast policy to its inputs first and records itself for
+ * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
 #include <math.h>
 #include <string.h>
 
-#include "core/tensor_impl.h"
+#include "core/autograd_impl.h"
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -83,8 +86,8 @@ static tdm_status reduce_plan_make(const char *op, const tdm_tensor *x, int ndim
     return TDM_OK;
 }
 
-static tdm_tensor *reduce(const char *op, tdm_reduce_op rop, const tdm_tensor *x, int ndims,
-                          const int *dims, bool keepdim) {
+static tdm_tensor *reduce_forward(const char *op, tdm_reduce_op rop, const tdm_tensor *x,
+                                  int ndims, const int *dims, bool keepdim) {
     reduce_plan rp;
     if (reduce_plan_make(op, x, ndims, dims, &rp) != TDM_OK) return NULL;
     const struct tdm_backend_ops *be = tdm_backend_of(x);
@@ -102,6 +105,20 @@ static tdm_tensor *reduce(const char *op, tdm_reduce_op rop, const tdm_tensor *x
     tdm_tensor *v = tdm_tensor_reshape(y, rp.out_ndim, rp.out_shape);
     tdm_tensor_free(y);
     return v;
+}
+
+// Autocast: runs in f32. Records itself for autograd.
+static tdm_tensor *reduce(const char *op, tdm_reduce_op rop, const tdm_tensor *x, int ndims,
+                          const int *dims, bool keepdim) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply(op, TDM_AUTOCAST_F32, 1, (const tdm_tensor *[]){x}, &ac) != TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = reduce_forward(op, rop, ac.in[0], ndims, dims, keepdim);
+    tdm_grad_set_enabled(grad);
+    y = tdm_record_reduce(y, ac.in[0], ndims, dims, keepdim, rop == TDM_REDUCE_MEAN);
+    tdm_autocast_args_free(&ac);
+    return y;
 }
 
 tdm_tensor *tdm_sum(const tdm_tensor *x, int ndims, const int *dims, bool keepdim) {
@@ -152,7 +169,7 @@ tdm_status tdm_mean_backward(const tdm_tensor *gy, const tdm_tensor *x, int ndim
 
 // ---- softmax, log_softmax ------------------------------------------------------------------
 
-static tdm_tensor *softmax(const char *op, const tdm_tensor *x, int dim, bool log) {
+static tdm_tensor *softmax_forward(const char *op, const tdm_tensor *x, int dim, bool log) {
     int d;
     if (tdm_check_tensor(op, "input", x) || tdm_check_float(op, "input", x) ||
         tdm_wrap_dim(op, dim, x->ndim, &d))
@@ -167,6 +184,19 @@ static tdm_tensor *softmax(const char *op, const tdm_tensor *x, int dim, bool lo
         tdm_tensor_free(y);
         return NULL;
     }
+    return y;
+}
+
+// Autocast: runs in f32. Records itself for autograd (the node saves the output).
+static tdm_tensor *softmax(const char *op, const tdm_tensor *x, int dim, bool log) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply(op, TDM_AUTOCAST_F32, 1, (const tdm_tensor *[]){x}, &ac) != TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = softmax_forward(op, ac.in[0], dim, log);
+    tdm_grad_set_enabled(grad);
+    y = tdm_record_softmax(y, ac.in[0], dim, log);
+    tdm_autocast_args_free(&ac);
     return y;
 }
 
@@ -292,9 +322,9 @@ static tdm_status ce_check(const char *op, const tdm_tensor *logits, const tdm_t
 
 // loss_i = (1-eps) * -log p[i,t_i] + eps/C * sum_c -log p[i,c]; ignored rows 0; mean divides by
 // the number of rows not ignored.
-tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
-                              tdm_reduction reduction, double label_smoothing,
-                              int64_t ignore_index) {
+static tdm_tensor *cross_entropy_forward(const tdm_tensor *logits, const tdm_tensor *target,
+                                         tdm_reduction reduction, double label_smoothing,
+                                         int64_t ignore_index) {
     const char *op = "cross_entropy";
     ce_views v;
     if (ce_check(op, logits, target, reduction, label_smoothing, &v) != TDM_OK) return NULL;
@@ -321,6 +351,23 @@ tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target
     tdm_tensor_free(loss_view);
     ce_views_free(&v);
     return loss;
+}
+
+// Autocast: runs in f32. Records itself for autograd (no gradient for the integer target).
+tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
+                              tdm_reduction reduction, double label_smoothing,
+                              int64_t ignore_index) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply("cross_entropy", TDM_AUTOCAST_F32, 2,
+                           (const tdm_tensor *[]){logits, target}, &ac) != TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = cross_entropy_forward(ac.in[0], ac.in[1], reduction, label_smoothing,
+                                          ignore_index);
+    tdm_grad_set_enabled(grad);
+    y = tdm_record_cross_entropy(y, ac.in[0], ac.in[1], reduction, label_smoothing, ignore_index);
+    tdm_autocast_args_free(&ac);
+    return y;
 }
 
 // glogits[i,c] = g_i * (p[i,c] - (1-eps)[c == t_i] - eps/C) for rows not ignored, else 0.
@@ -384,8 +431,8 @@ static tdm_status mse_check(const char *op, const tdm_tensor *a, const tdm_tenso
 }
 
 // d = input - target; none: d^2; sum: sum d^2; mean: sum d^2 / numel.
-tdm_tensor *tdm_mse_loss(const tdm_tensor *input, const tdm_tensor *target,
-                         tdm_reduction reduction) {
+static tdm_tensor *mse_loss_forward(const tdm_tensor *input, const tdm_tensor *target,
+                                    tdm_reduction reduction) {
     const char *op = "mse_loss";
     if (mse_check(op, input, target, reduction) != TDM_OK) return NULL;
     const struct tdm_backend_ops *be = tdm_backend_of(input);
@@ -402,6 +449,21 @@ tdm_tensor *tdm_mse_loss(const tdm_tensor *input, const tdm_tensor *target,
         return NULL;
     }
     return loss;
+}
+
+// Autocast: runs in f32. Records itself for autograd.
+tdm_tensor *tdm_mse_loss(const tdm_tensor *input, const tdm_tensor *target,
+                         tdm_reduction reduction) {
+    tdm_autocast_args ac;
+    if (tdm_autocast_apply("mse_loss", TDM_AUTOCAST_F32, 2, (const tdm_tensor *[]){input, target},
+                           &ac) != TDM_OK)
+        return NULL;
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_tensor *y = mse_loss_forward(ac.in[0], ac.in[1], reduction);
+    tdm_grad_set_enabled(grad);
+    y = tdm_record_mse_loss(y, ac.in[0], ac.in[1], reduction);
+    tdm_autocast_args_free(&ac);
+    return y;
 }
 
 // ginput = 2 d g (g / numel for mean, g elementwise for none), gtarget = -ginput.

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/autograd_impl.h"
 #include "core/tensor_impl.h"
 
 // Refuse absurd sizes before asking any allocator (a hostile file can claim anything).
@@ -152,9 +153,11 @@ tdm_tensor *tdm_tensor_retain(tdm_tensor *t) {
 
 void tdm_tensor_free(tdm_tensor *t) {
     if (!t || --t->refcount > 0) return;
+    tdm_tensor_free(t->grad);
+    tdm_grad_node_release(t->grad_fn);
     tdm_storage *s = t->storage;
     if (--s->refcount == 0) {
-        s->backend->free(s->data, s->device.index);
+        s->backend->free(s->data, s->nbytes ? s->nbytes : 1, s->device.index);
         free(s);
     }
     free(t);
@@ -187,6 +190,11 @@ tdm_tensor *tdm_tensor_reshape(const tdm_tensor *t, int ndim, const int64_t *sha
     *v = *t;
     v->ndim = ndim;
     v->refcount = 1;
+    v->requires_grad = false;   // a view starts without history; recorded below
+    v->grad_fn = NULL;
+    v->grad = NULL;
+    v->grad_hook = NULL;
+    v->grad_hook_ctx = NULL;
     int64_t stride = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         v->shape[i] = shape[i];
@@ -194,7 +202,7 @@ tdm_tensor *tdm_tensor_reshape(const tdm_tensor *t, int ndim, const int64_t *sha
         stride *= shape[i];
     }
     v->storage->refcount++;
-    return v;
+    return tdm_record_reshape(v, t);
 }
 
 // ---- copies -------------------------------------------------------------------------------
@@ -276,8 +284,7 @@ tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
     return s;
 }
 
-tdm_tensor *tdm_tensor_to(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
-    if (tdm_check_tensor("to", "input", t) != TDM_OK) return NULL;
+static tdm_tensor *tensor_copy(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
     tdm_tensor *out = tdm_tensor_empty(t->ndim, t->shape, dt, dev);
     if (out && tdm_tensor_copy_(out, t) != TDM_OK) {
         tdm_tensor_free(out);
@@ -286,9 +293,15 @@ tdm_tensor *tdm_tensor_to(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
     return out;
 }
 
+// Both record themselves for autograd (the gradient goes back to t's dtype and device).
+tdm_tensor *tdm_tensor_to(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
+    if (tdm_check_tensor("to", "input", t) != TDM_OK) return NULL;
+    return tdm_record_copy(tensor_copy(t, dev, dt), t, "to");
+}
+
 tdm_tensor *tdm_tensor_clone(const tdm_tensor *t) {
     if (tdm_check_tensor("clone", "input", t) != TDM_OK) return NULL;
-    return tdm_tensor_to(t, t->device, t->dtype);
+    return tdm_record_copy(tensor_copy(t, t->device, t->dtype), t, "clone");
 }
 
 // ---- queries --------------------------------------------------------------------------------

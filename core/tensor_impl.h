@@ -28,6 +28,12 @@ struct tdm_tensor {
     int64_t numel;
     tdm_storage *storage;
     int refcount;
+    // autograd (core/autograd.c). Views and copies start without any of it.
+    bool requires_grad;               // a leaf set so, or the output of a recorded op
+    struct tdm_grad_node *grad_fn;    // owned reference: the node that produced it; NULL = leaf
+    struct tdm_tensor *grad;          // owned: the accumulated gradient (leaves), or NULL
+    tdm_grad_hook grad_hook;          // leaves: called when a backward completed its gradient
+    void *grad_hook_ctx;
 };
 
 // ---- errors ----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ static const struct {
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"replay", "run case files (forward and backward) and compare within error bounds", bench_replay},
+    {"train", "train a model (mlp:/cnn: grammar) with SGD/Adam/AdamW, AMP, accumulation", bench_train},
 };
 
 static void usage(FILE *f) {

@@ -4,5 +4,6 @@
 #define TANDEM_BENCH_H
 
 int bench_replay(int argc, char **argv);
+int bench_train(int argc, char **argv);
 
 #endif

@@ -75,16 +75,34 @@ int64_t ref_index(const tdm_tensor *t, int64_t i) {
 
 static int ref_device_count(void) { return 1; }
 
+// The host's tensor memory, counted (core/memory.c): reserved == allocated, nothing is cached.
+static tdm_memory_stats ref_memory;
+
 static void *ref_alloc(size_t nbytes, int device_index) {
     (void)device_index;
     void *p = malloc(nbytes);
     if (!p) tdm_error_set(TDM_ERR_OOM, "cpu: out of memory allocating %zu bytes", nbytes);
+    else tdm_memory_count_alloc(&ref_memory, nbytes);
     return p;
 }
 
-static void ref_free(void *ptr, int device_index) {
+static void ref_free(void *ptr, size_t nbytes, int device_index) {
     (void)device_index;
+    if (!ptr) return;
     free(ptr);
+    tdm_memory_count_free(&ref_memory, nbytes);
+}
+
+static tdm_status ref_memory_stats(int device_index, tdm_memory_stats *out) {
+    (void)device_index;
+    tdm_memory_count_get(&ref_memory, out);
+    return TDM_OK;
+}
+
+static tdm_status ref_memory_reset_peak(int device_index) {
+    (void)device_index;
+    tdm_memory_count_reset_peak(&ref_memory);
+    return TDM_OK;
 }
 
 static tdm_status ref_copy(void *dst, const void *src, size_t nbytes, int device_index) {
@@ -135,6 +153,8 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .device_count = ref_device_count,
     .alloc = ref_alloc,
     .free = ref_free,
+    .memory_stats = ref_memory_stats,
+    .memory_reset_peak = ref_memory_reset_peak,
     .copy_from_host = ref_copy,
     .copy_to_host = ref_copy,
     .memset_zero = ref_memset_zero,

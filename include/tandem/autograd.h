@@ -31,7 +31,8 @@ const char *tdm_tensor_grad_fn_name(const tdm_tensor *t);
 
 // Backpropagates from `root`: grad_output NULL means 1 (root must then have one element).
 // Gradients accumulate (+=) into every leaf that requires grad. The graph stays usable for a
-// second backward as long as its tensors live.
+// second backward as long as its tensors live. Backward functions run with grad mode off (they
+// record nothing); autocast is left as it is. Reentrant: a custom node may run a backward.
 tdm_status tdm_backward(tdm_tensor *root, const tdm_tensor *grad_output);
 
 // Grad mode, per thread (default on). Off: ops record nothing (inference, no_grad).
@@ -42,6 +43,20 @@ bool tdm_grad_set_enabled(bool enabled);   // returns the previous mode, to rest
 // the last contribution was accumulated): data-parallel training all-reduces buckets from here.
 typedef void (*tdm_grad_hook)(tdm_tensor *leaf, void *ctx);
 void tdm_tensor_set_grad_hook(tdm_tensor *leaf, tdm_grad_hook hook, void *ctx);
+
+// A custom node (activation checkpointing uses it): `output` gets a grad_fn named `name` whose
+// backward is `backward(ctx, grad_output, grad_inputs)`, filling grad_inputs[i] (new references,
+// or NULL for no gradient) for inputs[i]; the engine routes them like any op's. The node keeps
+// references to the inputs and owns ctx (ctx_free(ctx) when the node dies). Returns `output`, or
+// NULL (and ctx_free(ctx) called) on failure. As for any op, no node is made when grad mode is
+// off or no input requires grad (ctx_free(ctx) is then called at once). Like every backward,
+// `backward` runs with grad mode off: enable it inside to record (a recomputing checkpoint
+// does), and restore the autocast state of the forward if it recomputes one.
+tdm_tensor *tdm_autograd_custom(const char *name, tdm_tensor *const *inputs, int n_inputs,
+                                tdm_tensor *output,
+                                tdm_status (*backward)(void *ctx, const tdm_tensor *grad_output,
+                                                       tdm_tensor **grad_inputs),
+                                void *ctx, void (*ctx_free)(void *ctx));
 
 #ifdef __cplusplus
 }

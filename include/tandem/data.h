@@ -2,7 +2,17 @@
  * (x, y) rows, a seeded shuffle per epoch (Fisher-Yates from the counter-based generator, so the
  * order is the same everywhere), drop_last, and worker threads that assemble the next batches
  * ahead of the consumer (a bounded queue of `prefetch` batches per worker). Batches come in
- * order, whatever the number of workers. */
+ * order, whatever the number of workers.
+ *
+ * Batch i of an epoch holds rows perm[i*B .. min((i+1)*B, N)) of x and y (B = batch_size); the
+ * last, partial batch is dropped when drop_last. perm is 0..N-1 without shuffle; with shuffle it
+ * is 0..N-1 permuted by Fisher-Yates over the Philox uniform stream (seed, offset = epoch) of
+ * docs/CASE_FORMAT.md, bits(m) = tdm_philox_bits(seed, epoch, m) (32 bits):
+ *     for k = 0 .. N-2:  i = N-1-k
+ *                        r = bits(2k) << 32 | bits(2k+1)      (64 bits)
+ *                        j = floor(r * (i+1) / 2^64)          (exact 128-bit product; 0 <= j <= i)
+ *                        swap perm[i], perm[j]
+ * In Python: bits = philox_uniform_bits(2*(N-1), seed, epoch) (suites/golden/gen_cases.py). */
 #ifndef TANDEM_DATA_H
 #define TANDEM_DATA_H
 
@@ -24,12 +34,13 @@ typedef struct {
     tdm_device device;    // where batches are delivered (cpu; cuda:N with the CUDA backend)
 } tdm_loader_params;
 
-// x (N, ...) and y (N) on the cpu; the loader keeps references to both.
+// x (N, ...) of a floating dtype and y (N) of i64 or i32 labels, both on the cpu; the loader keeps
+// references to both. Batches keep their dtypes.
 tdm_loader *tdm_loader_new(tdm_tensor *x, tdm_tensor *y, const tdm_loader_params *p);
 // Starts epoch `epoch` (0-based): reshuffles and (re)starts the workers.
 tdm_status tdm_loader_start_epoch(tdm_loader *l, int64_t epoch);
 // The next batch of this epoch (new references), or false at its end (then *x = *y = NULL);
-// false with tdm_last_status() != TDM_OK on an error.
+// false with tdm_last_status() != TDM_OK on an error. Starts epoch 0 when no epoch was started.
 bool tdm_loader_next(tdm_loader *l, tdm_tensor **x, tdm_tensor **y);
 int64_t tdm_loader_num_batches(const tdm_loader *l);
 void tdm_loader_free(tdm_loader *l);   // stops and joins the workers

@@ -32,7 +32,8 @@ tdm_module *tdm_nn_dropout(double p);
 tdm_module *tdm_nn_batch_norm2d(int64_t channels, double eps, double momentum);
 tdm_module *tdm_nn_layer_norm(int ndim, const int64_t *normalized_shape, double eps);
 tdm_module *tdm_nn_embedding(int64_t num_embeddings, int64_t dim);
-// Takes ownership of the n children (also on failure).
+// Takes ownership of the n children (also on failure), and redraws their parameters as
+// tdm_module_init(seq, 0) does, so a model's initial weights depend only on its structure and seed.
 tdm_module *tdm_nn_sequential(int n, tdm_module *const *children);
 
 // The model grammar (bench train --model), as an equivalent nn.Sequential:
@@ -49,7 +50,9 @@ tdm_module *tdm_nn_from_spec(const char *spec);
 tdm_status tdm_nn_spec_input_shape(const char *spec, int *ndim, int64_t *shape);
 
 // ---- use ---------------------------------------------------------------------------------
-tdm_status tdm_module_init(tdm_module *m, uint64_t seed);   // re-draws every parameter
+// Re-draws every parameter (entry i of the state dict from the stream (seed, i)), resets the
+// buffers (running stats, num_batches_tracked) and restarts the dropout streams.
+tdm_status tdm_module_init(tdm_module *m, uint64_t seed);
 tdm_tensor *tdm_module_forward(tdm_module *m, const tdm_tensor *x);
 void tdm_module_train(tdm_module *m, bool training);         // recursive; modules start in training
 tdm_status tdm_module_to(tdm_module *m, tdm_device dev);     // moves parameters and buffers
@@ -66,14 +69,19 @@ int tdm_module_state(tdm_module *m, const char **names, tdm_tensor **tensors, in
 tdm_status tdm_module_save(tdm_module *m, const char *path);
 // Loads a state dict (by name, converting dtype, onto the module's device). `prefix` is prepended
 // to every name looked up (e.g. "init." for a golden training file; "" for a plain state dict).
-// strict: every state entry must be present; extra file entries are ignored.
+// strict: every state entry must be present (but num_batches_tracked, which PyTorch's BatchNorm
+// also lets a state dict omit: the module's value stays); extra file entries are ignored.
+// Every entry is checked (presence, shape) before any is copied: a failed load changes nothing.
 tdm_status tdm_module_load(tdm_module *m, const char *path, const char *prefix, bool strict);
 
 // ---- activation checkpointing -------------------------------------------------------------------
 // Splits a Sequential into `segments` contiguous segments whose activations are not kept: each
 // segment's forward runs without recording, and its backward recomputes the segment with
 // recording on (dropout draws the same mask again). 0 or 1 turns it off. Same gradients, less
-// peak memory.
+// peak memory. As torch.utils.checkpoint.checkpoint_sequential: segments of n / segments modules,
+// all but the last checkpointed (the last, with the remainder, runs normally: backward needs its
+// activations first); segments > n counts as n. BatchNorm's running statistics are updated once
+// (the recomputation skips the update).
 tdm_status tdm_sequential_set_checkpoint_segments(tdm_module *seq, int segments);
 
 #ifdef __cplusplus

@@ -94,5 +94,6 @@ const char *tdm_build_info(void);   // version, compiler, backends compiled in
 #include "tandem/data.h"
 #include "tandem/nn.h"
 #include "tandem/optim.h"
+#include "tandem/parallel.h"
 
 #endif

@@ -1,0 +1,92 @@
+/* memory.c — memory accounting: the counters every backend updates on alloc and free, the
+ * public stats query (dispatched to the device's backend), and the tracker scope that reports
+ * the peak and the net change of allocated bytes inside it. */
+#include <pthread.h>
+
+#include "core/tensor_impl.h"
+
+// ---- the counters the backends keep --------------------------------------------------------
+
+// One lock for every counter of every backend: an update is a few additions, and tensors are
+// freed from any thread.
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tdm_memory_count_alloc(tdm_memory_stats *c, size_t nbytes) {
+    pthread_mutex_lock(&count_lock);
+    c->allocated += (int64_t)nbytes;
+    c->reserved += (int64_t)nbytes;
+    if (c->allocated > c->peak_allocated) c->peak_allocated = c->allocated;
+    if (c->reserved > c->peak_reserved) c->peak_reserved = c->reserved;
+    c->n_allocs++;
+    pthread_mutex_unlock(&count_lock);
+}
+
+void tdm_memory_count_free(tdm_memory_stats *c, size_t nbytes) {
+    pthread_mutex_lock(&count_lock);
+    c->allocated -= (int64_t)nbytes;
+    c->reserved -= (int64_t)nbytes;
+    c->n_frees++;
+    pthread_mutex_unlock(&count_lock);
+}
+
+void tdm_memory_count_get(const tdm_memory_stats *c, tdm_memory_stats *out) {
+    pthread_mutex_lock(&count_lock);
+    *out = *c;
+    pthread_mutex_unlock(&count_lock);
+}
+
+void tdm_memory_count_reset_peak(tdm_memory_stats *c) {
+    pthread_mutex_lock(&count_lock);
+    c->peak_allocated = c->allocated;
+    c->peak_reserved = c->reserved;
+    pthread_mutex_unlock(&count_lock);
+}
+
+// ---- the public API ----------------------------------------------------------------------
+
+// The backend of `dev`, or NULL with the error set (no backend, device not present, or a
+// backend without memory stats).
+static const struct tdm_backend_ops *stats_backend(const char *op, tdm_device dev) {
+    if (!tdm_device_available(dev)) return NULL;
+    const struct tdm_backend_ops *be = tdm_backend_get(dev.type);
+    if (be && (!be->memory_stats || !be->memory_reset_peak)) {
+        tdm_error_unsupported(op, be);
+        return NULL;
+    }
+    return be;
+}
+
+tdm_status tdm_memory_stats_get(tdm_device dev, tdm_memory_stats *out) {
+    if (!out) return tdm_error_set(TDM_ERR_ARG, "memory_stats_get: out is NULL");
+    const struct tdm_backend_ops *be = stats_backend("memory_stats_get", dev);
+    if (!be) return tdm_last_status();
+    return be->memory_stats(dev.type == TDM_DEVICE_CPU ? 0 : dev.index, out);
+}
+
+tdm_status tdm_memory_reset_peak(tdm_device dev) {
+    const struct tdm_backend_ops *be = stats_backend("memory_reset_peak", dev);
+    if (!be) return tdm_last_status();
+    return be->memory_reset_peak(dev.type == TDM_DEVICE_CPU ? 0 : dev.index);
+}
+
+// ---- the tracker scope --------------------------------------------------------------------
+
+tdm_status tdm_memory_tracker_begin(tdm_memory_tracker *t, tdm_device dev) {
+    if (!t) return tdm_error_set(TDM_ERR_ARG, "memory_tracker_begin: tracker is NULL");
+    TDM_TRY(tdm_memory_reset_peak(dev));
+    tdm_memory_stats s;
+    TDM_TRY(tdm_memory_stats_get(dev, &s));
+    t->device = dev;
+    t->start_allocated = s.allocated;
+    return TDM_OK;
+}
+
+tdm_status tdm_memory_tracker_end(const tdm_memory_tracker *t, int64_t *peak_delta,
+                                  int64_t *net_delta) {
+    if (!t) return tdm_error_set(TDM_ERR_ARG, "memory_tracker_end: tracker is NULL");
+    tdm_memory_stats s;
+    TDM_TRY(tdm_memory_stats_get(t->device, &s));
+    if (peak_delta) *peak_delta = s.peak_allocated - t->start_allocated;
+    if (net_delta) *net_delta = s.allocated - t->start_allocated;
+    return TDM_OK;
+}

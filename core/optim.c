@@ -1,0 +1,353 @@
+/* optim.c — optimizers over parameter lists (torch.optim's SGD, Adam, AdamW) stepping with the
+ * fused update ops of ops.h, their state as safetensors, and the gradient scaler of mixed
+ * precision (torch.cuda.amp.GradScaler's algorithm). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor_impl.h"
+#include "tandem/autograd.h"
+#include "tandem/io.h"
+#include "tandem/optim.h"
+
+typedef enum { OPT_SGD, OPT_ADAM } opt_kind;
+
+typedef struct {
+    tdm_tensor *param;       // a reference
+    tdm_tensor *buf;         // SGD momentum buffer, or Adam's exp_avg (NULL until first step)
+    tdm_tensor *buf2;        // Adam's exp_avg_sq
+    int64_t step;            // Adam: steps taken; SGD: whether buf holds a value (0/1)
+} opt_slot;
+
+struct tdm_optimizer {
+    opt_kind kind;
+    tdm_sgd_params sgd;
+    tdm_adam_params adam;
+    int n;
+    opt_slot *slots;
+};
+
+tdm_adam_params tdm_adam_defaults(bool adamw) {
+    return (tdm_adam_params){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                             .weight_decay = adamw ? 1e-2 : 0.0, .decoupled_weight_decay = adamw};
+}
+
+static tdm_optimizer *optim_new(opt_kind kind, tdm_tensor *const *params, int n) {
+    if (n < 0 || (n > 0 && !params)) {
+        tdm_error_set(TDM_ERR_ARG, "optimizer: invalid parameter list");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!params[i] || !tdm_dtype_is_float(params[i]->dtype)) {
+            tdm_error_set(TDM_ERR_ARG, "optimizer: parameter %d is %s", i,
+                          params[i] ? "not floating point" : "NULL");
+            return NULL;
+        }
+    }
+    tdm_optimizer *o = calloc(1, sizeof *o);
+    opt_slot *slots = calloc((size_t)(n ? n : 1), sizeof *slots);
+    if (!o || !slots) {
+        free(o);
+        free(slots);
+        tdm_error_set(TDM_ERR_OOM, "optimizer: out of memory");
+        return NULL;
+    }
+    o->kind = kind;
+    o->n = n;
+    o->slots = slots;
+    for (int i = 0; i < n; i++) slots[i].param = tdm_tensor_retain(params[i]);
+    return o;
+}
+
+tdm_optimizer *tdm_optim_sgd(tdm_tensor *const *params, int n, const tdm_sgd_params *p) {
+    if (!p || p->lr < 0 || p->momentum < 0 || p->weight_decay < 0) {
+        tdm_error_set(TDM_ERR_ARG, "sgd: invalid hyperparameters (lr, momentum and weight_decay "
+                                   "must be >= 0)");
+        return NULL;
+    }
+    if (p->nesterov && (p->momentum <= 0 || p->dampening != 0)) {
+        tdm_error_set(TDM_ERR_ARG, "sgd: nesterov momentum requires a momentum and zero dampening");
+        return NULL;
+    }
+    tdm_optimizer *o = optim_new(OPT_SGD, params, n);
+    if (o) o->sgd = *p;
+    return o;
+}
+
+tdm_optimizer *tdm_optim_adam(tdm_tensor *const *params, int n, const tdm_adam_params *p) {
+    if (!p || p->lr < 0 || p->eps < 0 || p->weight_decay < 0 || p->beta1 < 0 || p->beta1 >= 1 ||
+        p->beta2 < 0 || p->beta2 >= 1) {
+        tdm_error_set(TDM_ERR_ARG, "adam: invalid hyperparameters (lr, eps, weight_decay >= 0; "
+                                   "betas in [0, 1))");
+        return NULL;
+    }
+    tdm_optimizer *o = optim_new(OPT_ADAM, params, n);
+    if (o) o->adam = *p;
+    return o;
+}
+
+void tdm_optimizer_free(tdm_optimizer *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) {
+        tdm_tensor_free(o->slots[i].param);
+        tdm_tensor_free(o->slots[i].buf);
+        tdm_tensor_free(o->slots[i].buf2);
+    }
+    free(o->slots);
+    free(o);
+}
+
+double tdm_optimizer_lr(const tdm_optimizer *o) {
+    return o->kind == OPT_SGD ? o->sgd.lr : o->adam.lr;
+}
+
+void tdm_optimizer_set_lr(tdm_optimizer *o, double lr) {
+    if (o->kind == OPT_SGD) o->sgd.lr = lr;
+    else o->adam.lr = lr;
+}
+
+// A zeroed state tensor shaped like the parameter (lazily, as PyTorch creates state on step 1).
+static tdm_status state_like(tdm_tensor **slot, const tdm_tensor *param) {
+    if (*slot) return TDM_OK;
+    *slot = tdm_tensor_zeros(param->ndim, param->shape, param->dtype, param->device);
+    return *slot ? TDM_OK : tdm_last_status();
+}
+
+tdm_status tdm_optimizer_step(tdm_optimizer *o) {
+    bool prev = tdm_grad_set_enabled(false);
+    tdm_status s = TDM_OK;
+    for (int i = 0; i < o->n && s == TDM_OK; i++) {
+        opt_slot *sl = &o->slots[i];
+        tdm_tensor *g = tdm_tensor_grad(sl->param);
+        if (!g) continue;   // no gradient: skipped, as in PyTorch
+        if (o->kind == OPT_SGD) {
+            if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param);
+            if (s == TDM_OK) s = tdm_sgd_step(sl->param, g, sl->buf, sl->step > 0, &o->sgd);
+            if (s == TDM_OK && o->sgd.momentum != 0) sl->step = 1;
+        } else {
+            s = state_like(&sl->buf, sl->param);
+            if (s == TDM_OK) s = state_like(&sl->buf2, sl->param);
+            if (s == TDM_OK) s = tdm_adam_step(sl->param, g, sl->buf, sl->buf2, sl->step + 1, &o->adam);
+            if (s == TDM_OK) sl->step++;
+        }
+    }
+    tdm_grad_set_enabled(prev);
+    return s;
+}
+
+void tdm_optimizer_zero_grad(tdm_optimizer *o) {
+    for (int i = 0; i < o->n; i++) tdm_tensor_set_grad(o->slots[i].param, NULL);
+}
+
+// ---- state files --------------------------------------------------------------------------------
+// "state.<i>.momentum_buffer" (SGD), "state.<i>.exp_avg", "state.<i>.exp_avg_sq" and
+// "state.<i>.step" (Adam; f32 scalar, as PyTorch keeps it), for the parameters that have state.
+
+tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
+    int cap = 3 * o->n, n = 0;
+    char (*names)[48] = calloc((size_t)(cap ? cap : 1), sizeof *names);
+    const char **np = calloc((size_t)(cap ? cap : 1), sizeof *np);
+    const tdm_tensor **tp = calloc((size_t)(cap ? cap : 1), sizeof *tp);
+    tdm_tensor **steps = calloc((size_t)(o->n ? o->n : 1), sizeof *steps);
+    tdm_status s = names && np && tp && steps ? TDM_OK
+                                              : tdm_error_set(TDM_ERR_OOM, "%s: out of memory", path);
+    for (int i = 0; s == TDM_OK && i < o->n; i++) {
+        const opt_slot *sl = &o->slots[i];
+        if (!sl->buf) continue;
+        if (o->kind == OPT_SGD) {
+            snprintf(names[n], sizeof names[n], "state.%d.momentum_buffer", i);
+            np[n] = names[n];
+            tp[n++] = sl->buf;
+            continue;
+        }
+        float stepf = (float)sl->step;
+        steps[i] = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, TDM_CPU, &stepf);
+        if (!steps[i]) {
+            s = tdm_last_status();
+            break;
+        }
+        const char *keys[3] = {"exp_avg", "exp_avg_sq", "step"};
+        const tdm_tensor *vals[3] = {sl->buf, sl->buf2, steps[i]};
+        for (int k = 0; k < 3; k++) {
+            snprintf(names[n], sizeof names[n], "state.%d.%s", i, keys[k]);
+            np[n] = names[n];
+            tp[n++] = vals[k];
+        }
+    }
+    char lr[32], count[16];
+    snprintf(lr, sizeof lr, "%.17g", tdm_optimizer_lr(o));
+    snprintf(count, sizeof count, "%d", o->n);
+    const char *meta[] = {"format", "tandem-optimizer/1", "optimizer",
+                          o->kind == OPT_SGD ? "sgd" : o->adam.decoupled_weight_decay ? "adamw" : "adam",
+                          "lr", lr, "params", count};
+    if (s == TDM_OK) s = tdm_safetensors_save(path, n, np, tp, 4, meta);
+    for (int i = 0; steps && i < o->n; i++) tdm_tensor_free(steps[i]);
+    free(names);
+    free(np);
+    free(tp);
+    free(steps);
+    return s;
+}
+
+tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
+    tdm_safetensors *st = tdm_safetensors_open(path);
+    if (!st) return tdm_last_status();
+    const char *fmt = tdm_safetensors_metadata(st, "format");
+    const char *kind = tdm_safetensors_metadata(st, "optimizer");
+    const char *want = o->kind == OPT_SGD ? "sgd" : o->adam.decoupled_weight_decay ? "adamw" : "adam";
+    const char *count = tdm_safetensors_metadata(st, "params");
+    tdm_status s = TDM_OK;
+    if (!fmt || strcmp(fmt, "tandem-optimizer/1") || !kind || strcmp(kind, want) || !count ||
+        atoi(count) != o->n)
+        s = tdm_error_set(TDM_ERR_FORMAT, "%s: not the state of a %s optimizer over %d parameters",
+                          path, want, o->n);
+    // Read everything first; replace the state only when all of it checked out.
+    tdm_tensor **nb = calloc((size_t)(2 * o->n + 1), sizeof *nb);
+    int64_t *nstep = calloc((size_t)(o->n + 1), sizeof *nstep);
+    if (s == TDM_OK && (!nb || !nstep)) s = tdm_error_set(TDM_ERR_OOM, "%s: out of memory", path);
+    for (int i = 0; s == TDM_OK && i < o->n; i++) {
+        const tdm_tensor *p = o->slots[i].param;
+        const char *keys[2] = {o->kind == OPT_SGD ? "momentum_buffer" : "exp_avg", "exp_avg_sq"};
+        for (int k = 0; k < (o->kind == OPT_SGD ? 1 : 2) && s == TDM_OK; k++) {
+            char name[48];
+            snprintf(name, sizeof name, "state.%d.%s", i, keys[k]);
+            if (!tdm_safetensors_has(st, name)) continue;
+            tdm_tensor *t = tdm_safetensors_get(st, name, TDM_CPU);
+            if (!t) {
+                s = tdm_last_status();
+                break;
+            }
+            if (t->numel != p->numel || t->ndim != p->ndim) {
+                s = tdm_error_set(TDM_ERR_SHAPE, "%s: %s does not match parameter %d's shape", path, name, i);
+                tdm_tensor_free(t);
+                break;
+            }
+            nb[2 * i + k] = tdm_tensor_to(t, p->device, p->dtype);
+            tdm_tensor_free(t);
+            if (!nb[2 * i + k]) s = tdm_last_status();
+        }
+        char name[48];
+        snprintf(name, sizeof name, "state.%d.step", i);
+        if (s == TDM_OK && o->kind == OPT_ADAM && tdm_safetensors_has(st, name)) {
+            tdm_tensor *t = tdm_safetensors_get(st, name, TDM_CPU);
+            double v = 0;
+            if (!t || t->numel != 1 || tdm_tensor_to_host_f64(t, &v) != TDM_OK || v < 0)
+                s = t ? tdm_error_set(TDM_ERR_FORMAT, "%s: bad %s", path, name) : tdm_last_status();
+            nstep[i] = (int64_t)v;
+            tdm_tensor_free(t);
+        }
+    }
+    for (int i = 0; nb && i < o->n; i++) {
+        opt_slot *sl = &o->slots[i];
+        if (s == TDM_OK) {
+            tdm_tensor_free(sl->buf);
+            tdm_tensor_free(sl->buf2);
+            sl->buf = nb[2 * i];
+            sl->buf2 = nb[2 * i + 1];
+            sl->step = o->kind == OPT_SGD ? (sl->buf != NULL) : nstep[i];
+        } else {
+            tdm_tensor_free(nb[2 * i]);
+            tdm_tensor_free(nb[2 * i + 1]);
+        }
+    }
+    free(nb);
+    free(nstep);
+    tdm_safetensors_close(st);
+    return s;
+}
+
+// ---- gradient scaler ---------------------------------------------------------------------------
+
+struct tdm_grad_scaler {
+    tdm_grad_scaler_params p;
+    double scale;
+    int growth_tracker;   // clean steps in a row
+    bool found_inf;       // in the step being taken
+};
+
+tdm_grad_scaler_params tdm_grad_scaler_defaults(void) {
+    return (tdm_grad_scaler_params){.init_scale = 65536.0, .growth_factor = 2.0,
+                                    .backoff_factor = 0.5, .growth_interval = 2000, .enabled = true};
+}
+
+tdm_grad_scaler *tdm_grad_scaler_new(const tdm_grad_scaler_params *p) {
+    if (!p || p->init_scale <= 0 || p->growth_factor <= 1 || p->backoff_factor <= 0 ||
+        p->backoff_factor >= 1 || p->growth_interval < 1) {
+        tdm_error_set(TDM_ERR_ARG, "grad_scaler: invalid parameters (init_scale > 0, "
+                                   "growth_factor > 1, backoff_factor in (0,1), interval >= 1)");
+        return NULL;
+    }
+    tdm_grad_scaler *s = calloc(1, sizeof *s);
+    if (!s) {
+        tdm_error_set(TDM_ERR_OOM, "grad_scaler: out of memory");
+        return NULL;
+    }
+    s->p = *p;
+    s->scale = p->init_scale;
+    return s;
+}
+
+void tdm_grad_scaler_free(tdm_grad_scaler *s) { free(s); }
+
+double tdm_grad_scaler_get_scale(const tdm_grad_scaler *s) { return s->p.enabled ? s->scale : 1.0; }
+
+tdm_tensor *tdm_grad_scaler_scale(tdm_grad_scaler *s, const tdm_tensor *loss) {
+    if (tdm_check_tensor("grad_scaler.scale", "loss", loss) != TDM_OK) return NULL;
+    double v = s->p.enabled ? s->scale : 1.0;
+    tdm_tensor *f = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F64, TDM_CPU, &v);
+    tdm_tensor *k = f ? tdm_tensor_to(f, loss->device, loss->dtype) : NULL;
+    tdm_tensor *out = k ? tdm_mul(loss, k) : NULL;
+    tdm_tensor_free(f);
+    tdm_tensor_free(k);
+    return out;
+}
+
+// grad *= 1/scale (the reciprocal rounded to f32, as PyTorch does); any non-finite -> found_inf.
+// On the cpu the check reads the values; the CUDA backend will do it on the device, without a sync.
+static tdm_status unscale(tdm_grad_scaler *s, tdm_optimizer *o) {
+    float inv = (float)(1.0 / s->scale);
+    s->found_inf = false;
+    bool prev = tdm_grad_set_enabled(false);
+    tdm_status st = TDM_OK;
+    for (int i = 0; i < o->n && st == TDM_OK; i++) {
+        tdm_tensor *g = tdm_tensor_grad(o->slots[i].param);
+        if (!g) continue;
+        tdm_tensor *f = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, TDM_CPU, &inv);
+        tdm_tensor *k = f ? tdm_tensor_to(f, g->device, g->dtype) : NULL;
+        tdm_tensor *u = k ? tdm_mul(g, k) : NULL;
+        double *v = u ? malloc((size_t)(u->numel ? u->numel : 1) * sizeof *v) : NULL;
+        if (!u || !v || tdm_tensor_to_host_f64(u, v) != TDM_OK) {
+            st = v || !u ? tdm_last_status() : tdm_error_set(TDM_ERR_OOM, "grad_scaler: out of memory");
+        } else {
+            for (int64_t j = 0; j < u->numel && !s->found_inf; j++) s->found_inf = !isfinite(v[j]);
+            st = tdm_tensor_set_grad(o->slots[i].param, u);
+        }
+        free(v);
+        tdm_tensor_free(u);
+        tdm_tensor_free(k);
+        tdm_tensor_free(f);
+    }
+    tdm_grad_set_enabled(prev);
+    return st;
+}
+
+tdm_status tdm_grad_scaler_step(tdm_grad_scaler *s, tdm_optimizer *o, bool *skipped) {
+    if (skipped) *skipped = false;
+    if (!s->p.enabled) return tdm_optimizer_step(o);
+    TDM_TRY(unscale(s, o));
+    if (skipped) *skipped = s->found_inf;
+    return s->found_inf ? TDM_OK : tdm_optimizer_step(o);
+}
+
+void tdm_grad_scaler_update(tdm_grad_scaler *s) {
+    if (!s->p.enabled) return;
+    if (s->found_inf) {
+        s->scale *= s->p.backoff_factor;
+        s->growth_tracker = 0;
+    } else if (++s->growth_tracker == s->p.growth_interval) {
+        s->scale *= s->p.growth_factor;
+        s->growth_tracker = 0;
+    }
+    s->found_inf = false;
+}

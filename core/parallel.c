@@ -1,0 +1,282 @@
+/* parallel.c — data parallelism with ranks as threads: buckets of gradients all-reduced as
+ * backward finishes them (from autograd's grad hooks), then a final sync. The all-reduce: every
+ * rank copies its bucket into its own slot of a shared buffer, a barrier, every rank sums the
+ * slots in rank order and keeps the mean, a barrier (so the slots can be reused). All ranks run
+ * the same collectives in the same order (same graph), so one group barrier serves them all. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor_impl.h"
+#include "tandem/autograd.h"
+#include "tandem/parallel.h"
+
+#define DP_MAX_RANKS 64
+
+typedef struct dp_rank dp_rank;
+
+typedef struct {
+    dp_rank *rank;
+    int param;    // index into the rank's parameters
+    int bucket;
+} dp_hook_ctx;
+
+typedef struct {
+    int first, count;      // parameters [first, first+count) of the bucket order
+    int64_t numel;
+} dp_bucket;
+
+struct dp_rank {
+    tdm_dp_group *g;
+    int rank;
+    int n;
+    tdm_tensor **params;   // references
+    dp_hook_ctx *hooks;
+    int *order;            // bucket order: parameter indices, last parameter first
+    int64_t *offset;       // element offset of parameter order[i] in its bucket
+    int *ready;            // per bucket: gradients completed since its last reduce
+    bool *reduced;         // per bucket: all-reduced since the last sync
+    tdm_status failed;     // a failure inside a hook (reported by sync)
+};
+
+struct tdm_dp_group {
+    int nranks;
+    int64_t bucket_bytes;
+    pthread_barrier_t barrier;
+    dp_rank ranks[DP_MAX_RANKS];
+    dp_bucket *buckets;    // from rank 0's attach; every rank must match
+    int n_buckets;
+    double *slots;         // nranks x (largest bucket or allreduce_mean length)
+    int64_t slot_len;
+    pthread_mutex_t lock;
+};
+
+tdm_dp_group *tdm_dp_group_new(int nranks, int64_t bucket_bytes) {
+    if (nranks < 1 || nranks > DP_MAX_RANKS || bucket_bytes < 1) {
+        tdm_error_set(TDM_ERR_ARG, "data parallel: %d ranks (1..%d) and a bucket of %lld bytes",
+                      nranks, DP_MAX_RANKS, (long long)bucket_bytes);
+        return NULL;
+    }
+    tdm_dp_group *g = calloc(1, sizeof *g);
+    if (!g) {
+        tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+        return NULL;
+    }
+    g->nranks = nranks;
+    g->bucket_bytes = bucket_bytes;
+    pthread_barrier_init(&g->barrier, NULL, (unsigned)nranks);
+    pthread_mutex_init(&g->lock, NULL);
+    return g;
+}
+
+static void rank_clear(dp_rank *r) {
+    for (int i = 0; i < r->n; i++) {
+        tdm_tensor_set_grad_hook(r->params[i], NULL, NULL);
+        tdm_tensor_free(r->params[i]);
+    }
+    free(r->params);
+    free(r->hooks);
+    free(r->order);
+    free(r->offset);
+    free(r->ready);
+    free(r->reduced);
+    memset(r, 0, sizeof *r);
+}
+
+void tdm_dp_group_free(tdm_dp_group *g) {
+    if (!g) return;
+    for (int i = 0; i < g->nranks; i++) rank_clear(&g->ranks[i]);
+    pthread_barrier_destroy(&g->barrier);
+    pthread_mutex_destroy(&g->lock);
+    free(g->buckets);
+    free(g->slots);
+    free(g);
+}
+
+int tdm_dp_group_size(const tdm_dp_group *g) { return g->nranks; }
+
+// ---- running the ranks ----------------------------------------------------------------------------
+
+typedef struct {
+    tdm_status (*fn)(int rank, void *ctx);
+    void *ctx;
+    int rank;
+    tdm_status status;
+    char error[1024];
+} dp_thread;
+
+static void *dp_thread_main(void *arg) {
+    dp_thread *t = arg;
+    t->status = t->fn(t->rank, t->ctx);
+    if (t->status != TDM_OK) strncpy(t->error, tdm_last_error(), sizeof t->error - 1);
+    return NULL;
+}
+
+tdm_status tdm_dp_run(tdm_dp_group *g, tdm_status (*fn)(int rank, void *ctx), void *ctx) {
+    dp_thread th[DP_MAX_RANKS];
+    pthread_t tid[DP_MAX_RANKS];
+    memset(th, 0, sizeof th);
+    int started = 0;
+    for (int r = 0; r < g->nranks; r++) {
+        th[r] = (dp_thread){.fn = fn, .ctx = ctx, .rank = r};
+        if (pthread_create(&tid[r], NULL, dp_thread_main, &th[r]) != 0) break;
+        started++;
+    }
+    for (int r = 0; r < started; r++) pthread_join(tid[r], NULL);
+    if (started < g->nranks)
+        return tdm_error_set(TDM_ERR_BACKEND, "data parallel: could not start %d threads", g->nranks);
+    for (int r = 0; r < g->nranks; r++)
+        if (th[r].status != TDM_OK) return tdm_error_set(th[r].status, "rank %d: %s", r, th[r].error);
+    return TDM_OK;
+}
+
+// ---- the all-reduce ------------------------------------------------------------------------------
+
+// Every rank contributes v[0..n) (doubles); each gets the mean, summed in rank order.
+static void allreduce_mean(tdm_dp_group *g, int rank, double *v, int64_t n) {
+    memcpy(g->slots + (int64_t)rank * g->slot_len, v, (size_t)n * sizeof *v);
+    pthread_barrier_wait(&g->barrier);
+    for (int64_t i = 0; i < n; i++) {
+        double s = 0;
+        for (int r = 0; r < g->nranks; r++) s += g->slots[(int64_t)r * g->slot_len + i];
+        v[i] = s / g->nranks;
+    }
+    pthread_barrier_wait(&g->barrier);
+}
+
+tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n) {
+    if (n > g->slot_len)
+        return tdm_error_set(TDM_ERR_ARG, "data parallel: all-reduce of %d values (at most %lld)",
+                             n, (long long)g->slot_len);
+    allreduce_mean(g, rank, v, n);
+    return TDM_OK;
+}
+
+// All-reduces bucket b of rank r: gather its gradients (zero where a parameter has none) into
+// doubles, average across ranks, write the mean back as each parameter's gradient.
+static tdm_status reduce_bucket(dp_rank *r, int b) {
+    tdm_dp_group *g = r->g;
+    const dp_bucket *bk = &g->buckets[b];
+    double *buf = calloc((size_t)(bk->numel ? bk->numel : 1), sizeof *buf);
+    tdm_status s = buf ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+    for (int k = 0; s == TDM_OK && k < bk->count; k++) {
+        int i = r->order[bk->first + k];
+        tdm_tensor *grad = tdm_tensor_grad(r->params[i]);
+        if (grad) s = tdm_tensor_to_host_f64(grad, buf + r->offset[bk->first + k]);
+    }
+    // A rank that failed still takes part, so that no other rank waits forever.
+    allreduce_mean(g, r->rank, buf, bk->numel);
+    bool prev = tdm_grad_set_enabled(false);
+    for (int k = 0; s == TDM_OK && k < bk->count; k++) {
+        int i = r->order[bk->first + k];
+        tdm_tensor *p = r->params[i];
+        tdm_tensor *host = tdm_tensor_empty(p->ndim, p->shape, TDM_DTYPE_F64, TDM_CPU);
+        if (!host) {
+            s = tdm_last_status();
+            break;
+        }
+        memcpy(tdm_data(host), buf + r->offset[bk->first + k], (size_t)p->numel * sizeof(double));
+        tdm_tensor *mean = tdm_tensor_to(host, p->device, p->dtype);
+        tdm_tensor_free(host);
+        s = mean ? tdm_tensor_set_grad(p, mean) : tdm_last_status();
+        tdm_tensor_free(mean);
+    }
+    tdm_grad_set_enabled(prev);
+    free(buf);
+    r->reduced[b] = true;
+    return s;
+}
+
+static void dp_grad_ready(tdm_tensor *leaf, void *ctx) {
+    (void)leaf;
+    dp_hook_ctx *h = ctx;
+    dp_rank *r = h->rank;
+    // A bucket is reduced each time all of its gradients are complete (with accumulation over
+    // micro-batches that is once per backward: averaging is linear, so repeating it is exact).
+    if (++r->ready[h->bucket] == r->g->buckets[h->bucket].count) {
+        r->ready[h->bucket] = 0;
+        tdm_status s = reduce_bucket(r, h->bucket);
+        if (s != TDM_OK && r->failed == TDM_OK) r->failed = s;
+    }
+}
+
+// ---- attach and sync ----------------------------------------------------------------------------
+
+tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, int n) {
+    if (rank < 0 || rank >= g->nranks || n < 0)
+        return tdm_error_set(TDM_ERR_ARG, "data parallel: rank %d of %d", rank, g->nranks);
+    dp_rank *r = &g->ranks[rank];
+    rank_clear(r);
+    r->g = g;
+    r->rank = rank;
+    r->n = n;
+    r->params = calloc((size_t)n + 1, sizeof *r->params);
+    r->hooks = calloc((size_t)n + 1, sizeof *r->hooks);
+    r->order = calloc((size_t)n + 1, sizeof *r->order);
+    r->offset = calloc((size_t)n + 1, sizeof *r->offset);
+    if (!r->params || !r->hooks || !r->order || !r->offset)
+        return tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+    // Buckets over the parameters in reverse order, each up to bucket_bytes (at least one).
+    dp_bucket *bk = calloc((size_t)n + 1, sizeof *bk);
+    if (!bk) return tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+    int nb = 0;
+    int64_t bytes = 0;
+    for (int k = 0; k < n; k++) {
+        int i = n - 1 - k;
+        r->order[k] = i;
+        r->params[i] = tdm_tensor_retain(params[i]);
+        int64_t pb = (int64_t)tdm_tensor_nbytes(params[i]);
+        if (nb == 0 || (bytes + pb > g->bucket_bytes && bk[nb - 1].count > 0)) {
+            bk[nb++] = (dp_bucket){.first = k};
+            bytes = 0;
+        }
+        r->offset[k] = bk[nb - 1].numel;
+        bk[nb - 1].count++;
+        bk[nb - 1].numel += params[i]->numel;
+        bytes += pb;
+    }
+    // Every rank must build the same buckets; rank 0's are kept (under the lock).
+    pthread_mutex_lock(&g->lock);
+    tdm_status s = TDM_OK;
+    if (!g->buckets) {
+        g->buckets = bk;
+        g->n_buckets = nb;
+        int64_t longest = 16;   // room for allreduce_mean of a few values
+        for (int b = 0; b < nb; b++) longest = bk[b].numel > longest ? bk[b].numel : longest;
+        g->slot_len = longest;
+        g->slots = calloc((size_t)(g->nranks * longest), sizeof *g->slots);
+        if (!g->slots) s = tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+        bk = NULL;
+    } else if (g->n_buckets != nb || memcmp(g->buckets, bk, (size_t)nb * sizeof *bk)) {
+        s = tdm_error_set(TDM_ERR_SHAPE, "data parallel: rank %d's parameters differ from another "
+                          "rank's (every replica must have the same shapes)", rank);
+    }
+    pthread_mutex_unlock(&g->lock);
+    free(bk);
+    r->ready = calloc((size_t)nb + 1, sizeof *r->ready);
+    r->reduced = calloc((size_t)nb + 1, sizeof *r->reduced);
+    if (s == TDM_OK && (!r->ready || !r->reduced)) s = tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+    for (int k = 0; s == TDM_OK && k < n; k++) {
+        int b = 0;
+        while (b + 1 < nb && g->buckets[b + 1].first <= k) b++;
+        r->hooks[k] = (dp_hook_ctx){.rank = r, .param = r->order[k], .bucket = b};
+        tdm_tensor_set_grad_hook(r->params[r->order[k]], dp_grad_ready, &r->hooks[k]);
+    }
+    pthread_barrier_wait(&g->barrier);   // every rank attached before any backward starts
+    return s;
+}
+
+tdm_status tdm_dp_sync(tdm_dp_group *g, int rank) {
+    dp_rank *r = &g->ranks[rank];
+    for (int b = 0; b < g->n_buckets; b++) {
+        if (!r->reduced[b] || r->ready[b] > 0) {   // never complete, or partly filled since
+            tdm_status s = reduce_bucket(r, b);
+            if (s != TDM_OK && r->failed == TDM_OK) r->failed = s;
+        }
+    }
+    tdm_status s = r->failed;
+    memset(r->ready, 0, (size_t)g->n_buckets * sizeof *r->ready);
+    memset(r->reduced, 0, (size_t)g->n_buckets * sizeof *r->reduced);
+    r->failed = TDM_OK;
+    return s;
+}

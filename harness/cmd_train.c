@@ -1,0 +1,475 @@
+/* cmd_train.c — `bench train`: the training API from the command line. Builds a model from the
+ * grammar of nn.h, trains it on a --data file (rows in order, wrapping around) or on a seeded
+ * synthetic task, with SGD/Adam/AdamW, optional autocast (fp16 with the gradient scaler, bf16),
+ * gradient accumulation and activation checkpointing; prints a line per step and a summary, and
+ * --dump writes the final state dict and the loss of every step. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "core/tensor_impl.h"   // tdm_error_set, TDM_TRY
+#include "tandem/tandem.h"
+
+typedef struct {
+    const char *model, *opt, *amp, *init, *data, *dump, *device;
+    int64_t batch, steps, accumulate, segments, ranks;
+    double lr, momentum, weight_decay;
+    bool lr_set, momentum_set, wd_set;
+    uint64_t seed;
+} train_args;
+
+static void train_usage(FILE *f) {
+    fprintf(f,
+        "usage: bench train --model SPEC --batch B --steps N --opt sgd|adam|adamw --lr F\n"
+        "                   [--momentum F] [--weight-decay F] [--seed S] [--device cpu|cuda:N]\n"
+        "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
+        "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
+        "\n"
+        "Trains a model with cross-entropy loss and prints one line per step (to stderr when it is\n"
+        "a terminal) and a summary. Model grammar (an equivalent torch.nn.Sequential; state dict\n"
+        "names 0.weight, 0.bias, 2.weight, ...):\n"
+        "  mlp:D0-D1-...-Dk        Linear(D0,D1), ReLU, ..., Linear(Dk-1,Dk)\n"
+        "  cnn:CxHxW/TOK-TOK-...   TOK: cO[kK][sS][pP] Conv2d (K=3, S=1, P=0) | bn BatchNorm2d |\n"
+        "                          relu | gelu | mpK[sS] MaxPool2d | apK[sS] AvgPool2d | flat |\n"
+        "                          fcN Linear | doP Dropout\n"
+        "  e.g. cnn:3x32x32/c16k3p1-bn-relu-mp2-c32k3p1-bn-relu-mp2-flat-fc10\n"
+        "--batch B         rows per optimizer step; with --accumulate K, K micro-batches of B/K\n"
+        "                  rows whose losses are divided by K (B must be a multiple of K)\n"
+        "--data FILE       safetensors with x (samples, features...) f32 and y (samples) int64;\n"
+        "                  step i uses rows [i*B, (i+1)*B) modulo samples, no shuffle. Without it:\n"
+        "                  a seeded synthetic task (y = argmax of a random linear map of x)\n"
+        "--init FILE       parameters by state dict name (a golden training file's init.* too)\n"
+        "--dump FILE       writes the final state dict and `loss` (steps,) f32, atomically\n"
+        "--amp fp16        autocast to f16 with a gradient scaler; bf16: autocast, no scaler\n"
+        "--ranks N         data parallel: N replicas (threads on the cpu) on B/N rows each, their\n"
+        "                  gradients averaged (all-reduced in buckets during backward) every step\n"
+        "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
+        "--opt defaults    sgd: momentum 0, weight decay 0; adam: wd 0; adamw: wd 1e-2;\n"
+        "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
+        "Exit: 0 done, 1 a failure while training, 2 bad arguments or input.\n");
+}
+
+static int bad(const char *fmt, const char *what) {
+    fprintf(stderr, "bench train: ");
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    return 2;
+}
+
+static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_f64(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !isfinite(v) || v < 0) return false;
+    *out = v;
+    return true;
+}
+
+// ---- data ---------------------------------------------------------------------------------
+
+typedef struct {
+    tdm_tensor *x, *y;   // (samples, ...) f32, (samples) i64, on the cpu
+    int64_t samples, row_elems;
+} dataset;
+
+static int load_data(const train_args *a, const char *spec, dataset *d) {
+    int nd;
+    int64_t in_shape[TDM_MAX_DIMS], row = 1;
+    if (tdm_nn_spec_input_shape(spec, &nd, in_shape) != TDM_OK) return bad("%s", tdm_last_error());
+    for (int i = 0; i < nd; i++) row *= in_shape[i];
+    d->row_elems = row;
+    if (a->data) {
+        tdm_safetensors *st = tdm_safetensors_open(a->data);
+        if (!st) return bad("%s", tdm_last_error());
+        d->x = tdm_safetensors_get(st, "x", TDM_CPU);
+        d->y = d->x ? tdm_safetensors_get(st, "y", TDM_CPU) : NULL;
+        tdm_safetensors_close(st);
+        if (!d->x || !d->y) return bad("--data: %s", tdm_last_error());
+        const int64_t *xs = tdm_tensor_shape(d->x);
+        d->samples = tdm_tensor_ndim(d->x) ? xs[0] : 0;
+        if (!tdm_dtype_is_float(tdm_tensor_dtype(d->x)) || tdm_tensor_dtype(d->y) != TDM_DTYPE_I64 ||
+            tdm_tensor_ndim(d->y) != 1 || tdm_tensor_shape(d->y)[0] != d->samples || d->samples < 1)
+            return bad("%s: needs x (samples, ...) floating and y (samples) int64", a->data);
+        if (tdm_tensor_numel(d->x) != d->samples * row) {
+            char s[1200];
+            snprintf(s, sizeof s, "%.1000s: x has %lld features per sample but the model takes %lld",
+                     a->data, (long long)(tdm_tensor_numel(d->x) / d->samples), (long long)row);
+            return bad("%s", s);
+        }
+        if (tdm_tensor_dtype(d->x) != TDM_DTYPE_F32) {
+            tdm_tensor *f = tdm_tensor_to(d->x, TDM_CPU, TDM_DTYPE_F32);
+            tdm_tensor_free(d->x);
+            d->x = f;
+        }
+        return d->x ? 0 : bad("%s", tdm_last_error());
+    }
+    // Synthetic: x ~ N(0,1), y = argmax(x W) with W (row, classes) ~ N(0,1), all from the seed.
+    d->samples = 4096;
+    int64_t xs[2] = {d->samples, row};
+    d->x = tdm_tensor_randn(2, xs, TDM_DTYPE_F32, TDM_CPU, a->seed, 1001);
+    return d->x ? 0 : bad("%s", tdm_last_error());
+}
+
+// Labels of the synthetic task need the model's class count: argmax over a random projection.
+static int synth_labels(dataset *d, int64_t classes, uint64_t seed) {
+    int64_t ws[2] = {d->row_elems, classes}, ys[1] = {d->samples};
+    tdm_tensor *w = tdm_tensor_randn(2, ws, TDM_DTYPE_F64, TDM_CPU, seed, 1002);
+    d->y = tdm_tensor_zeros(1, ys, TDM_DTYPE_I64, TDM_CPU);
+    if (!w || !d->y) {
+        tdm_tensor_free(w);
+        return bad("%s", tdm_last_error());
+    }
+    const float *x = tdm_tensor_data(d->x);
+    const double *W = tdm_tensor_data(w);
+    int64_t *y = tdm_tensor_data(d->y);
+    for (int64_t i = 0; i < d->samples; i++) {
+        double best = -INFINITY;
+        for (int64_t c = 0; c < classes; c++) {
+            double s = 0;
+            for (int64_t j = 0; j < d->row_elems; j++) s += x[i * d->row_elems + j] * W[j * classes + c];
+            if (s > best) best = s, y[i] = c;
+        }
+    }
+    tdm_tensor_free(w);
+    return 0;
+}
+
+// Rows [start, start+n) modulo samples, shaped (n, input shape...), on `dev`.
+static tdm_status batch_rows(const dataset *d, const char *spec, int64_t start, int64_t n,
+                             tdm_device dev, tdm_tensor **xb, tdm_tensor **yb) {
+    int nd;
+    int64_t shape[TDM_MAX_DIMS + 1];
+    TDM_TRY(tdm_nn_spec_input_shape(spec, &nd, shape + 1));
+    shape[0] = n;
+    float *xh = malloc((size_t)(n * d->row_elems) * sizeof *xh);
+    int64_t *yh = malloc((size_t)n * sizeof *yh);
+    tdm_status s = xh && yh ? TDM_OK : TDM_ERR_OOM;
+    const float *x = tdm_tensor_data_const(d->x);
+    const int64_t *y = tdm_tensor_data_const(d->y);
+    for (int64_t i = 0; s == TDM_OK && i < n; i++) {
+        int64_t r = (start + i) % d->samples;
+        memcpy(xh + i * d->row_elems, x + r * d->row_elems, (size_t)d->row_elems * sizeof *xh);
+        yh[i] = y[r];
+    }
+    *xb = s == TDM_OK ? tdm_tensor_from_host(nd + 1, shape, TDM_DTYPE_F32, dev, xh) : NULL;
+    *yb = *xb ? tdm_tensor_from_host(1, &n, TDM_DTYPE_I64, dev, yh) : NULL;
+    free(xh);
+    free(yh);
+    if (!*yb) {
+        tdm_tensor_free(*xb);
+        *xb = NULL;
+        return s == TDM_OK ? tdm_last_status() : tdm_error_set(TDM_ERR_OOM, "train: out of memory");
+    }
+    return TDM_OK;
+}
+
+// ---- the loop -----------------------------------------------------------------------------------
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// One micro-batch: forward (under autocast), loss / K (scaled for fp16), backward. *loss_out
+// gets the unscaled, undivided loss.
+static tdm_status micro_step(tdm_module *m, tdm_tensor *xb, tdm_tensor *yb, int64_t k,
+                             const char *amp, tdm_grad_scaler *scaler, double *loss_out) {
+    tdm_autocast_state prev = {0};
+    bool ac = strcmp(amp, "off") != 0;
+    if (ac) prev = tdm_autocast_enter(!strcmp(amp, "fp16") ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
+    tdm_tensor *out = tdm_module_forward(m, xb);
+    tdm_tensor *loss = out ? tdm_cross_entropy(out, yb, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    if (ac) tdm_autocast_exit(prev);
+    tdm_status s = loss ? tdm_tensor_to_host_f64(loss, loss_out) : tdm_last_status();
+    tdm_tensor *scaled = NULL, *kinv = NULL, *f = NULL;
+    if (s == TDM_OK) {
+        double inv = 1.0 / (double)k;
+        f = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F64, TDM_CPU, &inv);
+        kinv = f ? tdm_tensor_to(f, tdm_tensor_device(loss), tdm_tensor_dtype(loss)) : NULL;
+        tdm_tensor *div = kinv ? (k > 1 ? tdm_mul(loss, kinv) : tdm_tensor_retain(loss)) : NULL;
+        scaled = div && scaler ? tdm_grad_scaler_scale(scaler, div) : div;
+        if (scaled != div) tdm_tensor_free(div);
+        s = scaled ? tdm_backward(scaled, NULL) : tdm_last_status();
+    }
+    tdm_tensor_free(scaled);
+    tdm_tensor_free(kinv);
+    tdm_tensor_free(f);
+    tdm_tensor_free(loss);
+    tdm_tensor_free(out);
+    return s;
+}
+
+static int dump_state(tdm_module *m, const char *path, const float *losses, int64_t steps) {
+    int n = tdm_module_state(m, NULL, NULL, 0);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    tdm_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+    tdm_tensor *loss = tdm_tensor_from_host(1, &steps, TDM_DTYPE_F32, TDM_CPU, losses);
+    int rc = 0;
+    if (!names || !ts || !loss) rc = 1;
+    if (!rc) {
+        tdm_module_state(m, names, ts, n);
+        names[n] = "loss";
+        ts[n] = loss;
+        const char *meta[] = {"format", "pt"};
+        if (tdm_safetensors_save(path, n + 1, names, (const tdm_tensor *const *)ts, 1, meta) != TDM_OK)
+            rc = 1;
+    }
+    if (rc) fprintf(stderr, "bench train: --dump %s: %s\n", path, tdm_last_error());
+    tdm_tensor_free(loss);
+    free(names);
+    free(ts);
+    return rc;
+}
+
+// ---- one rank -----------------------------------------------------------------------------------
+// Every rank builds its replica from the same spec, seed and --init (so all start identical), takes
+// its slice of each global batch, and (with several ranks) all-reduces gradients before stepping.
+
+typedef struct {
+    const train_args *a;
+    const dataset *d;
+    tdm_device dev;
+    tdm_dp_group *group;   // NULL for one rank
+    float *losses;         // written by rank 0
+    int64_t skipped_steps;
+    double elapsed;
+    tdm_memory_stats mem0, mem1;
+    tdm_module *model0;    // rank 0's trained model, kept for --dump (owned by the caller)
+} train_ctx;
+
+static tdm_module *build_model(const train_args *a, tdm_device dev) {
+    tdm_module *m = tdm_nn_from_spec(a->model);
+    if (!m) return NULL;
+    tdm_status s = tdm_module_init(m, a->seed);
+    if (s == TDM_OK && a->init) {
+        tdm_safetensors *st = tdm_safetensors_open(a->init);
+        const char *fmt = st ? tdm_safetensors_metadata(st, "format") : NULL;
+        bool golden = fmt && !strcmp(fmt, "tandem-train/1");
+        tdm_safetensors_close(st);
+        s = st ? tdm_module_load(m, a->init, golden ? "init." : "", true) : tdm_last_status();
+    }
+    if (s == TDM_OK && a->segments > 1) s = tdm_sequential_set_checkpoint_segments(m, (int)a->segments);
+    if (s == TDM_OK) s = tdm_module_to(m, dev);
+    if (s != TDM_OK) {
+        tdm_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static tdm_optimizer *build_optimizer(const train_args *a, tdm_module *m) {
+    int np = tdm_module_parameters(m, NULL, 0);
+    tdm_tensor **params = calloc((size_t)np + 1, sizeof *params);
+    if (!params) {
+        tdm_error_set(TDM_ERR_OOM, "train: out of memory");
+        return NULL;
+    }
+    tdm_module_parameters(m, params, np);
+    tdm_optimizer *o;
+    if (!strcmp(a->opt, "sgd")) {
+        tdm_sgd_params p = {.lr = a->lr, .momentum = a->momentum, .weight_decay = a->weight_decay};
+        o = tdm_optim_sgd(params, np, &p);
+    } else {
+        tdm_adam_params p = tdm_adam_defaults(!strcmp(a->opt, "adamw"));
+        if (a->lr_set) p.lr = a->lr;
+        if (a->wd_set) p.weight_decay = a->weight_decay;
+        o = tdm_optim_adam(params, np, &p);
+    }
+    free(params);
+    return o;
+}
+
+static tdm_status train_rank(int rank, void *arg) {
+    train_ctx *t = arg;
+    const train_args *a = t->a;
+    int nranks = t->group ? tdm_dp_group_size(t->group) : 1;
+    tdm_module *m = build_model(a, t->dev);
+    tdm_optimizer *opt = m ? build_optimizer(a, m) : NULL;
+    tdm_grad_scaler *scaler = NULL;
+    tdm_status s = opt ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && !strcmp(a->amp, "fp16")) {
+        tdm_grad_scaler_params sp = tdm_grad_scaler_defaults();
+        scaler = tdm_grad_scaler_new(&sp);
+        if (!scaler) s = tdm_last_status();
+    }
+    tdm_tensor **params = NULL;
+    if (s == TDM_OK && t->group) {
+        int np = tdm_module_parameters(m, NULL, 0);
+        params = calloc((size_t)np + 1, sizeof *params);
+        tdm_module_parameters(m, params, np);
+        s = tdm_dp_attach(t->group, rank, params, np);
+    }
+    bool tty = rank == 0 && isatty(STDERR_FILENO);
+    if (rank == 0) {
+        tdm_memory_stats_get(t->dev, &t->mem0);
+        tdm_memory_reset_peak(t->dev);
+    }
+    double t0 = now_s();
+    int64_t slice = a->batch / nranks, micro = slice / a->accumulate;
+    for (int64_t step = 0; s == TDM_OK && step < a->steps; step++) {
+        double total = 0;
+        tdm_optimizer_zero_grad(opt);
+        for (int64_t k = 0; s == TDM_OK && k < a->accumulate; k++) {
+            tdm_tensor *xb = NULL, *yb = NULL;
+            double l = 0;
+            s = batch_rows(t->d, a->model, step * a->batch + rank * slice + k * micro, micro, t->dev, &xb, &yb);
+            if (s == TDM_OK) s = micro_step(m, xb, yb, a->accumulate, a->amp, scaler, &l);
+            tdm_tensor_free(xb);
+            tdm_tensor_free(yb);
+            total += l / (double)a->accumulate;
+        }
+        if (t->group) {   // average the gradients (and, for the report, the losses) over ranks
+            tdm_status sy = tdm_dp_sync(t->group, rank);
+            if (s == TDM_OK) s = sy;
+            tdm_status sm = tdm_dp_allreduce_mean(t->group, rank, &total, 1);
+            if (s == TDM_OK) s = sm;
+        }
+        bool skipped = false;
+        if (s == TDM_OK) s = scaler ? tdm_grad_scaler_step(scaler, opt, &skipped) : tdm_optimizer_step(opt);
+        if (scaler) tdm_grad_scaler_update(scaler);
+        if (s != TDM_OK) {
+            tdm_error_set(s, "step %lld: %s", (long long)step, tdm_last_error());
+            break;
+        }
+        if (rank != 0) continue;
+        t->skipped_steps += skipped;
+        t->losses[step] = (float)total;
+        double el = now_s() - t0;
+        if (tty) {
+            fprintf(stderr, "step %lld/%lld  loss %.6f", (long long)step + 1, (long long)a->steps, total);
+            if (scaler) fprintf(stderr, "  scale %g%s", tdm_grad_scaler_get_scale(scaler), skipped ? " (skipped)" : "");
+            fprintf(stderr, "  %.0f samples/s\n", (double)(step + 1) * a->batch / (el > 0 ? el : 1e-9));
+        }
+    }
+    if (rank == 0) {
+        t->elapsed = now_s() - t0;
+        tdm_memory_stats_get(t->dev, &t->mem1);
+        t->model0 = m;
+        m = NULL;
+    }
+    free(params);
+    tdm_grad_scaler_free(scaler);
+    tdm_optimizer_free(opt);
+    tdm_module_free(m);
+    return s;
+}
+
+int bench_train(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},    {"batch", required_argument, 0, 'b'},
+        {"steps", required_argument, 0, 'n'},    {"opt", required_argument, 0, 'o'},
+        {"lr", required_argument, 0, 'l'},       {"momentum", required_argument, 0, 'M'},
+        {"weight-decay", required_argument, 0, 'w'}, {"seed", required_argument, 0, 's'},
+        {"device", required_argument, 0, 'd'},   {"amp", required_argument, 0, 'a'},
+        {"ranks", required_argument, 0, 'r'},    {"accumulate", required_argument, 0, 'k'},
+        {"checkpoint-segments", required_argument, 0, 'c'}, {"init", required_argument, 0, 'i'},
+        {"data", required_argument, 0, 'D'},     {"dump", required_argument, 0, 'u'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .steps = 0, .accumulate = 1,
+                    .segments = 0, .ranks = 1, .seed = 0};
+    int64_t seed = 0;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': a.model = optarg; break;
+        case 'b': if (!parse_i64(optarg, 1, &a.batch)) return bad("--batch %s: expected an integer >= 1", optarg); break;
+        case 'n': if (!parse_i64(optarg, 1, &a.steps)) return bad("--steps %s: expected an integer >= 1", optarg); break;
+        case 'o': a.opt = optarg; break;
+        case 'l': if (!parse_f64(optarg, &a.lr)) return bad("--lr %s: expected a number >= 0", optarg); a.lr_set = true; break;
+        case 'M': if (!parse_f64(optarg, &a.momentum)) return bad("--momentum %s: expected a number >= 0", optarg); a.momentum_set = true; break;
+        case 'w': if (!parse_f64(optarg, &a.weight_decay)) return bad("--weight-decay %s: expected a number >= 0", optarg); a.wd_set = true; break;
+        case 's': if (!parse_i64(optarg, 0, &seed)) return bad("--seed %s: expected an integer >= 0", optarg); a.seed = (uint64_t)seed; break;
+        case 'd': a.device = optarg; break;
+        case 'a': a.amp = optarg; break;
+        case 'r': if (!parse_i64(optarg, 1, &a.ranks)) return bad("--ranks %s: expected an integer >= 1", optarg); break;
+        case 'k': if (!parse_i64(optarg, 1, &a.accumulate)) return bad("--accumulate %s: expected an integer >= 1", optarg); break;
+        case 'c': if (!parse_i64(optarg, 0, &a.segments)) return bad("--checkpoint-segments %s: expected an integer >= 0", optarg); break;
+        case 'i': a.init = optarg; break;
+        case 'D': a.data = optarg; break;
+        case 'u': a.dump = optarg; break;
+        case 'h': train_usage(stdout); return 0;
+        default: train_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
+    if (!a.model) return bad("%s--model is required (bench train --help)", "");
+    if (!a.batch) return bad("%s--batch is required", "");
+    if (!a.steps) return bad("%s--steps is required", "");
+    bool sgd = !strcmp(a.opt, "sgd"), adamw = !strcmp(a.opt, "adamw");
+    if (!sgd && !adamw && strcmp(a.opt, "adam")) return bad("--opt %s: expected sgd, adam or adamw", a.opt);
+    if (sgd && !a.lr_set) return bad("%s--lr is required with --opt sgd", "");
+    if (strcmp(a.amp, "off") && strcmp(a.amp, "fp16") && strcmp(a.amp, "bf16"))
+        return bad("--amp %s: expected off, fp16 or bf16", a.amp);
+    if (a.batch % (a.ranks * a.accumulate))
+        return bad("%s--batch must be a multiple of --ranks x --accumulate", "");
+    tdm_device dev;
+    if (tdm_device_parse(a.device, &dev) != TDM_OK || !tdm_device_available(dev))
+        return bad("%s", tdm_last_error());
+
+    // Check the model and --init up front (exit 2 on bad input), and size the synthetic labels.
+    tdm_module *probe = tdm_nn_from_spec(a.model);
+    if (!probe) return bad("--model: %s", tdm_last_error());
+    tdm_module_free(probe);
+    probe = build_model(&a, TDM_CPU);
+    if (!probe) return bad("%s", tdm_last_error());
+    dataset d = {0};
+    int rc = load_data(&a, a.model, &d);
+    if (!rc && !d.y) {
+        int nd;
+        int64_t shape[TDM_MAX_DIMS + 1] = {1};
+        tdm_nn_spec_input_shape(a.model, &nd, shape + 1);
+        bool prev = tdm_grad_set_enabled(false);
+        tdm_tensor *x1 = tdm_tensor_zeros(nd + 1, shape, TDM_DTYPE_F32, TDM_CPU);
+        tdm_tensor *out = x1 ? tdm_module_forward(probe, x1) : NULL;
+        tdm_grad_set_enabled(prev);
+        int64_t classes = out ? tdm_tensor_shape(out)[tdm_tensor_ndim(out) - 1] : 0;
+        tdm_tensor_free(out);
+        tdm_tensor_free(x1);
+        rc = classes < 1 ? bad("--model: %s", tdm_last_error()) : synth_labels(&d, classes, a.seed);
+    }
+    tdm_module_free(probe);
+    train_ctx t = {.a = &a, .d = &d, .dev = dev};
+    t.losses = calloc((size_t)a.steps, sizeof *t.losses);
+    if (!rc && !t.losses) rc = bad("%sout of memory", "");
+    if (!rc && a.ranks > 1 && !(t.group = tdm_dp_group_new((int)a.ranks, 25 << 20)))
+        rc = bad("%s", tdm_last_error());
+    if (!rc) {
+        tdm_status s = t.group ? tdm_dp_run(t.group, train_rank, &t) : train_rank(0, &t);
+        if (s != TDM_OK) {
+            fprintf(stderr, "bench train: %s\n", tdm_last_error());
+            rc = 1;
+        }
+    }
+    if (!rc) {
+        double el = t.elapsed > 0 ? t.elapsed : 1e-9;
+        printf("trained %s for %lld steps of %lld samples (%s, lr %g, amp %s, %lld rank%s%s): "
+               "loss %.6f -> %.6f, %.1f samples/s, peak memory %.2f MB above the start (%s)%s\n",
+               a.model, (long long)a.steps, (long long)a.batch, a.opt,
+               a.lr_set ? a.lr : tdm_adam_defaults(false).lr, a.amp, (long long)a.ranks,
+               a.ranks > 1 ? "s" : "", a.accumulate > 1 ? ", accumulated" : "", t.losses[0],
+               t.losses[a.steps - 1], (double)(a.steps * a.batch) / el,
+               (double)(t.mem1.peak_allocated - t.mem0.allocated) / 1e6, a.device,
+               t.skipped_steps ? " (some fp16 steps skipped by the scaler)" : "");
+        if (a.dump) rc = dump_state(t.model0, a.dump, t.losses, a.steps);
+    }
+    tdm_module_free(t.model0);
+    tdm_dp_group_free(t.group);
+    free(t.losses);
+    tdm_tensor_free(d.x);
+    tdm_tensor_free(d.y);
+    return rc;
+}

@@ -1,0 +1,41 @@
+/* parallel.h — data-parallel training (DistributedDataParallel's scheme): N ranks each run a
+ * replica of the model on a slice of the global batch; as backward produces each parameter's
+ * gradient, it joins a bucket, and a full bucket is all-reduced (averaged across ranks) at once,
+ * so the optimizer steps of all replicas see the same gradients and the replicas stay identical.
+ * On the reference backend the ranks are threads of one process and the all-reduce sums each
+ * rank's contribution in rank order (bit-identical on every rank, run after run). The CUDA
+ * backend will all-reduce with NCCL, across nodes with MPI bootstrapping it. */
+#ifndef TANDEM_PARALLEL_H
+#define TANDEM_PARALLEL_H
+
+#include "tandem/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tdm_dp_group tdm_dp_group;
+
+// A group of nranks ranks; buckets hold up to bucket_bytes of gradients (DDP: 25 MB).
+tdm_dp_group *tdm_dp_group_new(int nranks, int64_t bucket_bytes);
+void tdm_dp_group_free(tdm_dp_group *g);
+int tdm_dp_group_size(const tdm_dp_group *g);
+
+// Runs fn(rank, ctx) for rank 0..nranks-1 on one thread each; returns the first failure (by rank).
+tdm_status tdm_dp_run(tdm_dp_group *g, tdm_status (*fn)(int rank, void *ctx), void *ctx);
+
+// Each rank registers its replica's parameters (same count, shapes and order on every rank):
+// grad hooks put finished gradients into buckets (in reverse parameter order, as backward
+// produces them) and all-reduce a bucket when it is complete.
+tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, int n);
+// After a backward: all-reduces the buckets not yet reduced (parameters without a gradient count
+// as zero) and returns when this rank's gradients hold the average over ranks.
+tdm_status tdm_dp_sync(tdm_dp_group *g, int rank);
+// Averages n doubles across ranks (every rank passes its own; all get the mean), in rank order.
+tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

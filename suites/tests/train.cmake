@@ -1,0 +1,38 @@
+# train.cmake — `bench train` against PyTorch's golden training trajectories, one test per file.
+tdm_test_executable(train_golden)
+file(GLOB GOLDEN_TRAIN CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/suites/golden/train/*.safetensors)
+file(MAKE_DIRECTORY ${TEST_TMP}/train)
+foreach(f ${GOLDEN_TRAIN})
+  get_filename_component(name ${f} NAME_WE)
+  add_test(NAME train.golden.${name}
+           COMMAND test_train_golden $<TARGET_FILE:bench> ${f} ${TEST_TMP}/train)
+endforeach()
+
+# Training features through `bench train`, on the golden MLP/CNN data, compared dump to dump.
+# Tolerance 2e-5 (relative to the largest element of each tensor) for runs that differ only in
+# how a step's gradient is summed (micro-batches, ranks): each of the 8 steps perturbs the
+# weights by a few f32 roundings (K * 2^-24 ~ 3e-7 for K = 4 parts), and the golden files show
+# such perturbations growing at most ~10x over a run of this length (PyTorch's own f32 vs f64).
+# Checkpointing recomputes the same ops in the same order: bit-identical (tolerance 0).
+tdm_test_executable(dump_compare)
+set(MLP_GOLD ${PROJECT_SOURCE_DIR}/suites/golden/train/mlp-sgd-off.safetensors)
+set(CNN_GOLD ${PROJECT_SOURCE_DIR}/suites/golden/train/cnn-sgd-off.safetensors)
+set(TRAIN_MLP "train --model mlp:20-64-32-5 --batch 16 --steps 8 --opt sgd --lr 0.1 --momentum 0.9 --init ${MLP_GOLD} --data ${MLP_GOLD}")
+set(TRAIN_CNN "train --model cnn:3x8x8/c8k3p1-bn-relu-mp2-c8k3p1-bn-relu-ap2-flat-fc5 --batch 8 --steps 6 --opt adam --lr 0.01 --init ${CNN_GOLD} --data ${CNN_GOLD}")
+set(B $<TARGET_FILE:bench>)
+set(T ${TEST_TMP}/train)
+add_test(NAME train.accumulate_equals_big_batch COMMAND sh -c
+  "${B} ${TRAIN_MLP} --dump ${T}/acc1 >/dev/null && ${B} ${TRAIN_MLP} --accumulate 4 --dump ${T}/acc4 >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/acc1 ${T}/acc4 2e-5")
+add_test(NAME train.ranks_equal_one_rank COMMAND sh -c
+  "${B} ${TRAIN_MLP} --dump ${T}/r1 >/dev/null && ${B} ${TRAIN_MLP} --ranks 4 --dump ${T}/r4 >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/r1 ${T}/r4 2e-5")
+add_test(NAME train.checkpointing_changes_nothing COMMAND sh -c
+  "${B} ${TRAIN_CNN} --dump ${T}/ck0 >/dev/null && ${B} ${TRAIN_CNN} --checkpoint-segments 3 --dump ${T}/ck3 >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/ck0 ${T}/ck3 0")
+add_test(NAME train.synthetic_loss_falls COMMAND sh -c
+  "${B} train --model mlp:32-64-10 --batch 32 --steps 60 --opt adam --lr 0.01 --seed 3 --dump ${T}/syn | grep -E 'loss [0-9.]+ -> [0-9.]+' && $<TARGET_FILE:test_loss_falls> ${T}/syn 0.5")
+add_test(NAME train.bad_arguments_exit_2 COMMAND sh -c
+  "for args in '--model mlp:10 --batch 4 --steps 1 --opt sgd --lr 0.1' '--model cnn:3x8x8/c8q3 --batch 4 --steps 1 --opt sgd --lr 0.1' '--model mlp:10-5 --batch 0 --steps 1 --opt sgd --lr 0.1' '--model mlp:7-5 --batch 4 --steps 1 --opt sgd --lr 0.1 --data ${MLP_GOLD}' '--model mlp:20-5 --batch 4 --steps 1 --opt rmsprop --lr 0.1' '--model mlp:20-5 --batch 6 --steps 1 --opt sgd --lr 0.1 --ranks 4'; do ${B} train $args; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $args\"; exit 1; }; done")
+set_tests_properties(train.bad_arguments_exit_2 PROPERTIES PASS_REGULAR_EXPRESSION "x has 20 features per sample but the model takes 7")
+tdm_test_executable(loss_falls)
+
+tdm_test_executable(training)
+add_test(NAME train.scaler_and_resume COMMAND test_training ${TEST_TMP})
