@@ -2,10 +2,15 @@
  * backward finishes them (from autograd's grad hooks), then a final sync. The all-reduce: every
  * rank copies its bucket into its own slot of a shared buffer, a barrier, every rank sums the
  * slots in rank order and keeps the mean, a barrier (so the slots can be reused). All ranks run
- * the same collectives in the same order (same graph), so one group barrier serves them all. */
+ * the same collectives in the same order (same graph), so one group barrier serves them all.
+ * An MPI group (one rank per process) replaces the slot copy and barriers by MPI_Allgather and
+ * sums the gathered slots in the same rank order. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef TDM_HAVE_MPI
+#include <mpi.h>
+#endif
 
 #include "core/tensor_impl.h"
 #include "tandem/autograd.h"
@@ -41,6 +46,8 @@ struct dp_rank {
 
 struct tdm_dp_group {
     int nranks;
+    bool mpi;              // ranks are MPI processes; this process is ranks[self]
+    int self;
     int64_t bucket_bytes;
     pthread_barrier_t barrier;
     dp_rank ranks[DP_MAX_RANKS];
@@ -86,6 +93,9 @@ static void rank_clear(dp_rank *r) {
 void tdm_dp_group_free(tdm_dp_group *g) {
     if (!g) return;
     for (int i = 0; i < g->nranks; i++) rank_clear(&g->ranks[i]);
+#ifdef TDM_HAVE_MPI
+    if (g->mpi) MPI_Finalize();
+#endif
     pthread_barrier_destroy(&g->barrier);
     pthread_mutex_destroy(&g->lock);
     free(g->buckets);
@@ -94,6 +104,51 @@ void tdm_dp_group_free(tdm_dp_group *g) {
 }
 
 int tdm_dp_group_size(const tdm_dp_group *g) { return g->nranks; }
+int tdm_dp_group_rank(const tdm_dp_group *g) { return g->mpi ? g->self : 0; }
+
+bool tdm_dp_mpi_launched(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 1) return true;
+    }
+    return false;
+}
+
+tdm_dp_group *tdm_dp_group_new_mpi(int64_t bucket_bytes) {
+#ifdef TDM_HAVE_MPI
+    int inited = 0, provided = 0, size = 1, rank = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        tdm_error_set(TDM_ERR_BACKEND, "data parallel: MPI_Init_thread failed");
+        return NULL;
+    }
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    tdm_dp_group *g = tdm_dp_group_new(size, bucket_bytes);
+    if (g) {
+        g->mpi = true;
+        g->self = rank;
+    }
+    return g;
+#else
+    (void)bucket_bytes;
+    tdm_error_set(TDM_ERR_UNSUPPORTED, "data parallel: this build of tandem has no MPI "
+                  "(install libopenmpi-dev and reconfigure)");
+    return NULL;
+#endif
+}
+
+// The group barrier: the threads', or the MPI world's.
+static void group_barrier(tdm_dp_group *g) {
+#ifdef TDM_HAVE_MPI
+    if (g->mpi) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        return;
+    }
+#endif
+    pthread_barrier_wait(&g->barrier);
+}
 
 // ---- running the ranks ----------------------------------------------------------------------------
 
@@ -113,6 +168,7 @@ static void *dp_thread_main(void *arg) {
 }
 
 tdm_status tdm_dp_run(tdm_dp_group *g, tdm_status (*fn)(int rank, void *ctx), void *ctx) {
+    if (g->mpi) return fn(g->self, ctx);
     dp_thread th[DP_MAX_RANKS];
     pthread_t tid[DP_MAX_RANKS];
     memset(th, 0, sizeof th);
@@ -134,6 +190,17 @@ tdm_status tdm_dp_run(tdm_dp_group *g, tdm_status (*fn)(int rank, void *ctx), vo
 
 // Every rank contributes v[0..n) (doubles); each gets the mean, summed in rank order.
 static void allreduce_mean(tdm_dp_group *g, int rank, double *v, int64_t n) {
+#ifdef TDM_HAVE_MPI
+    if (g->mpi) {   // every process's n values, rank after rank, in every process
+        MPI_Allgather(v, (int)n, MPI_DOUBLE, g->slots, (int)n, MPI_DOUBLE, MPI_COMM_WORLD);
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int r = 0; r < g->nranks; r++) s += g->slots[(int64_t)r * n + i];
+            v[i] = s / g->nranks;
+        }
+        return;
+    }
+#endif
     memcpy(g->slots + (int64_t)rank * g->slot_len, v, (size_t)n * sizeof *v);
     pthread_barrier_wait(&g->barrier);
     for (int64_t i = 0; i < n; i++) {
@@ -262,7 +329,17 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
         r->hooks[k] = (dp_hook_ctx){.rank = r, .param = r->order[k], .bucket = b};
         tdm_tensor_set_grad_hook(r->params[r->order[k]], dp_grad_ready, &r->hooks[k]);
     }
-    pthread_barrier_wait(&g->barrier);   // every rank attached before any backward starts
+    group_barrier(g);   // every rank attached before any backward starts
+#ifdef TDM_HAVE_MPI
+    if (g->mpi && s == TDM_OK) {   // every process must have built the same buckets
+        long long mine[2] = {nb, 0}, lo[2], hi[2];
+        for (int b = 0; b < nb; b++) mine[1] += g->buckets[b].numel;
+        MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+        if (lo[0] != hi[0] || lo[1] != hi[1])
+            s = tdm_error_set(TDM_ERR_SHAPE, "data parallel: the MPI ranks' models differ");
+    }
+#endif
     return s;
 }
 

@@ -19,13 +19,13 @@ typedef struct {
     const char *model, *opt, *amp, *init, *data, *dump, *device;
     int64_t batch, steps, accumulate, segments, ranks;
     double lr, momentum, weight_decay;
-    bool lr_set, momentum_set, wd_set;
+    bool lr_set, momentum_set, wd_set, ranks_set;
     uint64_t seed;
 } train_args;
 
 static void train_usage(FILE *f) {
     fprintf(f,
-        "usage: bench train --model SPEC --batch B --steps N --opt sgd|adam|adamw --lr F\n"
+        "usage: bench train --model SPEC [--batch B] --steps N --opt sgd|adam|adamw --lr F\n"
         "                   [--momentum F] [--weight-decay F] [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
@@ -38,7 +38,7 @@ static void train_usage(FILE *f) {
         "                          relu | gelu | mpK[sS] MaxPool2d | apK[sS] AvgPool2d | flat |\n"
         "                          fcN Linear | doP Dropout\n"
         "  e.g. cnn:3x32x32/c16k3p1-bn-relu-mp2-c32k3p1-bn-relu-mp2-flat-fc10\n"
-        "--batch B         rows per optimizer step; with --accumulate K, K micro-batches of B/K\n"
+        "--batch B         rows per optimizer step (default 64); with --accumulate K, K micro-batches of B/K\n"
         "                  rows whose losses are divided by K (B must be a multiple of K)\n"
         "--data FILE       safetensors with x (samples, features...) f32 and y (samples) int64;\n"
         "                  step i uses rows [i*B, (i+1)*B) modulo samples, no shuffle. Without it:\n"
@@ -47,7 +47,9 @@ static void train_usage(FILE *f) {
         "--dump FILE       writes the final state dict and `loss` (steps,) f32, atomically\n"
         "--amp fp16        autocast to f16 with a gradient scaler; bf16: autocast, no scaler\n"
         "--ranks N         data parallel: N replicas (threads on the cpu) on B/N rows each, their\n"
-        "                  gradients averaged (all-reduced in buckets during backward) every step\n"
+        "                  gradients averaged (all-reduced in buckets during backward) every step.\n"
+        "                  Under mpirun/srun (a build with MPI) the ranks are the processes, on one\n"
+        "                  node or many: mpirun -np 4 bench train ... (rank 0 prints and dumps)\n"
         "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
         "--opt defaults    sgd: momentum 0, weight decay 0; adam: wd 0; adamw: wd 1e-2;\n"
         "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
@@ -378,7 +380,7 @@ int bench_train(int argc, char **argv) {
         {"checkpoint-segments", required_argument, 0, 'c'}, {"init", required_argument, 0, 'i'},
         {"data", required_argument, 0, 'D'},     {"dump", required_argument, 0, 'u'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .steps = 0, .accumulate = 1,
+    train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0};
     int64_t seed = 0;
     int c;
@@ -395,7 +397,7 @@ int bench_train(int argc, char **argv) {
         case 's': if (!parse_i64(optarg, 0, &seed)) return bad("--seed %s: expected an integer >= 0", optarg); a.seed = (uint64_t)seed; break;
         case 'd': a.device = optarg; break;
         case 'a': a.amp = optarg; break;
-        case 'r': if (!parse_i64(optarg, 1, &a.ranks)) return bad("--ranks %s: expected an integer >= 1", optarg); break;
+        case 'r': if (!parse_i64(optarg, 1, &a.ranks)) return bad("--ranks %s: expected an integer >= 1", optarg); a.ranks_set = true; break;
         case 'k': if (!parse_i64(optarg, 1, &a.accumulate)) return bad("--accumulate %s: expected an integer >= 1", optarg); break;
         case 'c': if (!parse_i64(optarg, 0, &a.segments)) return bad("--checkpoint-segments %s: expected an integer >= 0", optarg); break;
         case 'i': a.init = optarg; break;
@@ -407,25 +409,40 @@ int bench_train(int argc, char **argv) {
     }
     if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
     if (!a.model) return bad("%s--model is required (bench train --help)", "");
-    if (!a.batch) return bad("%s--batch is required", "");
     if (!a.steps) return bad("%s--steps is required", "");
     bool sgd = !strcmp(a.opt, "sgd"), adamw = !strcmp(a.opt, "adamw");
     if (!sgd && !adamw && strcmp(a.opt, "adam")) return bad("--opt %s: expected sgd, adam or adamw", a.opt);
     if (sgd && !a.lr_set) return bad("%s--lr is required with --opt sgd", "");
     if (strcmp(a.amp, "off") && strcmp(a.amp, "fp16") && strcmp(a.amp, "bf16"))
         return bad("--amp %s: expected off, fp16 or bf16", a.amp);
-    if (a.batch % (a.ranks * a.accumulate))
-        return bad("%s--batch must be a multiple of --ranks x --accumulate", "");
     tdm_device dev;
     if (tdm_device_parse(a.device, &dev) != TDM_OK || !tdm_device_available(dev))
         return bad("%s", tdm_last_error());
+    // Under mpirun/srun (a build with MPI) the ranks are the launched processes.
+    tdm_dp_group *mpi_group = NULL;
+    if (tdm_dp_mpi_launched()) {
+        if (!(mpi_group = tdm_dp_group_new_mpi(25 << 20))) return bad("%s", tdm_last_error());
+        if (a.ranks_set && a.ranks != tdm_dp_group_size(mpi_group)) {
+            tdm_dp_group_free(mpi_group);
+            return bad("--ranks: %s", "must equal the number of MPI processes (or be left out)");
+        }
+        a.ranks = tdm_dp_group_size(mpi_group);
+    }
+    if (a.batch % (a.ranks * a.accumulate)) {
+        tdm_dp_group_free(mpi_group);
+        return bad("%s--batch must be a multiple of --ranks x --accumulate", "");
+    }
 
     // Check the model and --init up front (exit 2 on bad input), and size the synthetic labels.
     tdm_module *probe = tdm_nn_from_spec(a.model);
-    if (!probe) return bad("--model: %s", tdm_last_error());
-    tdm_module_free(probe);
-    probe = build_model(&a, TDM_CPU);
-    if (!probe) return bad("%s", tdm_last_error());
+    if (probe) {
+        tdm_module_free(probe);
+        probe = build_model(&a, TDM_CPU);
+    }
+    if (!probe) {
+        tdm_dp_group_free(mpi_group);
+        return bad("--model: %s", tdm_last_error());
+    }
     dataset d = {0};
     int rc = load_data(&a, a.model, &d);
     if (!rc && !d.y) {
@@ -442,10 +459,11 @@ int bench_train(int argc, char **argv) {
         rc = classes < 1 ? bad("--model: %s", tdm_last_error()) : synth_labels(&d, classes, a.seed);
     }
     tdm_module_free(probe);
-    train_ctx t = {.a = &a, .d = &d, .dev = dev};
+    train_ctx t = {.a = &a, .d = &d, .dev = dev, .group = mpi_group};
+    bool report = !mpi_group || tdm_dp_group_rank(mpi_group) == 0;   // MPI: rank 0 reports
     t.losses = calloc((size_t)a.steps, sizeof *t.losses);
     if (!rc && !t.losses) rc = bad("%sout of memory", "");
-    if (!rc && a.ranks > 1 && !(t.group = tdm_dp_group_new((int)a.ranks, 25 << 20)))
+    if (!rc && a.ranks > 1 && !t.group && !(t.group = tdm_dp_group_new((int)a.ranks, 25 << 20)))
         rc = bad("%s", tdm_last_error());
     if (!rc) {
         tdm_status s = t.group ? tdm_dp_run(t.group, train_rank, &t) : train_rank(0, &t);
@@ -454,7 +472,7 @@ int bench_train(int argc, char **argv) {
             rc = 1;
         }
     }
-    if (!rc) {
+    if (!rc && report) {
         double el = t.elapsed > 0 ? t.elapsed : 1e-9;
         printf("trained %s for %lld steps of %lld samples (%s, lr %g, amp %s, %lld rank%s%s): "
                "loss %.6f -> %.6f, %.1f samples/s, peak memory %.2f MB above the start (%s)%s\n",

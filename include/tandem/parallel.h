@@ -3,8 +3,11 @@
  * gradient, it joins a bucket, and a full bucket is all-reduced (averaged across ranks) at once,
  * so the optimizer steps of all replicas see the same gradients and the replicas stay identical.
  * On the reference backend the ranks are threads of one process and the all-reduce sums each
- * rank's contribution in rank order (bit-identical on every rank, run after run). The CUDA
- * backend will all-reduce with NCCL, across nodes with MPI bootstrapping it. */
+ * rank's contribution in rank order (bit-identical on every rank, run after run). In a build
+ * with MPI, launched by mpirun or srun, the ranks are the MPI world's processes instead (on one
+ * node or many); the all-reduce gathers every rank's bucket and sums it in the same rank order,
+ * so thread ranks and process ranks give bit-identical results. The CUDA backend will all-reduce
+ * with NCCL, MPI only bootstrapping it. */
 #ifndef TANDEM_PARALLEL_H
 #define TANDEM_PARALLEL_H
 
@@ -21,7 +24,16 @@ tdm_dp_group *tdm_dp_group_new(int nranks, int64_t bucket_bytes);
 void tdm_dp_group_free(tdm_dp_group *g);
 int tdm_dp_group_size(const tdm_dp_group *g);
 
-// Runs fn(rank, ctx) for rank 0..nranks-1 on one thread each; returns the first failure (by rank).
+// Was this process started by an MPI launcher (mpirun, srun) with more than one process?
+bool tdm_dp_mpi_launched(void);
+// A group of the MPI world's processes (initializes MPI; finalized by tdm_dp_group_free).
+// NULL + error in a build without MPI.
+tdm_dp_group *tdm_dp_group_new_mpi(int64_t bucket_bytes);
+// This process's rank: the MPI rank for an MPI group, 0 for a thread group (which holds them all).
+int tdm_dp_group_rank(const tdm_dp_group *g);
+
+// Runs fn(rank, ctx) for rank 0..nranks-1 on one thread each (an MPI group: this process's rank
+// on the calling thread); returns the first failure (by rank).
 tdm_status tdm_dp_run(tdm_dp_group *g, tdm_status (*fn)(int rank, void *ctx), void *ctx);
 
 // Each rank registers its replica's parameters (same count, shapes and order on every rank):

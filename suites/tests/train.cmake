@@ -36,3 +36,14 @@ tdm_test_executable(loss_falls)
 
 tdm_test_executable(training)
 add_test(NAME train.scaler_and_resume COMMAND test_training ${TEST_TMP})
+
+# Data parallel across processes: mpirun -np 2 gives bit-identical results to 2 thread ranks
+# (both sum the ranks' gradients in rank order). Skipped, visibly, in a build without MPI.
+if(TDM_MPI AND MPIEXEC_EXECUTABLE)
+  add_test(NAME train.mpi_ranks_equal_thread_ranks COMMAND sh -c
+    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; ${MPIEXEC_EXECUTABLE} --oversubscribe -np 2 ${B} ${TRAIN_MLP} --dump ${T}/mpi2 && ${B} ${TRAIN_MLP} --ranks 2 --dump ${T}/thr2 >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/mpi2 ${T}/thr2 0")
+  set_tests_properties(train.mpi_ranks_equal_thread_ranks PROPERTIES TIMEOUT 120)
+else()
+  add_test(NAME train.mpi_ranks_equal_thread_ranks COMMAND sh -c "echo 'SKIP: built without MPI (install libopenmpi-dev openmpi-bin)'; exit 77")
+  set_tests_properties(train.mpi_ranks_equal_thread_ranks PROPERTIES SKIP_RETURN_CODE 77)
+endif()
