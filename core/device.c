@@ -52,3 +52,14 @@ bool tdm_device_available(tdm_device d) {
                   tdm_device_str(d, name, sizeof name), n, be->name, n == 1 ? "" : "s");
     return false;
 }
+
+tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out) {
+    if (!out) return tdm_error_set(TDM_ERR_ARG, "device props: out is NULL");
+    if (!tdm_device_available(d)) return tdm_last_status();
+    const struct tdm_backend_ops *be = tdm_backend_get(d.type);
+    char name[32];
+    if (!be->device_props)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "the %s backend does not describe %s", be->name,
+                             tdm_device_str(d, name, sizeof name));
+    return be->device_props(d.index, out);
+}

@@ -9,8 +9,14 @@ static const struct {
     const char *name, *summary;
     int (*run)(int argc, char **argv);
 } commands[] = {
+    {"run", "run benchmark suites through Google Benchmark and write a results directory", bench_run},
+    {"list", "the benchmark suites and their benchmarks: what each measures, its unit", bench_list},
     {"replay", "run case files (forward and backward) and compare within error bounds", bench_replay},
     {"train", "train a model (mlp:/cnn: grammar) with SGD/Adam/AdamW, AMP, accumulation", bench_train},
+    {"plot", "draw a results directory's figures (PNG, SVG) with gnuplot; several side by side", bench_plot},
+    {"report", "write report.html and report.md: context, tables, plots of a results directory", bench_report},
+    {"env", "the machine's context: host, CPU, memory, OS, GPUs, driver, CUDA, PCIe, clocks", bench_env},
+    {"compare", "compare two runs (U test, verdict, exit 1 on a regression) or a fleet of runs", bench_compare},
 };
 
 static void usage(FILE *f) {

@@ -3,7 +3,21 @@
 #ifndef TANDEM_BENCH_H
 #define TANDEM_BENCH_H
 
+#include <cjson/cJSON.h>
+
 int bench_replay(int argc, char **argv);
 int bench_train(int argc, char **argv);
+int bench_plot(int argc, char **argv);
+int bench_report(int argc, char **argv);
+int bench_env(int argc, char **argv);
+int bench_compare(int argc, char **argv);
+int bench_run(int argc, char **argv);
+int bench_list(int argc, char **argv);
+
+// The machine's context (cmd_env.c), as `bench env --json` prints it: a flat object of strings,
+// numbers and null (unknown), plus "gpus", an array of flat objects. The caller cJSON_Deletes it;
+// NULL when out of memory.
+cJSON *bench_env_json(void);
+const char *bench_git_commit(void);   // short hash bench was configured from, or "unknown"
 
 #endif

@@ -1,7 +1,11 @@
 /* cuda_backend.cu — the CUDA backend's table. So far: devices, memory and copies (plain
  * cudaMalloc; the caching allocator, kernels, cuBLAS/cuDNN and NCCL come with the CUDA backend
- * issue). Compute slots are NULL, which core reports as "not supported by the cuda backend". */
+ * issue), and what each device is (runtime properties + NVML). Compute slots are NULL, which
+ * core reports as "not supported by the cuda backend". */
+#include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda_check.h"
 
@@ -16,6 +20,173 @@ static int cuda_device_count(void) {
     }
     if (n == 0) tdm_error_set(TDM_ERR_DEVICE, "no CUDA device found (the driver reports 0)");
     return n;
+}
+
+// ---- what a device is: the CUDA runtime's properties, and NVML (the driver's management
+//      library, opened at run time: no link dependency, absent in some containers) for what the
+//      runtime does not tell — PCIe link (also in sysfs), current clocks, persistence, power,
+//      throttling ----
+
+// The few NVML entry points used, as nvml.h declares them (a stable C ABI; nvml.h is not in
+// every CUDA toolkit). nvmlReturn_t is an int enum, 0 = NVML_SUCCESS.
+typedef struct nvml_device_st *nvml_device;
+struct nvml_api {
+    void *lib;
+    char why[96];   // "" when loaded and initialized
+    int (*init)(void);
+    const char *(*error_string)(int);
+    int (*driver_version)(char *, unsigned);
+    int (*handle_by_pci)(const char *, nvml_device *);
+    int (*pcie_gen)(nvml_device, unsigned *), (*pcie_width)(nvml_device, unsigned *);
+    int (*pcie_gen_max)(nvml_device, unsigned *), (*pcie_width_max)(nvml_device, unsigned *);
+    int (*clock)(nvml_device, int, unsigned *), (*clock_max)(nvml_device, int, unsigned *);
+    int (*persistence)(nvml_device, int *);
+    int (*ecc)(nvml_device, int *, int *);
+    int (*power_limit)(nvml_device, unsigned *);   // milliwatts
+    int (*throttle)(nvml_device, unsigned long long *);
+};
+enum { NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };
+
+static void nvml_load(struct nvml_api *n) {
+    n->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!n->lib) {
+        snprintf(n->why, sizeof n->why, "NVML not found (libnvidia-ml.so.1)");
+        return;
+    }
+#define NVML_SYM(field, sym) *(void **)&n->field = dlsym(n->lib, sym)
+    NVML_SYM(init, "nvmlInit_v2");
+    NVML_SYM(error_string, "nvmlErrorString");
+    NVML_SYM(driver_version, "nvmlSystemGetDriverVersion");
+    NVML_SYM(handle_by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+    NVML_SYM(pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+    NVML_SYM(pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+    NVML_SYM(pcie_gen_max, "nvmlDeviceGetMaxPcieLinkGeneration");
+    NVML_SYM(pcie_width_max, "nvmlDeviceGetMaxPcieLinkWidth");
+    NVML_SYM(clock, "nvmlDeviceGetClockInfo");
+    NVML_SYM(clock_max, "nvmlDeviceGetMaxClockInfo");
+    NVML_SYM(persistence, "nvmlDeviceGetPersistenceMode");
+    NVML_SYM(ecc, "nvmlDeviceGetEccMode");
+    NVML_SYM(power_limit, "nvmlDeviceGetPowerManagementLimit");
+    NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksEventReasons");   // the name since r535
+    if (!n->throttle) NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+#undef NVML_SYM
+    if (!n->init || !n->handle_by_pci) {
+        snprintf(n->why, sizeof n->why, "NVML too old (no nvmlInit_v2)");
+        return;
+    }
+    int rc = n->init();
+    if (rc != 0)
+        snprintf(n->why, sizeof n->why, "NVML init failed: %s",
+                 n->error_string ? n->error_string(rc) : "error");
+}
+
+static const struct nvml_api *nvml_get(void) {
+    static struct nvml_api api;
+    static const bool loaded = (nvml_load(&api), true);   // once, thread-safe (C++ statics)
+    (void)loaded;
+    return &api;
+}
+
+static int nvml_uint(int (*fn)(nvml_device, unsigned *), nvml_device d) {
+    unsigned v;
+    return fn && fn(d, &v) == 0 ? (int)v : -1;
+}
+
+static int nvml_clock(int (*fn)(nvml_device, int, unsigned *), nvml_device d, int type) {
+    unsigned v;
+    return fn && fn(d, type, &v) == 0 ? (int)v : -1;
+}
+
+// The PCIe link from sysfs, for when NVML is not there: ".../current_link_speed" reads
+// "32.0 GT/s PCIe" (gen 5), ".../current_link_width" "16". -1 when unreadable.
+static int sysfs_pci_int(const char *bus_id, const char *file, bool speed) {
+    char path[256], line[64];
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/%s", bus_id, file);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    bool ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (!ok) return -1;
+    double v = atof(line);
+    if (!speed) return v > 0 ? (int)v : -1;
+    static const double gts[] = {2.5, 5, 8, 16, 32, 64, 128};   // GT/s of gen 1, 2, ...
+    for (int g = 0; g < (int)(sizeof gts / sizeof *gts); g++)
+        if (v > 0.9 * gts[g] && v < 1.1 * gts[g]) return g + 1;
+    return -1;
+}
+
+static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
+    cudaDeviceProp p;
+    TDM_TRY(CUDA_CHECK(cudaGetDeviceProperties(&p, device_index)));
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.0", p.pciDomainID,
+             p.pciBusID, p.pciDeviceID);
+    out->total_memory = (int64_t)p.totalGlobalMem;
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    out->sm_count = p.multiProcessorCount;
+    out->l2_bytes = p.l2CacheSize;
+    out->memory_bus_bits = p.memoryBusWidth;
+    out->ecc = p.ECCEnabled ? 1 : 0;
+    int khz = 0;   // peak clocks (kHz): attributes, as CUDA 13 dropped them from cudaDeviceProp
+    out->clock_sm_max_mhz =
+        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_index) == cudaSuccess
+            ? khz / 1000 : -1;
+    out->clock_mem_max_mhz =
+        cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device_index) == cudaSuccess
+            ? khz / 1000 : -1;
+    (void)cudaGetLastError();
+    out->clock_sm_mhz = out->clock_mem_mhz = -1;
+    out->persistence = out->power_limit_w = -1;
+    out->throttle_reasons = -1;
+    out->cuda_driver_version = out->cuda_runtime_version = -1;
+    int v;
+    if (cudaDriverGetVersion(&v) == cudaSuccess) out->cuda_driver_version = v;
+    if (cudaRuntimeGetVersion(&v) == cudaSuccess) out->cuda_runtime_version = v;
+    (void)cudaGetLastError();
+    snprintf(out->cublas_version, sizeof out->cublas_version, "not linked");
+    snprintf(out->cudnn_version, sizeof out->cudnn_version, "not linked");
+    snprintf(out->nccl_version, sizeof out->nccl_version, "not linked");
+
+    const struct nvml_api *n = nvml_get();
+    nvml_device d;
+    int rc;
+    out->pcie_gen = sysfs_pci_int(out->pci_bus_id, "current_link_speed", true);
+    out->pcie_width = sysfs_pci_int(out->pci_bus_id, "current_link_width", false);
+    out->pcie_gen_max = sysfs_pci_int(out->pci_bus_id, "max_link_speed", true);
+    out->pcie_width_max = sysfs_pci_int(out->pci_bus_id, "max_link_width", false);
+    if (n->why[0]) {
+        snprintf(out->nvml, sizeof out->nvml, "%s", n->why);
+    } else if ((rc = n->handle_by_pci(out->pci_bus_id, &d)) != 0) {
+        snprintf(out->nvml, sizeof out->nvml, "NVML does not know %s: %s", out->pci_bus_id,
+                 n->error_string ? n->error_string(rc) : "error");
+    } else {
+        char ver[96];   // NVML wants room for 80 characters
+        if (n->driver_version && n->driver_version(ver, sizeof ver) == 0)
+            snprintf(out->driver_version, sizeof out->driver_version, "%s", ver);
+        int link[4] = {nvml_uint(n->pcie_gen, d), nvml_uint(n->pcie_width, d),
+                       nvml_uint(n->pcie_gen_max, d), nvml_uint(n->pcie_width_max, d)};
+        if (link[0] > 0) out->pcie_gen = link[0];
+        if (link[1] > 0) out->pcie_width = link[1];
+        if (link[2] > 0) out->pcie_gen_max = link[2];
+        if (link[3] > 0) out->pcie_width_max = link[3];
+        out->clock_sm_mhz = nvml_clock(n->clock, d, NVML_CLOCK_SM);
+        out->clock_mem_mhz = nvml_clock(n->clock, d, NVML_CLOCK_MEM);
+        int sm_max = nvml_clock(n->clock_max, d, NVML_CLOCK_SM);
+        int mem_max = nvml_clock(n->clock_max, d, NVML_CLOCK_MEM);
+        if (sm_max > 0) out->clock_sm_max_mhz = sm_max;
+        if (mem_max > 0) out->clock_mem_max_mhz = mem_max;
+        int mode, pending;
+        if (n->persistence && n->persistence(d, &mode) == 0) out->persistence = mode ? 1 : 0;
+        if (n->ecc && n->ecc(d, &mode, &pending) == 0) out->ecc = mode ? 1 : 0;
+        unsigned mw;
+        if (n->power_limit && n->power_limit(d, &mw) == 0) out->power_limit_w = (int)(mw / 1000);
+        unsigned long long reasons;
+        if (n->throttle && n->throttle(d, &reasons) == 0)
+            out->throttle_reasons = (int64_t)(reasons & ~(1ULL << 63));   // "unknown" bit
+    }
+    return TDM_OK;
 }
 
 // ---- memory: plain cudaMalloc/cudaFree, counted per device (core/memory.c); reserved ==
@@ -76,6 +247,7 @@ static tdm_status cuda_memset_zero(void *dst, size_t nbytes, int device_index) {
 extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     "cuda",                 // name
     cuda_device_count,      // device_count
+    cuda_device_props,      // device_props
     cuda_alloc,             // alloc
     cuda_free,              // free
     cuda_memory_stats,      // memory_stats

@@ -81,6 +81,32 @@ bool tdm_device_equal(tdm_device a, tdm_device b);
 bool tdm_device_available(tdm_device d);
 const char *tdm_build_info(void);   // version, compiler, backends compiled in
 
+// What a device is (for `bench env` and the context of results): filled by the device's
+// backend. Numbers it cannot tell are -1, strings it cannot tell "". Clocks in MHz; the current
+// ones, persistence, power and throttling come from NVML (libnvidia-ml, opened at run time) and
+// are -1 without it, `nvml` saying why; the PCIe link from NVML or else sysfs. The CPU backend
+// does not describe its device (TDM_ERR_UNSUPPORTED).
+typedef struct {
+    char name[256];            // "NVIDIA H100 80GB HBM3"
+    char pci_bus_id[32];       // "0000:17:00.0"
+    int64_t total_memory;      // bytes
+    int cc_major, cc_minor;    // compute capability
+    int sm_count, l2_bytes, memory_bus_bits;
+    int clock_sm_mhz, clock_mem_mhz;            // now
+    int clock_sm_max_mhz, clock_mem_max_mhz;    // the most they can be
+    int pcie_gen, pcie_width;                   // the link now (it trains down when idle)
+    int pcie_gen_max, pcie_width_max;           // the most the device and slot can do
+    int ecc, persistence;                       // 1 on, 0 off, -1 unknown
+    int power_limit_w;
+    int64_t throttle_reasons;   // NVML's clocks-event bits but 63 (0 = none), -1 unknown
+    int cuda_driver_version, cuda_runtime_version;   // 12040 = 12.4
+    char driver_version[32];   // the NVIDIA driver, "550.54.15"
+    char cublas_version[32], cudnn_version[32], nccl_version[32];   // "not linked" until used
+    char nvml[128];            // "" when NVML answered, else why not
+} tdm_device_props;
+
+tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
+
 #ifdef __cplusplus
 }
 #endif

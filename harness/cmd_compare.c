@@ -1,0 +1,699 @@
+/* cmd_compare.c — `bench compare BASE NEW` and `bench compare --fleet DIR...`.
+ *
+ * Reads results directories (docs/RESULTS_FORMAT.md): the per-repetition values of every
+ * <suite>.samples.csv, and context.json for naming the run. Two runs: per (suite, benchmark,
+ * param, metric) in both, change = median(new) / median(base) - 1, the two-sided Mann-Whitney U
+ * test over the repetitions (as Google Benchmark's compare.py), and a verdict — faster or slower
+ * when p < alpha and |change| >= the threshold, else same. Rates (units with "/s") are better
+ * higher, everything else (times) lower. A fleet (3 runs or more, one per node): per benchmark
+ * and metric, each node's median against the fleet's median, a node flagged as an outlier when
+ * it is off by more than the threshold and outside the range of the other nodes' medians.
+ * Exit: 0, 1 when a benchmark is significantly slower (two runs) or a node is a slow outlier
+ * (fleet) — so CI can gate on it —, 2 on bad arguments or an unreadable results directory. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "bench.h"
+#include "stats.h"
+
+// ---- one run's samples ---------------------------------------------------------------------
+
+typedef struct {
+    char *suite, *benchmark, *param, *metric, *unit;
+    double *v;   // the repetitions' values, in file order
+    int n, cap;
+    double median;
+} series;
+
+typedef struct {
+    const char *dir;
+    char label[256];   // "host device" from context.json, else the directory's name
+    char about[512];   // "host, device, started" for the header
+    series *s;
+    int n, cap;
+} run_data;
+
+static void run_free(run_data *r) {
+    for (int i = 0; i < r->n; i++) {
+        series *s = &r->s[i];
+        free(s->suite), free(s->benchmark), free(s->param), free(s->metric), free(s->unit);
+        free(s->v);
+    }
+    free(r->s);
+    r->s = NULL;
+    r->n = r->cap = 0;
+}
+
+static bool same_key(const series *a, const series *b) {
+    return !strcmp(a->suite, b->suite) && !strcmp(a->benchmark, b->benchmark) &&
+           !strcmp(a->param, b->param) && !strcmp(a->metric, b->metric);
+}
+
+static series *run_find(run_data *r, const series *key) {
+    for (int i = 0; i < r->n; i++)
+        if (same_key(&r->s[i], key)) return &r->s[i];
+    return NULL;
+}
+
+// Errors go to one buffer as "DIR: what"; the command prints it and exits 2.
+static char load_error[1024];
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(load_error, sizeof load_error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *b = realloc(buf, 2 * cap + 1);
+        if (!b) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = b;
+        cap *= 2;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+// Splits one CSV line in place (RFC 4180 quoting: "a,b", "" for a quote inside quotes).
+// Returns the number of fields, or -1 past max or on an unterminated quote.
+static int csv_split(char *line, char **field, int max) {
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == max) return -1;
+        if (*p == '"') {
+            char *out = ++p;
+            field[n++] = out;
+            for (;;) {
+                if (*p == '\0') return -1;
+                if (*p == '"' && p[1] == '"') {
+                    *out++ = '"';
+                    p += 2;
+                } else if (*p == '"') {
+                    p++;
+                    break;
+                } else {
+                    *out++ = *p++;
+                }
+            }
+            *out = '\0';
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+            return *p == '\0' ? n : -1;
+        }
+        field[n++] = p;
+        char *comma = strchr(p, ',');
+        if (!comma) return n;
+        *comma = '\0';
+        p = comma + 1;
+    }
+}
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+// Adds one value to the run's series for its key (rows of one series are usually adjacent).
+static int run_add(run_data *r, char *const key[5], double v) {
+    series probe = {.suite = key[0], .benchmark = key[1], .param = key[2], .metric = key[3]};
+    series *s = r->n && same_key(&r->s[r->n - 1], &probe) ? &r->s[r->n - 1] : run_find(r, &probe);
+    if (!s) {
+        if (r->n == r->cap) {
+            int cap = r->cap ? 2 * r->cap : 64;
+            series *ns = realloc(r->s, (size_t)cap * sizeof *ns);
+            if (!ns) return -1;
+            r->s = ns;
+            r->cap = cap;
+        }
+        s = &r->s[r->n];
+        *s = (series){dup_str(key[0]), dup_str(key[1]), dup_str(key[2]), dup_str(key[3]),
+                      dup_str(key[4]), NULL, 0, 0, NAN};
+        r->n++;
+        if (!s->suite || !s->benchmark || !s->param || !s->metric || !s->unit) return -1;
+    }
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        double *nv = realloc(s->v, (size_t)cap * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+    return 0;
+}
+
+enum { COL_SUITE, COL_BENCHMARK, COL_PARAM, COL_METRIC, COL_UNIT, COL_VALUE, N_COLS };
+static const char *const col_names[N_COLS] = {"suite", "benchmark", "param",
+                                              "metric", "unit", "value"};
+
+static int load_samples(run_data *r, const char *path) {
+    char *text = read_all(path, NULL);
+    if (!text) return fail("%s: cannot read: %s", path, strerror(errno));
+    int rc = 0, lineno = 0, col[N_COLS];
+    enum { MAX_FIELDS = 64 };
+    char *f[MAX_FIELDS];
+    int nf_header = 0;   // 0 until the header is read
+    for (char *line = text, *next; line && *line; line = next) {
+        lineno++;
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r') line[--len] = '\0';
+        if (!len) continue;
+        int nf = csv_split(line, f, MAX_FIELDS);
+        if (nf < 0) {
+            rc = fail("%s:%d: malformed CSV line", path, lineno);
+            break;
+        }
+        if (!nf_header) {   // the header names the columns
+            nf_header = nf;
+            for (int c = 0; c < N_COLS; c++) {
+                col[c] = -1;
+                for (int k = 0; k < nf; k++)
+                    if (!strcmp(f[k], col_names[c])) col[c] = k;
+                if (col[c] < 0) {
+                    rc = fail("%s: no '%s' column in the header (expected suite,benchmark,param,"
+                              "x,metric,unit,repetition,value)", path, col_names[c]);
+                    break;
+                }
+            }
+            if (rc) break;
+            continue;
+        }
+        if (nf != nf_header) {
+            rc = fail("%s:%d: %d fields, the header has %d", path, lineno, nf, nf_header);
+            break;
+        }
+        char *end;
+        const char *vs = f[col[COL_VALUE]];
+        double v = strtod(vs, &end);
+        if (end == vs || *end != '\0' || !isfinite(v)) {
+            rc = fail("%s:%d: value '%s' is not a finite number", path, lineno, vs);
+            break;
+        }
+        char *key[5] = {f[col[COL_SUITE]], f[col[COL_BENCHMARK]], f[col[COL_PARAM]],
+                        f[col[COL_METRIC]], f[col[COL_UNIT]]};
+        if (run_add(r, key, v) != 0) {
+            rc = fail("%s: out of memory", path);
+            break;
+        }
+    }
+    if (!rc && !nf_header) rc = fail("%s: empty file (no header)", path);
+    free(text);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static const char *base_name(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;   // "dir/" names dir
+    const char *s = path + n;
+    while (s > path && s[-1] != '/') s--;
+    return s;
+}
+
+// context.json, when there is one: a check that this is a tandem results directory, and names.
+static int load_context(run_data *r) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/context.json", r->dir);
+    const char *b = base_name(r->dir);
+    size_t bl = strlen(b);
+    while (bl > 1 && b[bl - 1] == '/') bl--;
+    snprintf(r->label, sizeof r->label, "%.*s", (int)bl, b);
+    snprintf(r->about, sizeof r->about, "no context.json");
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 0;   // a directory written by hand: samples are enough
+    char *text = read_all(path, NULL);
+    if (!text) return fail("%s: cannot read: %s", path, strerror(errno));
+    cJSON *c = cJSON_Parse(text);
+    free(text);
+    if (!c || !cJSON_IsObject(c)) {
+        cJSON_Delete(c);
+        return fail("%s: not valid JSON", path);
+    }
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(c, "format");
+    if (!cJSON_IsString(fmt) || strncmp(fmt->valuestring, "tandem-results/", 15) != 0) {
+        cJSON_Delete(c);
+        return fail("%s: not a tandem results context (no \"format\": \"tandem-results/1\")",
+                    path);
+    }
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(c, "env");
+    const cJSON *host = cJSON_GetObjectItemCaseSensitive(env, "host");
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(c, "device");
+    const cJSON *started = cJSON_GetObjectItemCaseSensitive(c, "started");
+    const char *h = cJSON_IsString(host) ? host->valuestring : NULL;
+    const char *d = cJSON_IsString(dev) ? dev->valuestring : "?";
+    if (h) snprintf(r->label, sizeof r->label, "%s %s", h, d);
+    snprintf(r->about, sizeof r->about, "%s, %s, started %s", h ? h : "unknown host", d,
+             cJSON_IsString(started) ? started->valuestring : "?");
+    cJSON_Delete(c);
+    return 0;
+}
+
+// Reads a results directory; -1 with load_error set when it is not one.
+static int run_load(run_data *r, const char *dir) {
+    memset(r, 0, sizeof *r);
+    r->dir = dir;
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return fail("%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory", dir);
+    DIR *d = opendir(dir);
+    if (!d) return fail("%s: cannot open: %s", dir, strerror(errno));
+    char **names = NULL;
+    int nn = 0, cap = 0, rc = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name), sl = strlen(".samples.csv");
+        if (len <= sl || strcmp(e->d_name + len - sl, ".samples.csv") != 0) continue;
+        if (nn == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nb = realloc(names, (size_t)cap * sizeof *nb);
+            if (!nb) {
+                rc = fail("%s: out of memory", dir);
+                break;
+            }
+            names = nb;
+        }
+        if (!(names[nn] = dup_str(e->d_name))) {
+            rc = fail("%s: out of memory", dir);
+            break;
+        }
+        nn++;
+    }
+    closedir(d);
+    if (!rc && nn == 0)
+        rc = fail("%s: no <suite>.samples.csv in it: not a results directory of `bench run`?", dir);
+    if (!rc) rc = load_context(r);
+    if (names) qsort(names, (size_t)nn, sizeof *names, cmp_str);   // suites in name order
+    for (int i = 0; i < nn && !rc; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        rc = load_samples(r, path);
+    }
+    for (int i = 0; i < nn; i++) free(names[i]);
+    free(names);
+    if (!rc && r->n == 0) rc = fail("%s: its samples files hold no values", dir);
+    for (int i = 0; i < r->n; i++) r->s[i].median = bench_median(r->s[i].v, r->s[i].n);
+    if (rc) run_free(r);
+    return rc;
+}
+
+// ---- tables --------------------------------------------------------------------------------
+
+enum { MAX_COLS = 10 };
+typedef struct {
+    int ncols;
+    const char *head[MAX_COLS];
+    bool right[MAX_COLS];   // numbers align right
+    char *(*cells)[MAX_COLS];
+    int n, cap;
+} table;
+
+// A row from ncols strings (copied).
+static int table_row(table *t, char *const cell[]) {
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        char *(*nc)[MAX_COLS] = realloc(t->cells, (size_t)cap * sizeof *nc);
+        if (!nc) return -1;
+        t->cells = nc;
+        t->cap = cap;
+    }
+    for (int c = 0; c < t->ncols; c++) t->cells[t->n][c] = dup_str(cell[c] ? cell[c] : "");
+    t->n++;
+    return 0;
+}
+
+static void table_print(const table *t) {
+    size_t w[MAX_COLS];
+    for (int c = 0; c < t->ncols; c++) {
+        w[c] = strlen(t->head[c]);
+        for (int r = 0; r < t->n; r++)
+            if (t->cells[r][c] && strlen(t->cells[r][c]) > w[c]) w[c] = strlen(t->cells[r][c]);
+    }
+    for (int r = -1; r < t->n; r++) {
+        for (int c = 0; c < t->ncols; c++) {
+            const char *s = r < 0 ? t->head[c] : t->cells[r][c] ? t->cells[r][c] : "";
+            bool last = c == t->ncols - 1;
+            if (t->right[c]) printf("%*s", (int)w[c], s);
+            else if (last) printf("%s", s);
+            else printf("%-*s", (int)w[c], s);
+            if (!last) printf("  ");
+        }
+        printf("\n");
+    }
+}
+
+static void table_free(table *t) {
+    for (int r = 0; r < t->n; r++)
+        for (int c = 0; c < t->ncols; c++) free(t->cells[r][c]);
+    free(t->cells);
+}
+
+// "synthetic/matmul/n:512"
+static void series_name(const series *s, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%s%s%s", s->suite, s->benchmark, s->param[0] ? "/" : "", s->param);
+}
+
+// "time (ns)", or the unit alone when it is the metric's name ("GB/s")
+static void metric_name(const series *s, char *buf, size_t n) {
+    if (!strcmp(s->metric, s->unit) || !s->unit[0]) snprintf(buf, n, "%s", s->metric);
+    else snprintf(buf, n, "%s (%s)", s->metric, s->unit);
+}
+
+// Appends ", name metric" to a list of at most 5 names (the rest are counted, not named).
+static void name_list_add(char *buf, size_t n, int count, const series *s) {
+    if (count > 5) return;
+    char name[512];
+    series_name(s, name, sizeof name);
+    size_t l = strlen(buf);
+    int w = snprintf(buf + l, n - l, "%s%s %s", l ? ", " : "", name, s->metric);
+    if (w < 0 || (size_t)w >= n - l) buf[l] = '\0';   // no room: leave the name out
+}
+
+static bool higher_is_better(const series *s) { return strstr(s->unit, "/s") != NULL; }
+
+// ---- two runs ------------------------------------------------------------------------------
+
+static int compare_two(run_data *base, run_data *cur, double threshold, double alpha) {
+    printf("base: %s  (%s)\n", base->dir, base->about);
+    printf("new:  %s  (%s)\n", cur->dir, cur->about);
+    printf("change = median(new) / median(base) - 1; p: Mann-Whitney U test, two-sided, over the "
+           "repetitions;\nfaster/slower when p < %g and |change| >= %g%% (rates: higher is "
+           "faster; times: lower), else same\n\n",
+           alpha, 100 * threshold);
+    table t = {.ncols = 8,
+               .head = {"benchmark", "metric", "base", "new", "change", "p", "reps", "verdict"},
+               .right = {false, false, true, true, true, true, true, false}};
+    bool *matched = calloc((size_t)cur->n + 1, sizeof *matched);
+    if (!matched) {
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    int n_slower = 0, n_faster = 0, n_same = 0, n_low_power = 0, only_base = 0;
+    int low_nb = 0, low_nn = 0;
+    char only_base_names[512] = "";
+    for (int i = 0; i < base->n; i++) {
+        const series *b = &base->s[i];
+        series *c = run_find(cur, b);
+        char name[512];
+        series_name(b, name, sizeof name);
+        if (!c) {
+            name_list_add(only_base_names, sizeof only_base_names, ++only_base, b);
+            continue;
+        }
+        matched[c - cur->s] = true;
+        bench_utest u;
+        bench_mann_whitney(b->v, b->n, c->v, c->n, &u);
+        double change = b->median != 0 ? c->median / b->median - 1
+                        : c->median == 0 ? 0 : NAN;
+        const char *verdict = "same";
+        if (u.p < alpha && isfinite(change) && fabs(change) >= threshold) {
+            bool better = higher_is_better(b) ? change > 0 : change < 0;
+            verdict = better ? "faster" : "slower";
+        }
+        if (!strcmp(verdict, "slower")) n_slower++;
+        else if (!strcmp(verdict, "faster")) n_faster++;
+        else n_same++;
+        if (bench_utest_min_p(b->n, c->n) >= alpha) {
+            n_low_power++;
+            low_nb = b->n;
+            low_nn = c->n;
+        }
+        char metric[128], bv[32], nv[32], ch[32], p[32], reps[32];
+        metric_name(b, metric, sizeof metric);
+        snprintf(bv, sizeof bv, "%.4g", b->median);
+        snprintf(nv, sizeof nv, "%.4g", c->median);
+        if (isfinite(change)) snprintf(ch, sizeof ch, "%+.1f%%", 100 * change);
+        else snprintf(ch, sizeof ch, "n/a");
+        snprintf(p, sizeof p, u.p >= 1e-4 ? "%.4f" : "%.1e", u.p);
+        snprintf(reps, sizeof reps, "%d/%d", b->n, c->n);
+        char *cells[] = {name, metric, bv, nv, ch, p, reps, (char *)verdict};
+        if (table_row(&t, cells) != 0) {
+            fprintf(stderr, "bench compare: out of memory\n");
+            table_free(&t);
+            free(matched);
+            return 2;
+        }
+    }
+    int only_new = 0;
+    char only_new_names[512] = "";
+    for (int i = 0; i < cur->n; i++) {
+        if (!matched[i])
+            name_list_add(only_new_names, sizeof only_new_names, ++only_new, &cur->s[i]);
+    }
+    free(matched);
+    if (t.n) table_print(&t);
+    table_free(&t);
+
+    int compared = n_slower + n_faster + n_same;
+    printf("\n%d compared: %d slower, %d faster, %d same\n", compared, n_slower, n_faster, n_same);
+    if (only_base)
+        printf("only in base (%d): %s%s\n", only_base, only_base_names,
+               only_base > 5 ? ", ..." : "");
+    if (only_new)
+        printf("only in new (%d): %s%s\n", only_new, only_new_names, only_new > 5 ? ", ..." : "");
+    if (n_low_power)
+        printf("note: %d comparison%s with %d and %d repetitions cannot reach p < %g (the smallest "
+               "p is %.3g): run with --repetitions 9 or more, as compare.py advises\n",
+               n_low_power, n_low_power == 1 ? "" : "s", low_nb, low_nn, alpha,
+               bench_utest_min_p(low_nb, low_nn));
+    if (!compared) {
+        fprintf(stderr, "bench compare: %s and %s have no benchmark in common\n", base->dir,
+                cur->dir);
+        return 2;
+    }
+    if (n_slower) {
+        printf("REGRESSION: %d benchmark%s significantly slower by %g%% or more\n", n_slower,
+               n_slower == 1 ? "" : "s", 100 * threshold);
+        return 1;
+    }
+    return 0;
+}
+
+// ---- a fleet -------------------------------------------------------------------------------
+
+static int compare_fleet(run_data *runs, int nruns, double threshold) {
+    // the same label twice (two runs of one host): name those runs by their directory
+    bool *dup = calloc((size_t)nruns, sizeof *dup);
+    if (!dup) {
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    for (int i = 0; i < nruns; i++)
+        for (int j = 0; j < nruns; j++) dup[i] |= i != j && !strcmp(runs[i].label, runs[j].label);
+    for (int i = 0; i < nruns; i++)
+        if (dup[i]) snprintf(runs[i].label, sizeof runs[i].label, "%s", runs[i].dir);
+    free(dup);
+    printf("fleet of %d runs:\n", nruns);
+    for (int i = 0; i < nruns; i++) printf("  %s  (%s)\n", runs[i].dir, runs[i].about);
+    printf("each node's median against the fleet's median; an outlier is off by more than %g%% "
+           "and outside\nthe range of the other nodes' medians (rates: lower is slower; times: "
+           "higher)\n\n", 100 * threshold);
+
+    table t = {.ncols = 8,
+               .head = {"node", "benchmark", "metric", "node", "fleet", "off", "others", "verdict"},
+               .right = {false, false, false, true, true, true, true, false}};
+    int n_keys = 0, n_few = 0, n_slow = 0, n_fast = 0;
+    double *med = malloc((size_t)nruns * sizeof *med);
+    int *who = malloc((size_t)nruns * sizeof *who);
+    if (!med || !who) {
+        free(med), free(who);
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    int rc = 0;
+    // every key once: in the first run that has it
+    for (int r = 0; r < nruns && !rc; r++) {
+        for (int k = 0; k < runs[r].n && !rc; k++) {
+            const series *key = &runs[r].s[k];
+            bool earlier = false;
+            for (int q = 0; q < r && !earlier; q++) earlier = run_find(&runs[q], key) != NULL;
+            if (earlier) continue;
+            int m = 0;
+            for (int q = r; q < nruns; q++) {
+                const series *s = run_find(&runs[q], key);
+                if (s) {
+                    med[m] = s->median;
+                    who[m++] = q;
+                }
+            }
+            if (m < 3) {
+                n_few++;
+                continue;
+            }
+            n_keys++;
+            double fleet = bench_median(med, m);
+            for (int i = 0; i < m; i++) {
+                double lo = INFINITY, hi = -INFINITY;
+                for (int j = 0; j < m; j++)
+                    if (j != i) {
+                        if (med[j] < lo) lo = med[j];
+                        if (med[j] > hi) hi = med[j];
+                    }
+                double off = fleet != 0 ? med[i] / fleet - 1 : NAN;
+                if (!(isfinite(off) && fabs(off) > threshold && (med[i] < lo || med[i] > hi)))
+                    continue;
+                bool slow = higher_is_better(key) ? off < 0 : off > 0;
+                if (slow) n_slow++;
+                else n_fast++;
+                char name[512], metric[128], nv[32], fv[32], ov[32], range[64];
+                series_name(key, name, sizeof name);
+                metric_name(key, metric, sizeof metric);
+                snprintf(nv, sizeof nv, "%.4g", med[i]);
+                snprintf(fv, sizeof fv, "%.4g", fleet);
+                snprintf(ov, sizeof ov, "%+.1f%%", 100 * off);
+                snprintf(range, sizeof range, "%.4g..%.4g", lo, hi);
+                char *cells[] = {runs[who[i]].label, name, metric, nv, fv, ov, range,
+                                 slow ? "slower" : "faster"};
+                if (table_row(&t, cells) != 0) rc = 2;
+            }
+        }
+    }
+    free(med);
+    free(who);
+    if (rc) {
+        fprintf(stderr, "bench compare: out of memory\n");
+        table_free(&t);
+        return 2;
+    }
+    if (t.n) table_print(&t);
+    else printf("no outliers\n");
+    table_free(&t);
+    printf("\n%d benchmark metrics over %d runs: %d outlier%s (%d slower, %d faster)\n", n_keys,
+           nruns, n_slow + n_fast, n_slow + n_fast == 1 ? "" : "s", n_slow, n_fast);
+    if (n_few) printf("not compared: %d benchmark metrics found in fewer than 3 runs\n", n_few);
+    if (!n_keys) {
+        fprintf(stderr, "bench compare: no benchmark is in 3 or more of the runs\n");
+        return 2;
+    }
+    if (n_slow) {
+        printf("SLOW NODE%s: %d benchmark metric%s slower than the fleet by more than %g%%\n",
+               n_slow == 1 ? "" : "S", n_slow, n_slow == 1 ? "" : "s", 100 * threshold);
+        return 1;
+    }
+    return 0;
+}
+
+// ---- the command ---------------------------------------------------------------------------
+
+static void compare_usage(FILE *f) {
+    fprintf(f,
+            "usage: bench compare BASE NEW [--threshold PCT] [--alpha A]\n"
+            "       bench compare --fleet DIR DIR DIR... [--threshold PCT]\n"
+            "  BASE NEW: two results directories of `bench run`. For every benchmark and metric\n"
+            "  in both: the medians over the repetitions, change = new / base - 1, the p-value of\n"
+            "  the two-sided Mann-Whitney U test over the repetitions (as Google Benchmark's\n"
+            "  compare.py), and a verdict: faster or slower when p < A and |change| >= PCT,\n"
+            "  same otherwise. Rates (GB/s, GFLOP/s, samples/s) are faster higher, times lower.\n"
+            "  Use 9 or more repetitions: with 3 per side no p-value is below 0.1.\n"
+            "  --fleet: 3 or more runs of the same benchmarks, one per node: each node's median\n"
+            "  against the fleet's median; a node off by more than PCT and outside the range of\n"
+            "  the other nodes is an outlier, one row per node and benchmark (a slow PCIe link, a\n"
+            "  throttled GPU).\n"
+            "  --threshold PCT  smallest change that counts, in percent (default 5)\n"
+            "  --alpha A        significance level of the U test (default 0.05)\n"
+            "  Exit: 0 no regression; 1 a benchmark significantly slower by PCT or more (fleet:\n"
+            "  a slow outlier), for CI to gate on; 2 bad arguments or an unreadable directory.\n");
+}
+
+int bench_compare(int argc, char **argv) {
+    static const struct option opts[] = {{"threshold", required_argument, 0, 't'},
+                                         {"alpha", required_argument, 0, 'a'},
+                                         {"fleet", no_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    double threshold = 0.05, alpha = 0.05;
+    bool fleet = false;
+    int c;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:a:fh", opts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            threshold = strtod(optarg, &end);
+            if (*end == '%') end++;
+            if (end == optarg || *end != '\0' || !(threshold >= 0 && threshold < 1e6)) {
+                fprintf(stderr, "bench compare: --threshold '%s': expected a percentage >= 0 "
+                                "(5 or 5%%)\n", optarg);
+                return 2;
+            }
+            threshold /= 100;
+            break;
+        case 'a':
+            alpha = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(alpha > 0 && alpha < 1)) {
+                fprintf(stderr, "bench compare: --alpha '%s': expected a number in (0, 1)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'f': fleet = true; break;
+        case 'h': compare_usage(stdout); return 0;
+        default: compare_usage(stderr); return 2;
+        }
+    }
+    int ndirs = argc - optind;
+    if (fleet ? ndirs < 3 : ndirs != 2) {
+        fprintf(stderr, fleet ? "bench compare: --fleet takes 3 or more results directories "
+                                "(got %d)\n"
+                              : "bench compare: expected two results directories, BASE and NEW "
+                                "(got %d)\n",
+                ndirs);
+        compare_usage(stderr);
+        return 2;
+    }
+    run_data *runs = calloc((size_t)ndirs, sizeof *runs);
+    if (!runs) {
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    int rc = 0, loaded = 0;
+    for (; loaded < ndirs; loaded++) {
+        if (run_load(&runs[loaded], argv[optind + loaded]) != 0) {
+            fprintf(stderr, "bench compare: %s\n", load_error);
+            rc = 2;
+            break;
+        }
+    }
+    if (!rc) rc = fleet ? compare_fleet(runs, ndirs, threshold)
+                        : compare_two(&runs[0], &runs[1], threshold, alpha);
+    for (int i = 0; i < loaded; i++) run_free(&runs[i]);
+    free(runs);
+    return rc;
+}

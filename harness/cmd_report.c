@@ -1,0 +1,804 @@
+/* cmd_report.c — `bench report DIR`: writes DIR/report.html (self-contained: inline CSS, the plots
+ * by relative <img> or, with --embed, inline as data URIs) and DIR/report.md with the same content:
+ * the run's context, per suite its figures and a table of medians with CV and unit, and what was
+ * skipped or did not finish (status.json). Draws the plots first (bench plot's code) when absent.
+ * Everything taken from the results files is escaped. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cmd_plot.h"
+#include "tandem/tandem.h"
+
+// ---------------------------------------------------------------------------------------------
+// escaping and numbers
+
+static void html(FILE *f, const char *s) {
+    for (; s && *s; s++) switch (*s) {
+            case '&':
+                fputs("&amp;", f);
+                break;
+            case '<':
+                fputs("&lt;", f);
+                break;
+            case '>':
+                fputs("&gt;", f);
+                break;
+            case '"':
+                fputs("&quot;", f);
+                break;
+            case '\'':
+                fputs("&#39;", f);
+                break;
+            default:
+                fputc((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t' ? ' ' : *s, f);
+        }
+}
+
+/* A relative URL: characters outside [A-Za-z0-9._~-] percent-encoded. */
+static void url(FILE *f, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("._~-", c))
+            fputc(c, f);
+        else
+            fprintf(f, "%%%02X", c);
+    }
+}
+
+/* Markdown text in a table cell or a line: punctuation that means something backslash-escaped,
+ * line breaks as spaces. */
+static void md(FILE *f, const char *s) {
+    for (; s && *s; s++) {
+        if (strchr("\\`*_[]<>|~&#", *s)) fputc('\\', f);
+        fputc((unsigned char)*s < 0x20 ? ' ' : *s, f);
+    }
+}
+
+/* A figure in a table: 4 significant digits, whole numbers from 1000 up; "" for NaN. */
+static const char *num(double v, char *buf, size_t len) {
+    if (!isfinite(v))
+        snprintf(buf, len, "%s", isnan(v) ? "" : v > 0 ? "inf" : "-inf");
+    else if (fabs(v) >= 1000 && fabs(v) < 1e15)
+        snprintf(buf, len, "%.0f", v);
+    else
+        snprintf(buf, len, "%.4g", v);
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the context as (field, value) rows
+
+typedef struct {
+    char *key, *value;
+} kv;
+
+typedef struct {
+    kv *v;
+    int n;
+    bool oom;
+} kv_list;
+
+static void kv_add(kv_list *l, const char *key, const char *value) {
+    if (l->oom) return;
+    kv *p = realloc(l->v, (size_t)(l->n + 1) * sizeof *p);
+    char *k = strdup(key), *v = strdup(value);
+    if (!p || !k || !v) {
+        if (p) l->v = p;
+        free(k);
+        free(v);
+        l->oom = true;
+        return;
+    }
+    l->v = p;
+    l->v[l->n++] = (kv){k, v};
+}
+
+static void kv_free(kv_list *l) {
+    for (int i = 0; i < l->n; i++) {
+        free(l->v[i].key);
+        free(l->v[i].value);
+    }
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static bool is_scalar(const cJSON *j) {
+    return !cJSON_IsObject(j) && !cJSON_IsArray(j);
+}
+
+static void scalar_text(const cJSON *j, char *buf, size_t len) {
+    if (cJSON_IsString(j))
+        snprintf(buf, len, "%s", j->valuestring);
+    else if (cJSON_IsBool(j))
+        snprintf(buf, len, "%s", cJSON_IsTrue(j) ? "yes" : "no");
+    else if (cJSON_IsNumber(j)) {
+        double v = j->valuedouble;
+        if (v == floor(v) && fabs(v) < 1e15)
+            snprintf(buf, len, "%.0f", v);
+        else
+            snprintf(buf, len, "%.6g", v);
+    } else {
+        snprintf(buf, len, "unknown");  // null: bench env could not tell
+    }
+}
+
+/* Objects become dotted keys, arrays of scalars one value (joined by SEP), other arrays key[i]. */
+static void flatten(kv_list *l, const char *prefix, const cJSON *j, const char *sep) {
+    char key[512], val[4096];
+    if (is_scalar(j)) {
+        scalar_text(j, val, sizeof val);
+        kv_add(l, prefix, val);
+        return;
+    }
+    if (cJSON_IsArray(j)) {
+        bool scalars = true;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, j) scalars &= is_scalar(e);
+        if (scalars) {
+            size_t at = 0;
+            val[0] = '\0';
+            cJSON_ArrayForEach(e, j) {
+                char one[1024];
+                scalar_text(e, one, sizeof one);
+                int k = snprintf(val + at, sizeof val - at, "%s%s", at ? sep : "", one);
+                if (k < 0 || (size_t)k >= sizeof val - at) break;
+                at += (size_t)k;
+            }
+            kv_add(l, prefix, cJSON_GetArraySize(j) ? val : "(none)");
+            return;
+        }
+        int i = 0;
+        cJSON_ArrayForEach(e, j) {
+            snprintf(key, sizeof key, "%s[%d]", prefix, i++);
+            flatten(l, key, e, sep);
+        }
+        return;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, j) {
+        snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "",
+                 e->string ? e->string : "?");
+        flatten(l, key, e, !strcmp(key, "command") ? " " : ", ");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the two documents
+
+typedef struct {
+    const bench_results *run;
+    const bench_figure *figs;
+    int n_figs;
+    const bool *drawn;       // per figure: its PNG and SVG exist
+    const char *plots_note;  // why there are no plots, or NULL
+    kv_list run_info, machine, clock;
+    kv_list issues;  // (suite or benchmark, what happened): skipped, failed, unfinished
+    bool embed;
+} report;
+
+static const char css[] =
+    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;"
+    "max-width:1100px;padding:0 1em;color:#1d1d1f;line-height:1.45}"
+    "h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:2em;border-bottom:1px solid #ddd}"
+    "table{border-collapse:collapse;margin:.8em 0;font-size:.92em}"
+    "th,td{border:1px solid #d8d8d8;padding:.25em .6em;text-align:left;vertical-align:top}"
+    "th{background:#f3f4f6}td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    "tr.noisy td.cv{background:#fff3cd}"
+    "table.kv td:first-child{font-family:ui-monospace,monospace;white-space:nowrap;color:#444}"
+    ".banner{padding:.6em 1em;border-radius:6px;margin:1em 0}"
+    ".ok{background:#e7f6ec;border:1px solid #9bd3ae}"
+    ".bad{background:#fdecea;border:1px solid #f1a9a0}"
+    "figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}"
+    "figcaption{font-size:.9em;color:#555}.note{color:#555;font-size:.9em}"
+    "code{font-family:ui-monospace,monospace}";
+
+static bool status_bool(const cJSON *status, const char *name, bool *value) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(status, name);
+    if (!cJSON_IsBool(j)) return false;
+    *value = cJSON_IsTrue(j);
+    return true;
+}
+
+static int array_size(const cJSON *status, const char *name) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(status, name);
+    return cJSON_IsArray(j) ? cJSON_GetArraySize(j) : 0;
+}
+
+static const char *str_item(const cJSON *o, const char *name) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(j) ? j->valuestring : NULL;
+}
+
+/* One line about how the run ended, in BUF; *good when it completed with nothing failed. */
+static const char *status_line(const report *r, char *buf, size_t len, bool *good) {
+    bool complete;
+    *good = false;
+    int failed = array_size(r->run->status, "failed");
+    if (!r->run->status)
+        snprintf(buf, len, "status.json is missing: whether every benchmark finished is unknown.");
+    else if (!status_bool(r->run->status, "complete", &complete))
+        snprintf(buf, len, "status.json does not say whether the run is complete.");
+    else if (!complete)
+        snprintf(buf, len,
+                 "This run did not complete: the benchmarks listed under Skipped and "
+                 "unfinished have no results.");
+    else if (failed)
+        snprintf(buf, len,
+                 "The run completed, but %d benchmark%s failed (see Skipped and "
+                 "unfinished).",
+                 failed, failed == 1 ? "" : "s");
+    else {
+        *good = true;
+        snprintf(buf, len, "The run completed.");
+    }
+    return buf;
+}
+
+/* status.json's skipped, failed and unfinished entries as (what, what happened) rows. An entry
+ * is a string (an id) or an object: {"suite", "benchmark"?, "reason"} or {"name", "error"}. */
+static void status_issues(kv_list *l, const cJSON *status) {
+    static const char *const lists[] = {"skipped", "failed", "unfinished"};
+    const char *running = str_item(status, "running");
+    for (int k = 0; k < 3; k++) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(status, lists[k])) {
+            char what[1024], why[2048], *json = NULL;
+            const char *name = cJSON_IsString(e) ? e->valuestring : str_item(e, "name");
+            const char *suite = str_item(e, "suite"), *bm = str_item(e, "benchmark");
+            const char *reason = str_item(e, "reason");
+            if (!reason) reason = str_item(e, "error");
+            if (name)
+                snprintf(what, sizeof what, "%s", name);
+            else if (suite)
+                snprintf(what, sizeof what, "%s%s%s", suite, bm ? "/" : "", bm ? bm : "");
+            else
+                snprintf(what, sizeof what, "%s", (json = cJSON_PrintUnformatted(e)) ? json : "?");
+            free(json);
+            if (k == 2)
+                snprintf(why, sizeof why, "%s",
+                         running && name && !strcmp(running, name)
+                             ? "unfinished: the run stopped while it was running"
+                             : "unfinished: not run");
+            else
+                snprintf(why, sizeof why, "%s%s%s", lists[k], reason ? ": " : "",
+                         reason ? reason : "");
+            kv_add(l, what, why);
+        }
+    }
+}
+
+static void base64(FILE *f, const unsigned char *p, size_t n) {
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        fputc(a[v >> 18 & 63], f);
+        fputc(a[v >> 12 & 63], f);
+        fputc(i + 1 < n ? a[v >> 6 & 63] : '=', f);
+        fputc(i + 2 < n ? a[v & 63] : '=', f);
+    }
+}
+
+static void html_kv(FILE *f, const kv_list *l) {
+    fputs("<table class=\"kv\">\n", f);
+    for (int i = 0; i < l->n; i++) {
+        fputs("<tr><td>", f);
+        html(f, l->v[i].key);
+        fputs("</td><td>", f);
+        html(f, l->v[i].value);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static void md_kv(FILE *f, const kv_list *l) {
+    fputs("| field | value |\n| --- | --- |\n", f);
+    for (int i = 0; i < l->n; i++) {
+        fputs("| ", f);
+        md(f, l->v[i].key);
+        fputs(" | ", f);
+        md(f, l->v[i].value);
+        fputs(" |\n", f);
+    }
+    fputc('\n', f);
+}
+
+static void fig_caption(const bench_figure *g, char *buf, size_t len) {
+    char label[256];
+    bench_metric_label(g->metric, g->unit, label, sizeof label);
+    snprintf(buf, len, "%s: %s, %s", g->suite, label,
+             g->bars ? "a bar per benchmark" : "a line per benchmark over its size (x)");
+}
+
+/* A row's figures in a readable unit: times in ns as us, ms or s from 1000 ns up. */
+static const char *row_unit(const bench_row *w, double *scale) {
+    *scale = 1;
+    if (strcmp(w->unit, "ns") || !isfinite(w->median)) return w->unit;
+    double v = fabs(w->median);
+    if (v >= 1e9) return *scale = 1e-9, "s";
+    if (v >= 1e6) return *scale = 1e-6, "ms";
+    if (v >= 1e3) return *scale = 1e-3, "us";
+    return w->unit;
+}
+
+/* The suite's files in DIR that exist, for links: <suite>.csv, .json, .samples.csv. */
+static int suite_files(const char *dir, const char *suite, char names[3][PATH_MAX]) {
+    static const char *const ext[] = {".csv", ".json", ".samples.csv"};
+    int n = 0;
+    for (int k = 0; k < 3; k++) {
+        char p[PATH_MAX];
+        struct stat sb;
+        snprintf(names[n], PATH_MAX, "%s%s", suite, ext[k]);
+        snprintf(p, sizeof p, "%s/%s", dir, names[n]);
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) n++;
+    }
+    return n;
+}
+
+static int write_html(FILE *f, const report *r) {
+    const bench_results *run = r->run;
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n", f);
+    fputs(
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>"
+        "tandem bench report: ",
+        f);
+    html(f, run->label);
+    fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>tandem bench report</h1>\n<p>",
+            css);
+    html(f, run->label);
+    const char *started = str_item(run->context, "started");
+    if (started) {
+        fputs(" &middot; started ", f);
+        html(f, started);
+    }
+    fputs("</p>\n", f);
+    bool good;
+    char line_buf[256];
+    const char *line = status_line(r, line_buf, sizeof line_buf, &good);
+    fprintf(f, "<div class=\"banner %s\">", good ? "ok" : "bad");
+    html(f, line);
+    fputs("</div>\n<p>Contents: <a href=\"#run\">Run</a> &middot; <a href=\"#machine\">Machine</a>",
+          f);
+    for (int s = 0; s < run->n_suites; s++) {
+        fputs(" &middot; <a href=\"#suite-", f);
+        html(f, run->suites[s]);
+        fputs("\">", f);
+        html(f, run->suites[s]);
+        fputs("</a>", f);
+    }
+    fputs(" &middot; <a href=\"#status\">Skipped and unfinished</a></p>\n", f);
+
+    fputs("<h2 id=\"run\">Run</h2>\n", f);
+    if (r->run_info.n)
+        html_kv(f, &r->run_info);
+    else
+        fputs("<p class=\"note\">context.json is missing.</p>\n", f);
+    fputs("<h2 id=\"machine\">Machine</h2>\n", f);
+    if (r->machine.n)
+        html_kv(f, &r->machine);
+    else
+        fputs("<p class=\"note\">No machine context (context.json has no env).</p>\n", f);
+
+    char b1[64], b2[64], b3[64], b4[64];
+    for (int s = 0; s < run->n_suites; s++) {
+        const char *suite = run->suites[s];
+        fputs("<h2 id=\"suite-", f);
+        html(f, suite);
+        fputs("\">Suite ", f);
+        html(f, suite);
+        fputs("</h2>\n", f);
+        char files[3][PATH_MAX];
+        int nf = suite_files(run->dir, suite, files);
+        for (int k = 0; k < nf; k++) {
+            fputs(k ? " &middot; " : "<p class=\"note\">Results: ", f);
+            fputs("<a href=\"", f);
+            url(f, files[k]);
+            fputs("\">", f);
+            html(f, files[k]);
+            fputs("</a>", f);
+        }
+        if (nf) fputs("</p>\n", f);
+        if (r->plots_note) {
+            fputs("<p class=\"note\">No plots: ", f);
+            html(f, r->plots_note);
+            fputs("</p>\n", f);
+        }
+        for (int i = 0; i < r->n_figs; i++) {
+            const bench_figure *g = &r->figs[i];
+            if (strcmp(g->suite, suite) || !r->drawn[i]) continue;
+            char cap[512];
+            fig_caption(g, cap, sizeof cap);
+            fputs("<figure>", f);
+            if (r->embed) {
+                char path[PATH_MAX];
+                size_t len;
+                snprintf(path, sizeof path, "%s/plots/%s.png", run->dir, g->name);
+                unsigned char *png = (unsigned char *)bench_read_file(path, &len);
+                if (!png) {
+                    fprintf(stderr, "bench report: %s: %s\n", path, strerror(errno));
+                    return 2;
+                }
+                fputs("<img src=\"data:image/png;base64,", f);
+                base64(f, png, len);
+                free(png);
+            } else {
+                fputs("<a href=\"plots/", f);
+                html(f, g->name);
+                fputs(".png\"><img src=\"plots/", f);
+                html(f, g->name);
+                fputs(".svg", f);
+            }
+            fputs("\" alt=\"", f);
+            html(f, cap);
+            fputs(r->embed ? "\">" : "\"></a>", f);
+            fputs("<figcaption>", f);
+            html(f, cap);
+            fputs(". Median of the repetitions, whiskers from the minimum to the maximum.", f);
+            fputs("</figcaption></figure>\n", f);
+        }
+        int rows = 0;
+        for (int k = 0; k < run->n_rows; k++) rows += !strcmp(run->rows[k].suite, suite);
+        if (!rows) {
+            fputs("<p class=\"note\">No results in this suite's CSV.</p>\n", f);
+            continue;
+        }
+        fputs(
+            "<table>\n<tr><th>benchmark</th><th>param</th><th>metric</th><th>median</th>"
+            "<th>unit</th><th>CV</th><th>min</th><th>max</th><th>repetitions</th></tr>\n",
+            f);
+        for (int k = 0; k < run->n_rows; k++) {
+            const bench_row *w = &run->rows[k];
+            if (strcmp(w->suite, suite)) continue;
+            bool noisy = isfinite(w->cv) && w->cv > 0.05;
+            fprintf(f, "<tr%s><td>", noisy ? " class=\"noisy\"" : "");
+            html(f, w->benchmark);
+            fputs("</td><td>", f);
+            html(f, w->param);
+            fputs("</td><td>", f);
+            html(f, w->metric);
+            double sc;
+            const char *unit = row_unit(w, &sc);
+            fprintf(f, "</td><td class=\"n\">%s</td><td>", num(w->median * sc, b1, sizeof b1));
+            html(f, unit);
+            if (isfinite(w->cv))
+                snprintf(b2, sizeof b2, "%.1f%%", 100 * w->cv);
+            else
+                b2[0] = '\0';
+            fprintf(f,
+                    "</td><td class=\"n cv\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s"
+                    "</td><td class=\"n\">%d</td></tr>\n",
+                    b2, num(w->min * sc, b3, sizeof b3), num(w->max * sc, b4, sizeof b4),
+                    w->repetitions);
+        }
+        fputs(
+            "</table>\n<p class=\"note\">CV: the coefficient of variation (standard deviation "
+            "over mean) of the repetitions; highlighted above 5%. GB/s are 1e9 bytes per "
+            "second, GFLOP/s 1e9 floating-point operations per second.</p>\n",
+            f);
+    }
+
+    fputs("<h2 id=\"status\">Skipped and unfinished</h2>\n", f);
+    int n_fin = array_size(run->status, "finished");
+    if (run->status) fprintf(f, "<p>%d benchmark%s finished.</p>\n", n_fin, n_fin == 1 ? "" : "s");
+    if (r->issues.n) {
+        fputs("<table>\n<tr><th>suite or benchmark</th><th>what happened</th></tr>\n", f);
+        for (int i = 0; i < r->issues.n; i++) {
+            fputs("<tr><td><code>", f);
+            html(f, r->issues.v[i].key);
+            fputs("</code></td><td>", f);
+            html(f, r->issues.v[i].value);
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</table>\n", f);
+    } else {
+        fputs(run->status ? "<p>Nothing was skipped; nothing failed or was left unfinished.</p>\n"
+                          : "<p>Unknown (no status.json).</p>\n",
+              f);
+    }
+    if (r->clock.n) {
+        fputs("<h3>Clock check</h3>\n", f);
+        html_kv(f, &r->clock);
+    }
+    fputs("<hr>\n<p class=\"note\">Written by <code>bench report</code> (", f);
+    html(f, tdm_build_info());
+    fputs(") from ", f);
+    html(f, run->dir);
+    fputs(".</p>\n</body>\n</html>\n", f);
+    return 0;
+}
+
+static int write_md(FILE *f, const report *r) {
+    const bench_results *run = r->run;
+    fputs("# tandem bench report: ", f);
+    md(f, run->label);
+    fputs("\n\n", f);
+    const char *started = str_item(run->context, "started");
+    if (started) {
+        fputs("Started ", f);
+        md(f, started);
+        fputs(".\n\n", f);
+    }
+    bool good;
+    char line_buf[256];
+    const char *line = status_line(r, line_buf, sizeof line_buf, &good);
+    fprintf(f, "%s", good ? "" : "**");
+    md(f, line);
+    fprintf(f, "%s\n\n## Run\n\n", good ? "" : "**");
+    if (r->run_info.n)
+        md_kv(f, &r->run_info);
+    else
+        fputs("context.json is missing.\n\n", f);
+    fputs("## Machine\n\n", f);
+    if (r->machine.n)
+        md_kv(f, &r->machine);
+    else
+        fputs("No machine context (context.json has no env).\n\n", f);
+
+    char b1[64], b2[64], b3[64], b4[64];
+    for (int s = 0; s < run->n_suites; s++) {
+        const char *suite = run->suites[s];
+        fputs("## Suite ", f);
+        md(f, suite);
+        fputs("\n\n", f);
+        if (r->plots_note) {
+            fputs("No plots: ", f);
+            md(f, r->plots_note);
+            fputs("\n\n", f);
+        }
+        for (int i = 0; i < r->n_figs; i++) {
+            const bench_figure *g = &r->figs[i];
+            if (strcmp(g->suite, suite) || !r->drawn[i]) continue;
+            char cap[512];
+            fig_caption(g, cap, sizeof cap);
+            fputs("![", f);
+            md(f, cap);
+            fprintf(f, "](plots/%s.png)\n\n", g->name);  // names are [A-Za-z0-9._-]
+        }
+        int rows = 0;
+        for (int k = 0; k < run->n_rows; k++) rows += !strcmp(run->rows[k].suite, suite);
+        if (!rows) {
+            fputs("No results in this suite's CSV.\n\n", f);
+            continue;
+        }
+        fputs(
+            "| benchmark | param | metric | median | unit | CV | min | max | repetitions |\n"
+            "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: |\n",
+            f);
+        for (int k = 0; k < run->n_rows; k++) {
+            const bench_row *w = &run->rows[k];
+            if (strcmp(w->suite, suite)) continue;
+            fputs("| ", f);
+            md(f, w->benchmark);
+            fputs(" | ", f);
+            md(f, w->param);
+            fputs(" | ", f);
+            md(f, w->metric);
+            double sc;
+            const char *unit = row_unit(w, &sc);
+            fprintf(f, " | %s | ", num(w->median * sc, b1, sizeof b1));
+            md(f, unit);
+            if (isfinite(w->cv))
+                snprintf(b2, sizeof b2, "%.1f%%%s", 100 * w->cv, w->cv > 0.05 ? " (noisy)" : "");
+            else
+                b2[0] = '\0';
+            fprintf(f, " | %s | %s | %s | %d |\n", b2, num(w->min * sc, b3, sizeof b3),
+                    num(w->max * sc, b4, sizeof b4), w->repetitions);
+        }
+        fputs(
+            "\nCV: the coefficient of variation (standard deviation over mean) of the "
+            "repetitions, \"noisy\" above 5%. GB/s are 1e9 bytes per second, GFLOP/s 1e9 "
+            "floating-point operations per second.\n\n",
+            f);
+    }
+
+    fputs("## Skipped and unfinished\n\n", f);
+    int n_fin = array_size(run->status, "finished");
+    if (run->status) fprintf(f, "%d benchmark%s finished.\n\n", n_fin, n_fin == 1 ? "" : "s");
+    if (r->issues.n) {
+        fputs("| suite or benchmark | what happened |\n| --- | --- |\n", f);
+        for (int i = 0; i < r->issues.n; i++) {
+            fputs("| ", f);
+            md(f, r->issues.v[i].key);
+            fputs(" | ", f);
+            md(f, r->issues.v[i].value);
+            fputs(" |\n", f);
+        }
+    } else {
+        fputs(run->status ? "Nothing was skipped; nothing failed or was left unfinished.\n"
+                          : "Unknown (no status.json).\n",
+              f);
+    }
+    if (r->clock.n) {
+        fputs("\n### Clock check\n\n", f);
+        md_kv(f, &r->clock);
+    }
+    fputs("\n---\nWritten by bench report (", f);
+    md(f, tdm_build_info());
+    fputs(").\n", f);
+    return 0;
+}
+
+/* Writes DIR/NAME through a temporary file renamed into place. */
+static int write_doc(const char *dir, const char *name, int (*body)(FILE *, const report *),
+                     const report *r) {
+    char path[PATH_MAX], tmp[PATH_MAX + 32];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        fprintf(stderr, "bench report: %s: path too long\n", dir);
+        return 2;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "bench report: %s: %s\n", tmp, strerror(errno));
+        return 2;
+    }
+    int rc = body(f, r);
+    bool ok = !ferror(f);
+    ok &= fclose(f) == 0;
+    if (!rc && !ok) fprintf(stderr, "bench report: %s: write error\n", tmp);
+    if (!rc && ok && rename(tmp, path) != 0) {
+        fprintf(stderr, "bench report: %s: %s\n", path, strerror(errno));
+        ok = false;
+    }
+    if (rc || !ok) {
+        unlink(tmp);
+        return rc ? rc : 2;
+    }
+    printf("%s\n", path);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the command
+
+static void report_usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: bench report DIR [--replot] [--no-plots] [--embed]\n"
+        "  Writes DIR/report.html and DIR/report.md from a results directory of bench run: the\n"
+        "  run's context (context.json), per suite its figures and a table of every benchmark's\n"
+        "  median, CV (stddev/mean over repetitions) and unit, and what was skipped or did not\n"
+        "  finish (status.json). The HTML has its CSS inline and shows DIR/plots/*.svg by\n"
+        "  relative links (open it where it lies, or copy DIR whole).\n"
+        "  Plots are drawn first (as by bench plot DIR) when some are missing or older than the\n"
+        "  results; when gnuplot is missing or fails the report is written without them, with\n"
+        "  a note saying so.\n"
+        "  --replot    draw the plots again even when they exist\n"
+        "  --no-plots  neither draw nor show plots\n"
+        "  --embed     put the PNGs inside report.html (data: URIs): one file to send around\n"
+        "  Exit: 0 written, 2 bad arguments or results (missing, unreadable, malformed).\n");
+}
+
+/* DIR/plots/NAME.EXT exists, is not empty, and is not older than NEWER (0: any age). */
+static bool file_ok(const char *dir, const char *name, const char *ext, time_t newer) {
+    char p[PATH_MAX];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/plots/%s.%s", dir, name, ext);
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 && sb.st_mtime >= newer;
+}
+
+/* The modification time of DIR/SUITE.csv (0 when unknown). */
+static time_t csv_time(const char *dir, const char *suite) {
+    char p[PATH_MAX];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s.csv", dir, suite);
+    return stat(p, &sb) == 0 ? sb.st_mtime : 0;
+}
+
+int bench_report(int argc, char **argv) {
+    static const struct option opts[] = {{"replot", no_argument, 0, 'r'},
+                                         {"no-plots", no_argument, 0, 'n'},
+                                         {"embed", no_argument, 0, 'e'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    bool replot = false, no_plots = false, embed = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+            case 'r':
+                replot = true;
+                break;
+            case 'n':
+                no_plots = true;
+                break;
+            case 'e':
+                embed = true;
+                break;
+            case 'h':
+                report_usage(stdout);
+                return 0;
+            default:
+                report_usage(stderr);
+                return 2;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "bench report: give one results directory (%d given)\n", argc - optind);
+        report_usage(stderr);
+        return 2;
+    }
+    if (no_plots && (replot || embed)) {
+        fprintf(stderr, "bench report: --no-plots goes with neither --replot nor --embed\n");
+        return 2;
+    }
+    bench_results run;
+    if (bench_results_load("report", argv[optind], &run)) return 2;
+    report r = {.run = &run, .embed = embed};
+    bench_figure *figs = NULL;
+    int n_figs = 0, rc = 0;
+    if (bench_figures_plan(&run, 1, &figs, &n_figs)) {
+        fprintf(stderr, "bench report: out of memory\n");
+        bench_results_free(&run);
+        return 2;
+    }
+    bool *drawn = calloc((size_t)n_figs + 1, sizeof *drawn);
+    if (!drawn) {
+        fprintf(stderr, "bench report: out of memory\n");
+        rc = 2;
+    }
+    if (!rc && no_plots) {
+        r.plots_note = "--no-plots was given.";
+    } else if (!rc) {
+        bool missing = replot;  // or older than their results
+        for (int i = 0; i < n_figs; i++) {
+            time_t t = csv_time(run.dir, figs[i].suite);
+            missing |= !file_ok(run.dir, figs[i].name, "png", t) ||
+                       !file_ok(run.dir, figs[i].name, "svg", t);
+        }
+        char outdir[PATH_MAX];
+        snprintf(outdir, sizeof outdir, "%s/plots", run.dir);
+        if (missing && n_figs &&
+            bench_plot_draw("report", &run, 1, figs, n_figs, outdir, false) != 0) {
+            fprintf(stderr,
+                    "bench report: writing the report without the plots that are missing\n");
+            r.plots_note =
+                "gnuplot could not draw the figures (bench report said why on stderr; "
+                "bench plot DIR says it again).";
+        }
+        for (int i = 0; i < n_figs; i++)
+            drawn[i] = file_ok(run.dir, figs[i].name, "png", 0) &&
+                       file_ok(run.dir, figs[i].name, "svg", 0);
+        if (n_figs == 0) r.plots_note = "no benchmark has a median to plot.";
+    }
+    r.figs = figs;
+    r.n_figs = n_figs;
+    r.drawn = drawn;
+    if (!rc) {
+        // context.json: everything but env under Run, env under Machine
+        const cJSON *e;
+        cJSON_ArrayForEach(e, run.context) {
+            if (!e->string) continue;
+            flatten(strcmp(e->string, "env") ? &r.run_info : &r.machine,
+                    strcmp(e->string, "env") ? e->string : "", e,
+                    !strcmp(e->string, "command") ? " " : ", ");
+        }
+        kv_add(&r.run_info, "results directory", run.dir);
+        const cJSON *clock = cJSON_GetObjectItemCaseSensitive(run.status, "clock_check");
+        if (clock) flatten(&r.clock, "", clock, ", ");
+        status_issues(&r.issues, run.status);
+        if (r.run_info.oom || r.machine.oom || r.clock.oom || r.issues.oom) {
+            fprintf(stderr, "bench report: out of memory\n");
+            rc = 2;
+        }
+    }
+    if (!rc) rc = write_doc(run.dir, "report.html", write_html, &r);
+    if (!rc) rc = write_doc(run.dir, "report.md", write_md, &r);
+    kv_free(&r.run_info);
+    kv_free(&r.machine);
+    kv_free(&r.clock);
+    kv_free(&r.issues);
+    free(drawn);
+    bench_figures_free(figs, n_figs);
+    bench_results_free(&run);
+    return rc;
+}

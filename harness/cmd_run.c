@@ -1,0 +1,1022 @@
+/* cmd_run.c — `bench run`: runs benchmark suites through Google Benchmark (gbench_shim.h) and writes
+ * a results directory as docs/RESULTS_FORMAT.md defines it; `bench list`: the suites and their
+ * benchmarks, with what each measures and its unit.
+ *
+ * Robustness: every file is written atomically (temp + rename). After every benchmark the suite's
+ * JSON (Google Benchmark's output so far), its CSVs and status.json are rewritten; status.json is
+ * also rewritten as each benchmark starts, naming it "running". Ctrl-C or SIGTERM stops after the
+ * current benchmark (a second Ctrl-C stops it too), records the rest as unfinished and exits with
+ * 128 + the signal. A benchmark that crashes the process (SIGSEGV) cannot be survived in-process:
+ * the files written before it stay, and status.json names it as "running" and unfinished. */
+#include <errno.h>
+#include <stdarg.h>
+#include <getopt.h>
+#include <math.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "bench.h"
+#include "gbench_shim.h"
+#include "stats.h"
+#include "suites.h"
+#include "tandem/tandem.h"
+
+#ifndef TDM_VERSION
+#define TDM_VERSION "unknown"
+#endif
+
+// ---- small utilities ------------------------------------------------------------------------
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *xstrdup(const char *s) {
+    char *d = strdup(s ? s : "");
+    if (!d) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    return d;
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    return q;
+}
+
+// Writes data to path atomically: a temp file in the same directory, fsync, rename.
+static int write_atomic(const char *path, const char *data, size_t n) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return -1;
+    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+// A growable string.
+typedef struct {
+    char *s;
+    size_t n, cap;
+} strbuf;
+
+static void sb_add(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(strbuf *b, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = b->cap - b->n;
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, room, fmt, ap);
+        va_end(ap);
+        if (k < 0) return;
+        if ((size_t)k < room) {
+            b->n += (size_t)k;
+            return;
+        }
+        b->cap = (b->cap + (size_t)k + 1) * 2;
+        b->s = xrealloc(b->s, b->cap);
+    }
+}
+
+// A CSV field: numbers as %.10g (empty when not finite), text quoted when it needs it.
+static void sb_num(strbuf *b, double v) {
+    if (isfinite(v)) sb_add(b, "%.10g", v);
+}
+
+static void sb_text(strbuf *b, const char *s) {
+    if (!strpbrk(s, ",\"\n")) {
+        sb_add(b, "%s", s);
+        return;
+    }
+    sb_add(b, "\"");
+    for (; *s; s++) sb_add(b, *s == '"' ? "\"\"" : "%c", *s);
+    sb_add(b, "\"");
+}
+
+static void utc_time(char *iso, size_t n_iso, char *compact, size_t n_compact) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    if (iso) strftime(iso, n_iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (compact) strftime(compact, n_compact, "%Y%m%dT%H%M%SZ", &tm);
+}
+
+static void fmt_duration(double s, char *buf, size_t n) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+// ---- benchmark names ------------------------------------------------------------------------
+// Google Benchmark names an instance "matmul/n:64/real_time"; results call it benchmark "matmul",
+// param "n:64", and status.json "ops/matmul/n:64".
+
+typedef struct {
+    char bench[128], param[256];
+    bool has_x;
+    double x;
+} bench_name;
+
+static void split_name(const char *gb, bench_name *out) {
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%s", gb);
+    static const char *const suffixes[] = {"/real_time", "/manual_time"};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(tmp), k = strlen(suffixes[i]);
+        if (n > k && !strcmp(tmp + n - k, suffixes[i])) tmp[n - k] = '\0';
+    }
+    char *slash = strchr(tmp, '/');
+    if (slash) *slash = '\0';
+    snprintf(out->bench, sizeof out->bench, "%.127s", tmp);
+    snprintf(out->param, sizeof out->param, "%.255s", slash ? slash + 1 : "");
+    // x: the value of the registered x argument (the param's component of that index).
+    out->has_x = false;
+    out->x = NAN;
+    int xi = -1;
+    for (int i = 0; i < tdm_gb_count(); i++) {
+        const tdm_gb_info *info = tdm_gb_get(i);
+        if (!strcmp(info->name, out->bench)) xi = info->x_arg;
+    }
+    const char *p = out->param;
+    for (int i = 0; xi >= 0 && *p; i++) {
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (i == xi) {
+            char comp[128];
+            snprintf(comp, sizeof comp, "%.*s", (int)(len < 127 ? len : 127), p);
+            const char *colon = strchr(comp, ':');
+            char *e;
+            double v = strtod(colon ? colon + 1 : comp, &e);
+            if (e != (colon ? colon + 1 : comp) && *e == '\0') out->has_x = true, out->x = v;
+            break;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+}
+
+static void result_id(const char *suite, const char *gb, char *buf, size_t n) {
+    bench_name bn;
+    split_name(gb, &bn);
+    snprintf(buf, n, "%s/%s%s%s", suite, bn.bench, bn.param[0] ? "/" : "", bn.param);
+}
+
+// ---- Google Benchmark JSON -> tidy rows -------------------------------------------------------
+
+typedef struct {
+    char *name;   // Google Benchmark's run_name
+    char *metric, *unit;
+    double *v;
+    int *rep;
+    int n;
+} series;
+
+typedef struct {
+    series *s;
+    int n;
+} series_set;
+
+static void series_free(series_set *ss) {
+    for (int i = 0; i < ss->n; i++) {
+        free(ss->s[i].name);
+        free(ss->s[i].metric);
+        free(ss->s[i].unit);
+        free(ss->s[i].v);
+        free(ss->s[i].rep);
+    }
+    free(ss->s);
+    ss->s = NULL;
+    ss->n = 0;
+}
+
+static void series_add(series_set *ss, const char *name, const char *metric, const char *unit,
+                       int rep, double v) {
+    series *s = NULL;
+    for (int i = 0; i < ss->n && !s; i++)
+        if (!strcmp(ss->s[i].name, name) && !strcmp(ss->s[i].metric, metric)) s = &ss->s[i];
+    if (!s) {
+        ss->s = xrealloc(ss->s, (size_t)(ss->n + 1) * sizeof *ss->s);
+        s = &ss->s[ss->n++];
+        *s = (series){xstrdup(name), xstrdup(metric), xstrdup(unit), NULL, NULL, 0};
+    }
+    s->v = xrealloc(s->v, (size_t)(s->n + 1) * sizeof *s->v);
+    s->rep = xrealloc(s->rep, (size_t)(s->n + 1) * sizeof *s->rep);
+    s->v[s->n] = v;
+    s->rep[s->n++] = rep;
+}
+
+static double time_unit_to_ns(const char *u) {
+    if (!u || !strcmp(u, "ns")) return 1;
+    if (!strcmp(u, "us")) return 1e3;
+    if (!strcmp(u, "ms")) return 1e6;
+    if (!strcmp(u, "s")) return 1e9;
+    return NAN;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// The per-repetition values of every benchmark that ran without error: metric `time` (ns, from
+// real_time, which is the manual time when the benchmark uses it) and every counter whose name
+// ends in "/s" (a rate named by its unit). Aggregate entries are not read: the statistics are
+// recomputed from the samples. A benchmark with an error in any repetition (a failed check) has
+// no rows: its other repetitions are not to be trusted either.
+static const cJSON *run_name(const cJSON *b) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(b, "run_name");
+    return cJSON_IsString(name) ? name : cJSON_GetObjectItemCaseSensitive(b, "name");
+}
+
+static bool has_error(const cJSON *list, const char *name) {
+    const cJSON *b;
+    cJSON_ArrayForEach(b, list) {
+        const cJSON *n = run_name(b);
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name) &&
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "error_occurred")))
+            return true;
+    }
+    return false;
+}
+
+static int series_from_json(const cJSON *root, series_set *ss) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "benchmarks");
+    if (!cJSON_IsArray(list)) return -1;
+    int count = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, list) {
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(b, "run_type");
+        if (cJSON_IsString(rt) && strcmp(rt->valuestring, "iteration")) continue;
+        const cJSON *name = run_name(b);
+        if (!cJSON_IsString(name) || has_error(list, name->valuestring)) continue;
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "real_time");
+        const cJSON *tu = cJSON_GetObjectItemCaseSensitive(b, "time_unit");
+        const cJSON *ri = cJSON_GetObjectItemCaseSensitive(b, "repetition_index");
+        if (!cJSON_IsNumber(t)) continue;
+        int rep = cJSON_IsNumber(ri) ? ri->valueint : count;
+        series_add(ss, name->valuestring, "time", "ns", rep,
+                   t->valuedouble * time_unit_to_ns(cJSON_IsString(tu) ? tu->valuestring : "ns"));
+        const cJSON *c;
+        cJSON_ArrayForEach(c, b) {
+            if (c->string && cJSON_IsNumber(c) && ends_with(c->string, "/s"))
+                series_add(ss, name->valuestring, c->string, c->string, rep, c->valuedouble);
+        }
+        count++;
+    }
+    return 0;
+}
+
+static void write_row_prefix(strbuf *b, const char *suite, const bench_name *bn, const series *s) {
+    sb_text(b, suite);
+    sb_add(b, ",");
+    sb_text(b, bn->bench);
+    sb_add(b, ",");
+    sb_text(b, bn->param);
+    sb_add(b, ",");
+    if (bn->has_x) sb_num(b, bn->x);
+    sb_add(b, ",");
+    sb_text(b, s->metric);
+    sb_add(b, ",");
+    sb_text(b, s->unit);
+}
+
+// <suite>.csv and <suite>.samples.csv from the series.
+static int write_csvs(const char *dir, const char *suite, const series_set *ss) {
+    strbuf tidy = {0}, raw = {0};
+    sb_add(&tidy,
+           "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions\n");
+    sb_add(&raw, "suite,benchmark,param,x,metric,unit,repetition,value\n");
+    for (int i = 0; i < ss->n; i++) {
+        const series *s = &ss->s[i];
+        bench_name bn;
+        split_name(s->name, &bn);
+        bench_summary sum = bench_summarize(s->v, s->n);
+        write_row_prefix(&tidy, suite, &bn, s);
+        double f[6] = {sum.median, sum.mean, sum.stddev, sum.cv, sum.min, sum.max};
+        for (int k = 0; k < 6; k++) {
+            sb_add(&tidy, ",");
+            sb_num(&tidy, f[k]);
+        }
+        sb_add(&tidy, ",%d\n", s->n);
+        for (int r = 0; r < s->n; r++) {
+            write_row_prefix(&raw, suite, &bn, s);
+            sb_add(&raw, ",%d,", s->rep[r]);
+            sb_num(&raw, s->v[r]);
+            sb_add(&raw, "\n");
+        }
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.csv", dir, suite);
+    int rc = write_atomic(path, tidy.s, tidy.n);
+    snprintf(path, sizeof path, "%s/%s.samples.csv", dir, suite);
+    if (!rc) rc = write_atomic(path, raw.s, raw.n);
+    free(tidy.s);
+    free(raw.s);
+    return rc;
+}
+
+// ---- clock check --------------------------------------------------------------------------
+// The CPU's clock as the kernel reports it (mean "cpu MHz" of /proc/cpuinfo), read before and
+// after the run: a large drop means the figures were taken throttled.
+
+static double cpu_mhz(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return NAN;
+    char line[512];
+    double sum = 0;
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        double v;
+        if (!strncmp(line, "cpu MHz", 7) &&
+            sscanf(strchr(line, ':') ? strchr(line, ':') + 1 : "", "%lf", &v) == 1)
+            sum += v, n++;
+    }
+    fclose(f);
+    return n ? sum / n : NAN;
+}
+
+// ---- the run ------------------------------------------------------------------------------
+
+static volatile sig_atomic_t g_stop = 0, g_signal = 0;
+
+static void on_signal(int sig) {
+    g_signal = sig;
+    if (g_stop < 2) g_stop++;
+    static const char first[] =
+        "\nbench run: interrupted: stopping after the current benchmark (again to stop it now)\n";
+    static const char second[] = "\nbench run: stopping the current benchmark\n";
+    ssize_t w = g_stop == 1 ? write(STDERR_FILENO, first, sizeof first - 1)
+                            : write(STDERR_FILENO, second, sizeof second - 1);
+    (void)w;
+    if (g_stop >= 2) signal(sig, SIG_DFL);   // a third one ends the process
+}
+
+static int stop_requested(void *user) {
+    (void)user;
+    return g_stop;
+}
+
+typedef struct {
+    const bench_suite *suite;
+    char **names;   // Google Benchmark's instance names, in run order
+    int n;
+} suite_plan;
+
+typedef struct {
+    const char *dir, *device_name;
+    suite_plan *plans;
+    int n_plans;
+    cJSON *skipped;        // [{"suite", "reason"}], owned
+    char **finished;       // ids
+    int n_finished;
+    char **failed, **failed_msg;
+    int n_failed;
+    char running[512];
+    cJSON *clock_check;    // owned
+    bool complete;
+    // progress
+    const suite_plan *cur;
+    int base, total, done;
+    double t0, bench_t0;
+    bool tty;
+} run_ctx;
+
+static bool id_in(char **ids, int n, const char *id) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ids[i], id)) return true;
+    return false;
+}
+
+static void write_status(run_ctx *r) {
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddBoolToObject(st, "complete", r->complete);
+    cJSON_AddItemToObject(st, "running", r->running[0] ? cJSON_CreateString(r->running)
+                                                       : cJSON_CreateNull());
+    cJSON *fin = cJSON_AddArrayToObject(st, "finished");
+    for (int i = 0; i < r->n_finished; i++)
+        cJSON_AddItemToArray(fin, cJSON_CreateString(r->finished[i]));
+    cJSON *unf = cJSON_AddArrayToObject(st, "unfinished");
+    for (int p = 0; p < r->n_plans; p++) {
+        for (int i = 0; i < r->plans[p].n; i++) {
+            char id[512];
+            result_id(r->plans[p].suite->name, r->plans[p].names[i], id, sizeof id);
+            if (!id_in(r->finished, r->n_finished, id) && !id_in(r->failed, r->n_failed, id))
+                cJSON_AddItemToArray(unf, cJSON_CreateString(id));
+        }
+    }
+    cJSON *fail = cJSON_AddArrayToObject(st, "failed");
+    for (int i = 0; i < r->n_failed; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", r->failed[i]);
+        cJSON_AddStringToObject(o, "error", r->failed_msg[i]);
+        cJSON_AddItemToArray(fail, o);
+    }
+    cJSON_AddItemToObject(st, "skipped", cJSON_Duplicate(r->skipped, true));
+    cJSON_AddItemToObject(st, "clock_check", cJSON_Duplicate(r->clock_check, true));
+    char *text = cJSON_Print(st);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/status.json", r->dir);
+    if (!text || write_atomic(path, text, strlen(text)) != 0)
+        fprintf(stderr, "bench run: cannot write %s: %s\n", path, strerror(errno));
+    free(text);
+    cJSON_Delete(st);
+}
+
+static void progress_clear(run_ctx *r) {
+    if (r->tty) fputs("\r\033[K", stderr);
+}
+
+static void progress_show(run_ctx *r, const char *id) {
+    if (!r->tty) return;
+    double el = now_s() - r->t0;
+    char e[32], eta[32] = "?";
+    fmt_duration(el, e, sizeof e);
+    if (r->done > 0) fmt_duration(el / r->done * (r->total - r->done), eta, sizeof eta);
+    fprintf(stderr, "\r\033[K[%d/%d] %s  elapsed %s  ETA %s", r->done + 1, r->total, id, e, eta);
+    fflush(stderr);
+}
+
+static void on_start(void *user, int index, const char *name) {
+    run_ctx *r = user;
+    result_id(r->cur->suite->name, name, r->running, sizeof r->running);
+    (void)index;
+    r->bench_t0 = now_s();
+    write_status(r);
+    progress_show(r, r->running);
+}
+
+static void print_result(run_ctx *r, const char *id, const series_set *ss, const char *gb_name,
+                         const char *error) {
+    progress_clear(r);
+    printf("[%d/%d] %-36s", r->done, r->total, id);
+    if (error) {
+        printf(" FAILED: %s\n", error);
+    } else {
+        for (int i = 0; i < ss->n; i++) {
+            if (strcmp(ss->s[i].name, gb_name)) continue;
+            bench_summary s = bench_summarize(ss->s[i].v, ss->s[i].n);
+            if (!strcmp(ss->s[i].metric, "time")) {
+                double v = s.median;
+                const char *u = v >= 1e9 ? "s" : v >= 1e6 ? "ms" : v >= 1e3 ? "us" : "ns";
+                double d = v >= 1e9 ? 1e9 : v >= 1e6 ? 1e6 : v >= 1e3 ? 1e3 : 1;
+                printf(" %9.3f %-2s cv %5.1f%%", v / d, u, 100 * s.cv);
+            } else {
+                printf("  %10.4g %s", s.median, ss->s[i].unit);
+            }
+        }
+        printf("  (%.1f s)\n", now_s() - r->bench_t0);
+    }
+    fflush(stdout);
+}
+
+static void on_result(void *user, const tdm_gb_result *res) {
+    run_ctx *r = user;
+    const char *suite = r->cur->suite->name;
+    if (res->error && !strcmp(res->error, "interrupted")) return;   // stays unfinished
+    char id[512];
+    result_id(suite, res->name, id, sizeof id);
+    r->running[0] = '\0';
+    r->done++;
+    if (res->error) {
+        r->failed = xrealloc(r->failed, (size_t)(r->n_failed + 1) * sizeof *r->failed);
+        r->failed_msg = xrealloc(r->failed_msg, (size_t)(r->n_failed + 1) * sizeof *r->failed_msg);
+        r->failed[r->n_failed] = xstrdup(id);
+        r->failed_msg[r->n_failed++] = xstrdup(res->error);
+    } else {
+        r->finished = xrealloc(r->finished, (size_t)(r->n_finished + 1) * sizeof *r->finished);
+        r->finished[r->n_finished++] = xstrdup(id);
+    }
+    // The suite's JSON so far, its CSVs, then status.json.
+    series_set ss = {0};
+    cJSON *root = cJSON_ParseWithOpts(res->json, NULL, true);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.json", r->dir, suite);
+    if (!root || series_from_json(root, &ss) != 0) {
+        fprintf(stderr, "bench run: Google Benchmark's JSON for %s does not parse\n", id);
+    } else if (write_atomic(path, res->json, strlen(res->json)) != 0 ||
+               write_csvs(r->dir, suite, &ss) != 0) {
+        fprintf(stderr, "bench run: cannot write the results of %s in %s: %s\n", suite, r->dir,
+                strerror(errno));
+    }
+    print_result(r, id, &ss, res->name, res->error);
+    write_status(r);
+    series_free(&ss);
+    cJSON_Delete(root);
+}
+
+// ---- context ------------------------------------------------------------------------------
+
+// Adds the env fields to Google Benchmark's context as strings: "env.host", "env.gpus.0.name"...
+static void add_env_context(const cJSON *j, const char *prefix) {
+    char key[512], val[64];
+    if (cJSON_IsObject(j) || cJSON_IsArray(j)) {
+        int i = 0;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, j) {
+            if (c->string) snprintf(key, sizeof key, "%s.%s", prefix, c->string);
+            else snprintf(key, sizeof key, "%s.%d", prefix, i);
+            add_env_context(c, key);
+            i++;
+        }
+    } else if (cJSON_IsString(j)) {
+        tdm_gb_add_context(prefix, j->valuestring);
+    } else if (cJSON_IsNumber(j)) {
+        snprintf(val, sizeof val, "%.17g", j->valuedouble);
+        tdm_gb_add_context(prefix, val);
+    } else if (cJSON_IsBool(j)) {
+        tdm_gb_add_context(prefix, cJSON_IsTrue(j) ? "true" : "false");
+    } else {
+        tdm_gb_add_context(prefix, "null");
+    }
+}
+
+static int write_context(const char *dir, int argc, char **argv, const char *device,
+                         const char *started, cJSON *env) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "format", "tandem-results/1");
+    cJSON *t = cJSON_AddObjectToObject(c, "tandem");
+    cJSON_AddStringToObject(t, "version", TDM_VERSION);
+    cJSON_AddStringToObject(t, "commit", bench_git_commit());
+    cJSON_AddStringToObject(t, "build", tdm_build_info());
+    cJSON *cmd = cJSON_AddArrayToObject(c, "command");
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("bench"));
+    for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
+    cJSON_AddStringToObject(c, "device", device);
+    cJSON_AddStringToObject(c, "started", started);
+    cJSON_AddItemToObject(c, "env", env ? cJSON_Duplicate(env, true) : cJSON_CreateNull());
+    char *text = cJSON_Print(c);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/context.json", dir);
+    int rc = text ? write_atomic(path, text, strlen(text)) : -1;
+    free(text);
+    cJSON_Delete(c);
+    return rc;
+}
+
+// ---- options ------------------------------------------------------------------------------
+
+static void run_usage(FILE *f) {
+    fprintf(f,
+        "usage: bench run [--suite S[,S...]] [--filter REGEX] [--device cpu|cuda:N]\n"
+        "                 [--repetitions N] [--min-time S] [--quick] [--out DIR]\n"
+        "\n"
+        "Runs benchmark suites through Google Benchmark and writes a results directory\n"
+        "(docs/RESULTS_FORMAT.md): context.json, <suite>.json (Google Benchmark's JSON),\n"
+        "<suite>.csv (median, mean, stddev, cv, min, max per benchmark and metric),\n"
+        "<suite>.samples.csv (every repetition) and status.json, each written atomically and\n"
+        "rewritten after every benchmark. Prints one line per benchmark; a progress line\n"
+        "(benchmark i of n, elapsed, ETA) on stderr when it is a terminal.\n"
+        "\n"
+        "--suite S,...     suites to run (default: all that run on the device; bench list)\n"
+        "--filter REGEX    only benchmarks whose name matches (Google Benchmark's\n"
+        "                  --benchmark_filter over names such as matmul/n:64; -REGEX excludes)\n"
+        "--device D        cpu or cuda:N (default: cuda:0 when there is a GPU, else cpu);\n"
+        "                  suites that do not run on D are skipped, with the reason recorded\n"
+        "--repetitions N   timed repetitions per benchmark (default 5); statistics over them\n"
+        "--min-time S      seconds each repetition runs at least (default 0.5)\n"
+        "--quick           3 repetitions, --min-time 0.01, the smallest sizes only\n"
+        "--out DIR         results directory (default results/<host>-<device>-<UTC time>);\n"
+        "                  must not hold a run already\n"
+        "Every benchmark is warmed up (untimed) first and verifies the data it produced.\n"
+        "Ctrl-C stops after the current benchmark (twice: at once) and keeps the results so far;\n"
+        "status.json lists what did not finish.\n"
+        "Exit: 0 done, 1 a benchmark failed (its check or a backend error), 2 bad arguments,\n"
+        "128+signal when interrupted.\n");
+}
+
+static int bad(const char *fmt, const char *what) {
+    fprintf(stderr, "bench run: ");
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    return 2;
+}
+
+// Parses "a,b,c" into suites (NULL-terminated array of pointers into the registry).
+static int parse_suites(const char *cmd, const char *list, const bench_suite ***out, int *n) {
+    int cap = bench_suite_count() + 1;
+    const bench_suite **v = calloc((size_t)cap, sizeof *v);
+    char *copy = xstrdup(list), *save = NULL;
+    int k = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const bench_suite *s = bench_suite_find(tok);
+        if (!s) {
+            fprintf(stderr, "bench %s: unknown suite '%s' (bench list shows the suites)\n", cmd,
+                    tok);
+            free(copy);
+            free(v);
+            return 2;
+        }
+        bool dup = false;
+        for (int i = 0; i < k; i++) dup |= v[i] == s;
+        if (!dup && k < cap - 1) v[k++] = s;
+    }
+    free(copy);
+    if (!k) {
+        free(v);
+        fprintf(stderr, "bench %s: --suite: no suite named\n", cmd);
+        return 2;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+static int mkdir_p(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat sb;
+    if (stat(tmp, &sb) != 0) return -1;
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *suites, *filter, *device, *out;
+    int repetitions;
+    double min_time;
+    bool quick, reps_set, min_time_set;
+} run_args;
+
+static void free_plans(suite_plan *plans, int n) {
+    for (int i = 0; i < n; i++) tdm_gb_names_free(plans[i].names, plans[i].n);
+    free(plans);
+}
+
+int bench_run(int argc, char **argv) {
+    static const struct option opts[] = {{"suite", required_argument, 0, 's'},
+                                         {"filter", required_argument, 0, 'f'},
+                                         {"device", required_argument, 0, 'd'},
+                                         {"repetitions", required_argument, 0, 'r'},
+                                         {"min-time", required_argument, 0, 'm'},
+                                         {"quick", no_argument, 0, 'q'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    run_args a = {.repetitions = 5, .min_time = 0.5};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 's': a.suites = optarg; break;
+        case 'f': a.filter = optarg; break;
+        case 'd': a.device = optarg; break;
+        case 'r': {
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < 1 || v > 100000)
+                return bad("--repetitions %s: expected an integer from 1 to 100000", optarg);
+            a.repetitions = (int)v;
+            a.reps_set = true;
+            break;
+        }
+        case 'm': {
+            double v = strtod(optarg, &end);
+            if (*optarg == '\0' || *end != '\0' || !isfinite(v) || v <= 0 || v > 1e5)
+                return bad("--min-time %s: expected seconds > 0", optarg);
+            a.min_time = v;
+            a.min_time_set = true;
+            break;
+        }
+        case 'q': a.quick = true; break;
+        case 'o': a.out = optarg; break;
+        case 'h': run_usage(stdout); return 0;
+        default: run_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return bad("unexpected argument '%s' (bench run --help)", argv[optind]);
+    if (a.quick && !a.reps_set) a.repetitions = 3;
+    if (a.quick && !a.min_time_set) a.min_time = 0.01;
+    if (a.filter) {
+        const char *re = a.filter[0] == '-' ? a.filter + 1 : a.filter;
+        regex_t rx;
+        if (regcomp(&rx, re, REG_EXTENDED | REG_NOSUB) != 0)
+            return bad("--filter %s: not a valid regular expression", a.filter);
+        regfree(&rx);
+    }
+
+    // The device: as given, or the first GPU, or the CPU.
+    tdm_device dev = TDM_CPU;
+    char devname[32];
+    if (a.device) {
+        if (tdm_device_parse(a.device, &dev) != TDM_OK || !tdm_device_available(dev))
+            return bad("--device: %s", tdm_last_error());
+    } else {
+        tdm_device gpu = {TDM_DEVICE_CUDA, 0};
+        if (tdm_device_available(gpu)) {
+            dev = gpu;
+            fprintf(stderr, "bench run: running on cuda:0 (--device cpu for the CPU)\n");
+        } else {
+            fprintf(stderr, "bench run: running on the cpu (%s)\n", tdm_last_error());
+        }
+    }
+    tdm_device_str(dev, devname, sizeof devname);
+
+    // Suites: the named ones or all; those that do not run on the device are skipped.
+    const bench_suite **wanted = NULL;
+    int n_wanted = 0;
+    if (a.suites) {
+        int rc = parse_suites("run", a.suites, &wanted, &n_wanted);
+        if (rc) return rc;
+    } else {
+        n_wanted = bench_suite_count();
+        wanted = calloc((size_t)n_wanted + 1, sizeof *wanted);
+        for (int i = 0; i < n_wanted; i++) wanted[i] = bench_suite_at(i);
+    }
+    run_ctx r = {.device_name = devname, .skipped = cJSON_CreateArray()};
+    r.plans = calloc((size_t)n_wanted + 1, sizeof *r.plans);
+    bench_suite_config cfg = {.device = dev, .quick = a.quick};
+    int rc = 0;
+    for (int i = 0; i < n_wanted && !rc; i++) {
+        const bench_suite *s = wanted[i];
+        char reason[300], devs[32];
+        if (!bench_suite_supports(s, dev)) {
+            snprintf(reason, sizeof reason, "runs on %s, not on %s",
+                     bench_suite_devices_str(s, devs, sizeof devs), devname);
+        } else {
+            char err[512];
+            suite_plan p = {.suite = s};
+            if (s->register_benchmarks(&cfg) != 0) {
+                fprintf(stderr, "bench run: suite %s: %s\n", s->name, tdm_last_error());
+                rc = 1;
+            } else if ((p.n = tdm_gb_list(a.filter, &p.names, err, sizeof err)) < 0) {
+                fprintf(stderr, "bench run: suite %s: %s\n", s->name, err);
+                rc = strstr(err, "re:") || strstr(err, "regex") ? 2 : 1;
+            }
+            tdm_gb_clear();
+            if (rc) break;
+            if (p.n > 0) {
+                r.plans[r.n_plans++] = p;
+                r.total += p.n;
+                continue;
+            }
+            tdm_gb_names_free(p.names, p.n);
+            snprintf(reason, sizeof reason, "no benchmark matches --filter %s",
+                     a.filter ? a.filter : "");
+        }
+        fprintf(stderr, "bench run: skipping suite %s: %s\n", s->name, reason);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "suite", s->name);
+        cJSON_AddStringToObject(o, "reason", reason);
+        cJSON_AddItemToArray(r.skipped, o);
+    }
+    free(wanted);
+    if (!rc && r.total == 0) {
+        fprintf(stderr, "bench run: nothing to run on %s%s%s\n", devname,
+                a.filter ? " with --filter " : "", a.filter ? a.filter : "");
+        rc = 2;
+    }
+
+    // The results directory.
+    char dir[4096], iso[32], compact[32];
+    utc_time(iso, sizeof iso, compact, sizeof compact);
+    if (!rc) {
+        if (a.out) {
+            snprintf(dir, sizeof dir, "%s", a.out);
+        } else {
+            char host[256] = "host", dn[32];
+            gethostname(host, sizeof host - 1);
+            host[sizeof host - 1] = '\0';
+            int k = 0;
+            for (const char *p = devname; *p; p++)
+                if (*p != ':') dn[k++] = *p;
+            dn[k] = '\0';
+            snprintf(dir, sizeof dir, "results/%s-%s-%s", host, dn, compact);
+        }
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/status.json", dir);
+        if (mkdir_p(dir) != 0) {
+            fprintf(stderr, "bench run: --out %s: cannot create the directory: %s\n", dir,
+                    strerror(errno));
+            rc = 2;
+        } else if (access(probe, F_OK) == 0) {
+            fprintf(
+                stderr,
+                "bench run: --out %s already holds a run (status.json): choose another directory\n",
+                dir);
+            rc = 2;
+        } else if (access(dir, W_OK) != 0) {
+            fprintf(stderr, "bench run: --out %s: not writable: %s\n", dir, strerror(errno));
+            rc = 2;
+        }
+    }
+    if (rc) {
+        cJSON_Delete(r.skipped);
+        free_plans(r.plans, r.n_plans);
+        tdm_gb_shutdown();
+        return rc;
+    }
+    r.dir = dir;
+
+    // context.json, and the same fields in every Google Benchmark JSON's context.
+    cJSON *env = bench_env_json();
+    if (write_context(dir, argc, argv, devname, iso, env) != 0) {
+        fprintf(stderr, "bench run: --out %s: cannot write context.json: %s\n", dir,
+                strerror(errno));
+        cJSON_Delete(env);
+        cJSON_Delete(r.skipped);
+        free_plans(r.plans, r.n_plans);
+        tdm_gb_shutdown();
+        return 2;
+    }
+    tdm_gb_add_context("tandem_version", TDM_VERSION);
+    tdm_gb_add_context("tandem_commit", bench_git_commit());
+    tdm_gb_add_context("tandem_device", devname);
+    if (env) add_env_context(env, "env");
+    cJSON_Delete(env);
+
+    r.clock_check = cJSON_CreateObject();
+    double mhz0 = dev.type == TDM_DEVICE_CPU ? cpu_mhz() : NAN;
+    r.tty = isatty(STDERR_FILENO);
+    r.t0 = now_s();
+    // Signals first: once status.json exists, Ctrl-C keeps what is written.
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    g_stop = 0;
+    g_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    write_status(&r);
+
+    for (int p = 0; p < r.n_plans && !g_stop; p++) {
+        const suite_plan *plan = &r.plans[p];
+        r.cur = plan;
+        char gbout[4200], final[4200], err[512];
+        snprintf(gbout, sizeof gbout, "%s/.%s.gbench.json.tmp", dir, plan->suite->name);
+        snprintf(final, sizeof final, "%s/%s.json", dir, plan->suite->name);
+        if (plan->suite->register_benchmarks(&cfg) != 0) {
+            fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, tdm_last_error());
+            rc = 1;
+            tdm_gb_clear();
+            continue;
+        }
+        double warmup = a.min_time < 0.1 ? a.min_time : 0.1;
+        tdm_gb_run_options o = {.filter = a.filter,
+                                .repetitions = a.repetitions,
+                                .min_time = a.min_time,
+                                .min_warmup_time = warmup,
+                                .json_out = gbout,
+                                .user = &r,
+                                .on_start = on_start,
+                                .on_result = on_result,
+                                .stop_requested = stop_requested};
+        int ran = tdm_gb_run(&o, err, sizeof err);
+        if (ran < 0) {
+            fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, err);
+            rc = 1;
+        } else if (!g_stop) {
+            // Google Benchmark's own file, complete: it replaces the last snapshot.
+            if (rename(gbout, final) != 0)
+                fprintf(stderr, "bench run: cannot write %s: %s\n", final, strerror(errno));
+        }
+        unlink(gbout);
+        tdm_gb_clear();
+    }
+
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    double mhz1 = dev.type == TDM_DEVICE_CPU ? cpu_mhz() : NAN;
+    if (isfinite(mhz0) && isfinite(mhz1)) {
+        cJSON_AddStringToObject(r.clock_check, "source", "/proc/cpuinfo cpu MHz, mean over CPUs");
+        cJSON_AddNumberToObject(r.clock_check, "before_mhz", mhz0);
+        cJSON_AddNumberToObject(r.clock_check, "after_mhz", mhz1);
+        cJSON_AddBoolToObject(r.clock_check, "throttled", mhz1 < 0.9 * mhz0);
+        if (mhz1 < 0.9 * mhz0)
+            fprintf(stderr,
+                    "bench run: warning: the CPU clock fell from %.0f to %.0f MHz during the run\n",
+                    mhz0, mhz1);
+    } else {
+        cJSON_AddBoolToObject(r.clock_check, "checked", false);
+        cJSON_AddStringToObject(r.clock_check, "reason",
+                                dev.type == TDM_DEVICE_CPU
+                                    ? "/proc/cpuinfo has no cpu MHz"
+                                    : "GPU clocks are not read by bench run yet");
+    }
+    r.running[0] = '\0';
+    r.complete = !g_stop && !rc;
+    write_status(&r);
+    progress_clear(&r);
+    int unfinished = r.total - r.n_finished - r.n_failed;
+    printf("results in %s: %d finished, %d failed, %d unfinished, %d suite%s skipped\n", dir,
+           r.n_finished, r.n_failed, unfinished, cJSON_GetArraySize(r.skipped),
+           cJSON_GetArraySize(r.skipped) == 1 ? "" : "s");
+    for (int i = 0; i < r.n_failed; i++) printf("FAILED %s: %s\n", r.failed[i], r.failed_msg[i]);
+    fflush(stdout);
+
+    int exit_code = g_stop ? 128 + (g_signal ? g_signal : SIGINT) : rc ? rc : r.n_failed ? 1 : 0;
+    for (int i = 0; i < r.n_finished; i++) free(r.finished[i]);
+    for (int i = 0; i < r.n_failed; i++) free(r.failed[i]), free(r.failed_msg[i]);
+    free(r.finished);
+    free(r.failed);
+    free(r.failed_msg);
+    cJSON_Delete(r.skipped);
+    cJSON_Delete(r.clock_check);
+    free_plans(r.plans, r.n_plans);
+    tdm_gb_shutdown();
+    return exit_code;
+}
+
+// ---- bench list ---------------------------------------------------------------------------
+
+static void list_usage(FILE *f) {
+    fprintf(f,
+            "usage: bench list [--suite S[,S...]]\n"
+            "  The benchmark suites, the devices each runs on, and their benchmarks: the\n"
+            "  instances (parameters) `bench run` times, what each measures (bytes or FLOP\n"
+            "  counted) and its unit. Names are what --filter matches. Exit: 0, 2 bad arguments.\n");
+}
+
+int bench_list(int argc, char **argv) {
+    static const struct option opts[] = {{"suite", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *suites = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': suites = optarg; break;
+        case 'h': list_usage(stdout); return 0;
+        default: list_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "bench list: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    const bench_suite **v = NULL;
+    int n = 0;
+    if (suites) {
+        int rc = parse_suites("list", suites, &v, &n);
+        if (rc) return rc;
+    } else {
+        n = bench_suite_count();
+        v = calloc((size_t)n + 1, sizeof *v);
+        for (int i = 0; i < n; i++) v[i] = bench_suite_at(i);
+    }
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        char devs[32], err[512];
+        bench_suite_config cfg = {.device = TDM_CPU, .quick = false};
+        printf("%s%s [%s]: %s\n", i ? "\n" : "", v[i]->name,
+               bench_suite_devices_str(v[i], devs, sizeof devs), v[i]->description);
+        char **names = NULL;
+        int k = -1;
+        if (v[i]->register_benchmarks(&cfg) != 0) {
+            fprintf(stderr, "bench list: suite %s: %s\n", v[i]->name, tdm_last_error());
+            rc = 1;
+        } else if ((k = tdm_gb_list(NULL, &names, err, sizeof err)) < 0) {
+            fprintf(stderr, "bench list: suite %s: %s\n", v[i]->name, err);
+            rc = 1;
+        }
+        for (int b = 0; !rc && b < tdm_gb_count(); b++) {
+            const tdm_gb_info *info = tdm_gb_get(b);
+            printf("  %-12s %-10s %s\n", info->name, info->unit, info->description);
+            strbuf params = {0};
+            for (int j = 0; j < k; j++) {
+                bench_name bn;
+                split_name(names[j], &bn);
+                if (strcmp(bn.bench, info->name)) continue;
+                sb_add(&params, "%s%s", params.n ? "  " : "",
+                       bn.param[0] ? bn.param : "(no parameters)");
+            }
+            if (params.n) printf("  %-12s %-10s %s\n", "", "", params.s);
+            free(params.s);
+        }
+        tdm_gb_names_free(names, k);
+        tdm_gb_clear();
+    }
+    free(v);
+    tdm_gb_shutdown();
+    return rc;
+}

@@ -1,0 +1,32 @@
+/* suites.c — the registry of benchmark suites (suites.h): add a suite's descriptor to the table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "suites.h"
+
+static const bench_suite *const all_suites[] = {
+    &bench_suite_ops,
+};
+
+int bench_suite_count(void) { return (int)(sizeof all_suites / sizeof *all_suites); }
+
+const bench_suite *bench_suite_at(int i) {
+    return i >= 0 && i < bench_suite_count() ? all_suites[i] : NULL;
+}
+
+const bench_suite *bench_suite_find(const char *name) {
+    for (int i = 0; name && i < bench_suite_count(); i++)
+        if (!strcmp(all_suites[i]->name, name)) return all_suites[i];
+    return NULL;
+}
+
+bool bench_suite_supports(const bench_suite *s, tdm_device d) {
+    return (s->devices & (d.type == TDM_DEVICE_CUDA ? BENCH_SUITE_CUDA : BENCH_SUITE_CPU)) != 0;
+}
+
+const char *bench_suite_devices_str(const bench_suite *s, char *buf, int n) {
+    bool cpu = s->devices & BENCH_SUITE_CPU, cuda = s->devices & BENCH_SUITE_CUDA;
+    snprintf(buf, (size_t)n, "%s%s%s", cpu ? "cpu" : "", cpu && cuda ? ", " : "",
+             cuda ? "cuda" : "");
+    return buf;
+}

@@ -1,0 +1,39 @@
+/* suites.h — the benchmark suites `bench run` and `bench list` know: each has a name, a one-line
+ * description, the devices it runs on, and a function that registers its benchmarks with the
+ * Google Benchmark shim (gbench_shim.h) for one device. The suites live in suites/bench/. */
+#ifndef TANDEM_BENCH_SUITES_H
+#define TANDEM_BENCH_SUITES_H
+
+#include <stdbool.h>
+
+#include "tandem/tandem.h"
+
+// Devices a suite supports (bit mask).
+#define BENCH_SUITE_CPU 1u
+#define BENCH_SUITE_CUDA 2u
+
+typedef struct {
+    tdm_device device;
+    bool quick;   // smallest sizes only
+} bench_suite_config;
+
+typedef struct {
+    const char *name;
+    const char *description;
+    unsigned devices;
+    // Registers the suite's benchmarks for cfg (tdm_gb_register ...). Returns 0, or -1 with a
+    // message in tdm_last_error(). The config is only valid during the call: keep a copy.
+    int (*register_benchmarks)(const bench_suite_config *cfg);
+} bench_suite;
+
+int bench_suite_count(void);
+const bench_suite *bench_suite_at(int i);
+const bench_suite *bench_suite_find(const char *name);   // NULL when there is none
+bool bench_suite_supports(const bench_suite *s, tdm_device d);
+// "cpu", "cuda", "cpu, cuda": the devices a suite runs on, into buf.
+const char *bench_suite_devices_str(const bench_suite *s, char *buf, int n);
+
+// The suites (one per file in suites/bench/).
+extern const bench_suite bench_suite_ops;
+
+#endif

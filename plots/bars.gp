@@ -1,0 +1,47 @@
+# bars.gp — tandem: one metric for benchmarks without a numeric x, as clustered bars (one bar per
+# run in each cluster), medians with min..max whiskers. Called by `bench plot` as
+#   gnuplot -e "infile='...'; outfile='...'; fmt='svg'; nruns=2; t1='A100'; t2='H100'" bars.gp
+# infile: one row per benchmark, columns
+#   "label"  median_1 min_1 max_1  median_2 min_2 max_2 ...   (NaN where a run lacks it)
+# fmt: 'png' (pngcairo when this gnuplot has it, else libgd's png) or 'svg'.
+# Optional: title, subtitle (a second title line), ylabel, logy (1 = log scale), t<r> the
+# title of run r (1-based).
+
+if (!exists("infile") || !exists("outfile") || !exists("nruns")) {
+    print "bars.gp: set infile, outfile and nruns with -e"
+    exit status 2
+}
+if (!exists("fmt")) fmt = 'png'
+if (!exists("title")) title = ''
+if (!exists("ylabel")) ylabel = ''
+
+if (fmt eq 'svg') {
+    set terminal svg size 960,600 noenhanced font 'sans,12' background rgb 'white'
+} else {
+    if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {
+        set terminal pngcairo size 960,600 noenhanced font 'sans,10' background rgb 'white'
+    } else {
+        set terminal png size 960,600 noenhanced background rgb 'white'
+    }
+}
+set output outfile
+
+if (exists("subtitle") && subtitle ne '') { set title title."\n".subtitle } else { set title title }
+set ylabel ylabel
+set style data histogram
+set style histogram errorbars gap 1.5 lw 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set grid ytics lt 1 lw 0.5 lc rgb '#e0e0e0'
+set border 3
+set xtics nomirror rotate by -25 left
+set ytics nomirror
+if (exists("logy") && logy) { set logscale y 10; set yrange [*:*] } else { set yrange [0:*] }
+set offsets 0, 0, graph 0.06, 0
+set key outside right top vertical Left reverse noautotitle
+set datafile missing 'NaN'
+
+sv(name, i, dflt) = exists(sprintf('%s%d', name, i)) ? value(sprintf('%s%d', name, i)) : dflt
+
+plot for [r=1:nruns] infile using (column(3*r-1)):(column(3*r)):(column(3*r+1)):xtic(1) \
+     lc r title sv('t', r, sprintf('run %d', r))

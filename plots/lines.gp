@@ -1,0 +1,50 @@
+# lines.gp — tandem: one metric vs x, a line per series (a benchmark, or a benchmark in one run),
+# medians with min..max whiskers. Called by `bench plot` as
+#   gnuplot -e "infile='...'; outfile='...'; fmt='png'; n=3; t1='matmul'; c1=1; d1=1; ..." lines.gp
+# infile: blocks separated by two blank lines (gnuplot's `index`), one per series, columns
+#   x  median  min  max
+# fmt: 'png' (pngcairo when this gnuplot has it, else libgd's png) or 'svg'.
+# Optional: title, subtitle (a second title line), xlabel, ylabel, logx, logy (1 = log scale),
+# t<i> title, c<i> colour index, d<i> dash type, p<i> point type of series i (1-based).
+
+if (!exists("infile") || !exists("outfile") || !exists("n")) {
+    print "lines.gp: set infile, outfile and n with -e"
+    exit status 2
+}
+if (!exists("fmt")) fmt = 'png'
+if (!exists("title")) title = ''
+if (!exists("xlabel")) xlabel = 'x'
+if (!exists("ylabel")) ylabel = ''
+if (!exists("logx")) logx = 0
+if (!exists("logy")) logy = 0
+
+if (fmt eq 'svg') {
+    set terminal svg size 960,600 noenhanced font 'sans,12' background rgb 'white'
+} else {
+    if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {
+        set terminal pngcairo size 960,600 noenhanced font 'sans,10' background rgb 'white'
+    } else {
+        set terminal png size 960,600 noenhanced background rgb 'white'
+    }
+}
+set output outfile
+
+if (exists("subtitle") && subtitle ne '') { set title title."\n".subtitle } else { set title title }
+set xlabel xlabel
+set ylabel ylabel
+set grid xtics ytics lt 1 lw 0.5 lc rgb '#e0e0e0'
+set key outside right top vertical Left reverse noautotitle
+set border 3
+set xtics nomirror
+set ytics nomirror
+if (logx) { set logscale x 10; set format x '%g' }
+if (logy) { set logscale y 10; set format y '%g'; set autoscale yfix }
+set autoscale xfix
+set offsets graph 0.04, graph 0.04, graph 0.05, graph 0.05
+set bars small
+
+sv(name, i, dflt) = exists(sprintf('%s%d', name, i)) ? value(sprintf('%s%d', name, i)) : dflt
+
+plot for [i=1:n] infile index (i-1) using 1:2:3:4 with yerrorlines \
+     lc sv('c', i, i) dt sv('d', i, 1) pt sv('p', i, 7) ps 0.8 lw 1.5 \
+     title sv('t', i, sprintf('series %d', i))

@@ -1,0 +1,25 @@
+# report.cmake — `bench plot` and `bench report` (test_report.c): on a real `bench run --device cpu
+# --quick --suite ops` (the quick_cpu_run fixture) every metric of every suite gets a PNG and an
+# SVG, report.html shows every figure it lists and each exists, two runs go side by side; and on
+# hand-made directories: a sweep over sizes (lines), bad input exits 2 with a message, markup in
+# results is escaped, a missing or failing gnuplot is reported.
+set(QUICK_RUN ${TEST_TMP}/quick_run)
+if(NOT TEST harness.quick_cpu_run)
+  add_test(NAME harness.quick_cpu_run COMMAND sh -c
+    "rm -rf ${QUICK_RUN} && $<TARGET_FILE:bench> run --device cpu --quick --suite ops --out ${QUICK_RUN}")
+  set_tests_properties(harness.quick_cpu_run PROPERTIES FIXTURES_SETUP quick_cpu_run TIMEOUT 300)
+endif()
+
+tdm_test_executable(report)
+set(RPT ${TEST_TMP}/report)
+set(RPT_BENCH $<TARGET_FILE:bench>)
+add_test(NAME report.plot_quick_run COMMAND test_report plot ${RPT_BENCH} ${RPT}/plot ${QUICK_RUN})
+add_test(NAME report.report_quick_run COMMAND test_report report ${RPT_BENCH} ${RPT}/report ${QUICK_RUN})
+add_test(NAME report.side_by_side COMMAND test_report side ${RPT_BENCH} ${RPT}/side ${QUICK_RUN})
+# plot and report both write DIR/plots: one at a time.
+set_tests_properties(report.plot_quick_run report.report_quick_run report.side_by_side PROPERTIES
+  FIXTURES_REQUIRED quick_cpu_run RESOURCE_LOCK quick_run TIMEOUT 120)
+add_test(NAME report.bad_input_exits_2 COMMAND test_report bad ${RPT_BENCH} ${RPT}/bad)
+add_test(NAME report.escaping_and_no_gnuplot COMMAND test_report hostile ${RPT_BENCH} ${RPT}/hostile)
+set_tests_properties(report.bad_input_exits_2 report.escaping_and_no_gnuplot PROPERTIES
+  TIMEOUT 120)

@@ -1,0 +1,31 @@
+# run.cmake — `bench run` and `bench list` end to end on the CPU, and the Google Benchmark shim.
+# Each run is --quick or a short --min-time: the whole file takes seconds (more under ASan).
+tdm_test_executable(gbench_shim)
+target_sources(test_gbench_shim PRIVATE ${PROJECT_SOURCE_DIR}/harness/gbench_shim.cc)
+target_include_directories(test_gbench_shim PRIVATE ${PROJECT_SOURCE_DIR}/harness)
+target_link_libraries(test_gbench_shim PRIVATE benchmark::benchmark)
+tdm_test_executable(run)
+
+set(B $<TARGET_FILE:bench>)
+set(R ${TEST_TMP}/run)
+add_test(NAME unit.gbench_shim COMMAND sh -c "mkdir -p ${R} && exec $<TARGET_FILE:test_gbench_shim> ${R}")
+
+# A quick CPU run: context.json, ops.json, ops.csv, ops.samples.csv (3 samples each), status.json.
+add_test(NAME run.cpu_quick COMMAND sh -c
+  "rm -rf ${R}/quick && ${B} run --device cpu --quick --suite ops --out ${R}/quick && exec $<TARGET_FILE:test_run> ${R}/quick complete 3")
+set_tests_properties(run.cpu_quick PROPERTIES TIMEOUT 120)
+
+# Bad arguments exit 2 with a message; nothing is written.
+add_test(NAME run.bad_arguments_exit_2 COMMAND sh -c
+  "rm -rf ${R}/bad && mkdir -p ${R}/bad && touch ${R}/bad/file && for args in '--suite nosuch' '--suite ops,nosuch' '--repetitions 0' '--repetitions two' '--min-time -1' '--min-time x' '--device tpu:0' '--filter (' '--filter no-such-benchmark' '--out ${R}/bad/file/sub' 'extra'; do ${B} run --device cpu --quick --suite ops --out ${R}/bad/out $args 2>${R}/bad/err; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $args\"; exit 1; }; [ -s ${R}/bad/err ] || { echo \"no message for: $args\"; exit 1; }; [ ! -e ${R}/bad/out/status.json ] || { echo \"wrote results for: $args\"; exit 1; }; done; ${B} list --suite nosuch; [ $? -eq 2 ]")
+
+# Ctrl-C during the first benchmark (--min-time 1): it finishes, the rest are unfinished, the
+# files are valid, exit 130.
+add_test(NAME run.interrupted_keeps_results COMMAND sh -c
+  "rm -rf ${R}/int; ${B} run --device cpu --suite ops --repetitions 1 --min-time 1 --out ${R}/int >/dev/null & pid=$!; i=0; while [ ! -e ${R}/int/status.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.5; kill -INT $pid; wait $pid; rc=$?; [ $rc -eq 130 ] || { echo \"exit $rc, want 130\"; exit 1; }; exec $<TARGET_FILE:test_run> ${R}/int partial")
+set_tests_properties(run.interrupted_keeps_results PROPERTIES TIMEOUT 120)
+
+# bench list: the suite, its benchmarks, their units and parameters.
+add_test(NAME run.list COMMAND ${B} list --suite ops)
+set_tests_properties(run.list PROPERTIES PASS_REGULAR_EXPRESSION
+  "ops \\[cpu\\].*matmul +GFLOP/s.*n:64  n:128  n:256.*add +GB/s.*mlp_train +samples/s")

@@ -1,0 +1,670 @@
+/* test_report.c — `bench plot` and `bench report` end to end, through the bench program:
+ *   test_report plot    BENCH WORK DIR  every metric of every suite of DIR has a PNG and an SVG
+ *   test_report report  BENCH WORK DIR  report.html's <img>s and links and report.md's images
+ *                                       exist; every figure and benchmark is in the report
+ *   test_report side    BENCH WORK DIR  two runs (copies of DIR, one 20% faster) side by side
+ *   test_report bad     BENCH WORK      missing / empty / malformed results: exit 2, a message
+ *   test_report hostile BENCH WORK      markup in the results is escaped; --embed; no gnuplot
+ * WORK is a scratch directory of the test's own.
+ * The expected file names are derived here from the CSVs by docs' rule (bench plot --help):
+ * <suite>-<metric>.{png,svg}, "/" spelled "_per_", other characters outside [A-Za-z0-9._-] "_",
+ * "-bars" added to the bar chart of a metric that also has lines; a row is on a line when its
+ * benchmark has the metric at two numeric x values or more, else it is a bar. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "check.h"
+
+static const char *bench, *work;
+
+/* snprintf (through a va_list: the tests' paths are short, truncation is not checked). */
+static int fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static int fmt(char *buf, size_t len, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(buf, len, f, ap);
+    va_end(ap);
+    return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// files and commands
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    if (len) *len = buf ? (size_t)n : 0;
+    return buf;
+}
+
+static bool spit(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+static char last_err[8192];  // the stderr of the last command
+
+/* Runs a shell command (printf-style), stdout to the test's log, stderr kept in last_err. */
+static int sh(const char *cmdfmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *cmdfmt, ...) {
+    char cmd[8192], full[9000], errpath[4096];
+    va_list ap;
+    va_start(ap, cmdfmt);
+    vsnprintf(cmd, sizeof cmd, cmdfmt, ap);
+    va_end(ap);
+    fmt(errpath, sizeof errpath, "%s/.stderr", work);
+    fmt(full, sizeof full, "%s 2>'%s'", cmd, errpath);
+    printf("$ %s\n", cmd);
+    fflush(stdout);
+    int st = system(full);
+    char *err = slurp(errpath, NULL);
+    fmt(last_err, sizeof last_err, "%s", err ? err : "");
+    free(err);
+    if (*last_err) printf("%s", last_err);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static long file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (long)sb.st_size : -1;
+}
+
+static void check_png(const char *path) {
+    size_t n;
+    unsigned char *p = (unsigned char *)slurp(path, &n);
+    CHECK_MSG(p != NULL, "%s missing", path);
+    if (!p) return;
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    CHECK_MSG(n > 100 && !memcmp(p, sig, 8) && !memcmp(p + 12, "IHDR", 4), "%s: not a PNG", path);
+    if (n > 24) {
+        unsigned w = (unsigned)p[16] << 24 | p[17] << 16 | p[18] << 8 | p[19];
+        unsigned h = (unsigned)p[20] << 24 | p[21] << 16 | p[22] << 8 | p[23];
+        CHECK_MSG(w >= 200 && h >= 200, "%s: %ux%u pixels", path, w, h);
+    }
+    free(p);
+}
+
+/* The root element after the prolog (<?xml?>, <!DOCTYPE>, comments) is <svg, closed at the end. */
+static void check_svg(const char *path) {
+    size_t n;
+    char *p = slurp(path, &n);
+    CHECK_MSG(p != NULL, "%s missing", path);
+    if (!p) return;
+    const char *s = p;
+    for (;;) {
+        while (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t') s++;
+        if (!strncmp(s, "<?", 2) && strstr(s, "?>"))
+            s = strstr(s, "?>") + 2;
+        else if (!strncmp(s, "<!--", 4) && strstr(s, "-->"))
+            s = strstr(s, "-->") + 3;
+        else if (!strncmp(s, "<!", 2) && strchr(s, '>'))
+            s = strchr(s, '>') + 1;
+        else
+            break;
+    }
+    CHECK_MSG(!strncmp(s, "<svg", 4) && (s[4] == ' ' || s[4] == '\n' || s[4] == '>'),
+              "%s: the root element is not <svg>", path);
+    size_t l = n;
+    while (l && (p[l - 1] == '\n' || p[l - 1] == ' ' || p[l - 1] == '\r')) l--;
+    CHECK_MSG(l >= 6 && !strncmp(p + l - 6, "</svg>", 6), "%s: does not end with </svg>", path);
+    CHECK_MSG(strstr(p, "<path") || strstr(p, "<rect") || strstr(p, "<polyline"),
+              "%s: draws nothing", path);
+    free(p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// what a results directory should give: figure names from its CSVs
+
+typedef struct {
+    char name[256];  // ops-GB_per_s
+    char metric[64];
+    bool bars;
+} expect;
+
+typedef struct {
+    expect e[256];
+    int n;
+    char benchmarks[256][64];
+    int n_benchmarks;
+} expected;
+
+static void slug(char *out, size_t len, const char *s) {
+    size_t k = 0;
+    for (; *s && k + 6 < len; s++) {
+        if (*s == '/')
+            k += (size_t)fmt(out + k, len - k, "_per_");
+        else if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                 *s == '-' || *s == '.' || *s == '_')
+            out[k++] = *s;
+        else
+            out[k++] = '_';
+    }
+    out[k] = '\0';
+}
+
+static int col(char *header, const char *name) {
+    int i = 0;
+    for (char *h = header; h; i++) {
+        char *c = strchr(h, ',');
+        size_t l = c ? (size_t)(c - h) : strcspn(h, "\r\n");
+        if (l == strlen(name) && !strncmp(h, name, l)) return i;
+        h = c ? c + 1 : NULL;
+    }
+    return -1;
+}
+
+static void field(const char *line, int i, char *out, size_t len) {
+    for (; i > 0 && line; i--) line = strchr(line, ',') ? strchr(line, ',') + 1 : NULL;
+    size_t l = line ? strcspn(line, ",\r\n") : 0;
+    fmt(out, len, "%.*s", (int)l, line ? line : "");
+}
+
+static void expected_of(const char *dir, expected *x) {
+    memset(x, 0, sizeof *x);
+    DIR *d = opendir(dir);
+    CHECK_MSG(d != NULL, "%s: %s", dir, strerror(errno));
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".csv") || strstr(de->d_name, ".samples.csv") ||
+            de->d_name[0] == '.')
+            continue;
+        char suite[128], path[4096];
+        fmt(suite, sizeof suite, "%.*s", (int)(l - 4), de->d_name);
+        fmt(path, sizeof path, "%s/%s", dir, de->d_name);
+        char *text = slurp(path, NULL);
+        if (!text) continue;
+        char *line = text, *next = strchr(line, '\n');
+        int cm = col(line, "metric"), cx = col(line, "x"), cb = col(line, "benchmark"),
+            cmed = col(line, "median");
+        CHECK_MSG(cm >= 0 && cx >= 0 && cb >= 0 && cmed >= 0, "%s: header lacks a column", path);
+        // the rows' metric, benchmark and x; a row is on a line when its benchmark has the
+        // metric at two x values or more, else it is a bar
+        struct {
+            char m[64], b[64];
+            bool has_x;
+            double x;
+        } *rows = calloc(4096, sizeof *rows);
+        int nr = 0;
+        char metrics[64][64];
+        bool with_x[64] = {0}, without_x[64] = {0};
+        int nm = 0;
+        for (line = next ? next + 1 : NULL; line && *line && rows; line = next ? next + 1 : NULL) {
+            next = strchr(line, '\n');
+            char xs[64], med[64], *end;
+            field(line, cm, rows[nr].m, sizeof rows[nr].m);
+            field(line, cx, xs, sizeof xs);
+            field(line, cb, rows[nr].b, sizeof rows[nr].b);
+            field(line, cmed, med, sizeof med);
+            if (!*rows[nr].m || !*med) continue;
+            rows[nr].x = strtod(xs, &end);
+            rows[nr].has_x = *xs && !*end;
+            int q = 0;
+            while (q < x->n_benchmarks && strcmp(x->benchmarks[q], rows[nr].b)) q++;
+            if (q == x->n_benchmarks && q < 256)
+                fmt(x->benchmarks[x->n_benchmarks++], 64, "%s", rows[nr].b);
+            if (nr < 4095) nr++;
+        }
+        for (int i = 0; i < nr; i++) {
+            int k = 0;
+            while (k < nm && strcmp(metrics[k], rows[i].m)) k++;
+            if (k == nm && nm < 64) fmt(metrics[nm++], 64, "%s", rows[i].m);
+            bool line_row = false;
+            for (int j = 0; j < nr && rows[i].has_x; j++)
+                line_row |= rows[j].has_x && rows[j].x != rows[i].x &&
+                            !strcmp(rows[j].m, rows[i].m) && !strcmp(rows[j].b, rows[i].b);
+            if (k < 64) {
+                if (line_row)
+                    with_x[k] = true;
+                else
+                    without_x[k] = true;
+            }
+        }
+        free(rows);
+        for (int k = 0; k < nm && x->n < 250; k++) {
+            char s1[128], s2[128];
+            slug(s1, sizeof s1, suite);
+            slug(s2, sizeof s2, metrics[k]);
+            if (with_x[k]) {
+                fmt(x->e[x->n].name, sizeof x->e[x->n].name, "%s-%s", s1, s2);
+                fmt(x->e[x->n].metric, sizeof x->e[x->n].metric, "%s", metrics[k]);
+                x->e[x->n++].bars = false;
+            }
+            if (without_x[k]) {
+                fmt(x->e[x->n].name, sizeof x->e[x->n].name, "%s-%s%s", s1, s2,
+                    with_x[k] ? "-bars" : "");
+                fmt(x->e[x->n].metric, sizeof x->e[x->n].metric, "%s", metrics[k]);
+                x->e[x->n++].bars = true;
+            }
+        }
+        free(text);
+    }
+    closedir(d);
+    CHECK_MSG(x->n > 0, "%s: no metrics in its CSVs", dir);
+}
+
+static void check_figures(const char *plots, const expected *x) {
+    for (int i = 0; i < x->n; i++) {
+        char p[4096];
+        fmt(p, sizeof p, "%s/%s.png", plots, x->e[i].name);
+        check_png(p);
+        fmt(p, sizeof p, "%s/%s.svg", plots, x->e[i].name);
+        check_svg(p);
+    }
+    printf("%d figures (PNG + SVG) checked in %s\n", x->n, plots);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the modes
+
+static int mode_plot(const char *dir) {
+    expected x;
+    expected_of(dir, &x);
+    char plots[4096];
+    fmt(plots, sizeof plots, "%s/plots", dir);
+    CHECK(sh("rm -rf '%s' && '%s' plot '%s'", plots, bench, dir) == 0);  // no stale figures
+    check_figures(plots, &x);
+    // the plotted data says what it is: the .dat beside each figure has a row per point
+    for (int i = 0; i < x.n; i++) {
+        char p[4096];
+        fmt(p, sizeof p, "%s/%s.dat", plots, x.e[i].name);
+        CHECK_MSG(file_size(p) > 0, "%s missing", p);
+    }
+    return 0;
+}
+
+/* Every src="..." / href="..." in the HTML whose value starts with PREFIX: relative, inside DIR,
+ * an existing non-empty file. Returns how many. */
+static int check_refs(const char *dir, const char *html, const char *attr, const char *prefix) {
+    int n = 0;
+    char pat[32];
+    fmt(pat, sizeof pat, "%s=\"", attr);
+    for (const char *s = strstr(html, pat); s; s = strstr(s + 1, pat)) {
+        const char *v = s + strlen(pat), *end = strchr(v, '"');
+        if (!end || strncmp(v, prefix, strlen(prefix))) continue;
+        char ref[1024], path[4096];
+        fmt(ref, sizeof ref, "%.*s", (int)(end - v), v);
+        CHECK_MSG(ref[0] != '/' && !strstr(ref, ".."), "%s=\"%s\": not inside the directory", attr,
+                  ref);
+        fmt(path, sizeof path, "%s/%s", dir, ref);
+        CHECK_MSG(file_size(path) > 0, "report.html refers to %s, which is missing or empty", ref);
+        if (strstr(ref, ".png")) check_png(path);
+        if (strstr(ref, ".svg")) check_svg(path);
+        n++;
+    }
+    return n;
+}
+
+static int mode_report(const char *dir) {
+    expected x;
+    expected_of(dir, &x);
+    // without plots: report draws them first
+    CHECK(sh("rm -rf '%s/plots' '%s/report.html' '%s/report.md' && '%s' report '%s'", dir, dir, dir,
+             bench, dir) == 0);
+    char path[4096];
+    fmt(path, sizeof path, "%s/report.html", dir);
+    char *html = slurp(path, NULL);
+    CHECK_MSG(html != NULL, "%s missing", path);
+    fmt(path, sizeof path, "%s/report.md", dir);
+    char *md = slurp(path, NULL);
+    CHECK_MSG(md != NULL, "%s missing", path);
+    if (!html || !md) {
+        free(html);
+        free(md);
+        return 0;
+    }
+    CHECK(!strncmp(html, "<!DOCTYPE html>", 15) && strstr(html, "</html>"));
+    CHECK_MSG(strstr(html, "<style>") && !strstr(html, "<link") && !strstr(html, "<script"),
+              "report.html is not self-contained (inline CSS, no links, no scripts)");
+    int imgs = check_refs(dir, html, "src", "");
+    int links = check_refs(dir, html, "href", "plots/");
+    printf("report.html: %d images, %d links to plots, all present\n", imgs, links);
+    CHECK_MSG(imgs == x.n, "report.html shows %d images for %d figures", imgs, x.n);
+    for (int i = 0; i < x.n; i++) {
+        char ref[512];
+        fmt(ref, sizeof ref, "src=\"plots/%s.svg\"", x.e[i].name);
+        CHECK_MSG(strstr(html, ref), "report.html lacks %s", ref);
+        fmt(ref, sizeof ref, "](plots/%s.png)", x.e[i].name);
+        CHECK_MSG(strstr(md, ref), "report.md lacks %s", ref);
+    }
+    // report.md's images exist too
+    int md_imgs = 0;
+    for (const char *s = strstr(md, "](plots/"); s; s = strstr(s + 1, "](plots/")) {
+        char ref[1024], p[4096];
+        size_t l = strcspn(s + 2, ")");
+        fmt(ref, sizeof ref, "%.*s", (int)l, s + 2);
+        fmt(p, sizeof p, "%s/%s", dir, ref);
+        CHECK_MSG(file_size(p) > 0, "report.md refers to %s, which is missing", ref);
+        md_imgs++;
+    }
+    CHECK_MSG(md_imgs == x.n, "report.md shows %d images for %d figures", md_imgs, x.n);
+    // the tables: every benchmark, with context and status sections
+    for (int i = 0; i < x.n_benchmarks; i++) {
+        char cell[128];
+        fmt(cell, sizeof cell, "<td>%s</td>", x.benchmarks[i]);
+        CHECK_MSG(strstr(html, cell), "report.html has no row for %s", x.benchmarks[i]);
+        CHECK_MSG(strstr(md, x.benchmarks[i]) || strchr(x.benchmarks[i], '_'),
+                  "report.md has no row for %s", x.benchmarks[i]);
+    }
+    CHECK(strstr(html, "id=\"run\"") && strstr(html, "id=\"machine\"") &&
+          strstr(html, "id=\"status\""));
+    CHECK(strstr(md, "## Run") && strstr(md, "## Machine") &&
+          strstr(md, "## Skipped and unfinished"));
+    free(html);
+    free(md);
+    return 0;
+}
+
+/* Copies DIR's CSVs and JSONs to DEST with every median (and min, max) times SCALE. */
+static void copy_scaled(const char *dir, const char *dest, double scale) {
+    CHECK(
+        sh("rm -rf '%s' && mkdir -p '%s' && cp '%s'/*.csv '%s'/ && (cp '%s'/*.json '%s'/ || true)",
+           dest, dest, dir, dest, dir, dest) == 0);
+    DIR *d = opendir(dest);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".csv") || strstr(de->d_name, ".samples.csv"))
+            continue;
+        char path[4096];
+        fmt(path, sizeof path, "%s/%s", dest, de->d_name);
+        char *text = slurp(path, NULL);
+        if (!text) continue;
+        int cols[3] = {col(text, "median"), col(text, "min"), col(text, "max")};
+        size_t cap = 2 * strlen(text) + 1024, at = 0;
+        char *out = malloc(cap);
+        const char *line = text;
+        for (int row = 0; line && *line && out; row++) {
+            const char *nl = strchr(line, '\n');
+            size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+            int fi = 0;
+            for (const char *f = line; f < line + ll; fi++) {
+                const char *c = memchr(f, ',', (size_t)(line + ll - f));
+                size_t fl = c ? (size_t)(c - f) : (size_t)(line + ll - f);
+                bool num = row > 0 && (fi == cols[0] || fi == cols[1] || fi == cols[2]) && fl;
+                if (num)
+                    at += (size_t)fmt(out + at, cap - at, "%.9g", strtod(f, NULL) * scale);
+                else
+                    at += (size_t)fmt(out + at, cap - at, "%.*s", (int)fl, f);
+                if (c) out[at++] = ',';
+                f = c ? c + 1 : line + ll;
+            }
+            out[at++] = '\n';
+            out[at] = '\0';
+            line = nl ? nl + 1 : NULL;
+        }
+        CHECK(out && spit(path, out));
+        free(out);
+        free(text);
+    }
+    closedir(d);
+}
+
+/* DIR and a copy 20% faster, side by side: every figure, each with the series of both runs. */
+static void side_of(const char *dir, const char *tag) {
+    char a[4096], b[4096], out[4096];
+    fmt(a, sizeof a, "%s/%s/before", work, tag);
+    fmt(b, sizeof b, "%s/%s/after", work, tag);
+    fmt(out, sizeof out, "%s/%s/side", work, tag);
+    copy_scaled(dir, a, 1.0);
+    copy_scaled(dir, b, 1.2);
+    CHECK(sh("rm -rf '%s'", out) == 0);
+    CHECK(sh("'%s' plot '%s' '%s'", bench, a, b) == 2);
+    CHECK_MSG(strstr(last_err, "--out"),
+              "several directories without --out: the message names --out");
+    CHECK(sh("'%s' plot '%s' '%s' --out '%s'", bench, a, b, out) == 0);
+    expected x;
+    expected_of(a, &x);
+    check_figures(out, &x);
+    for (int i = 0; i < x.n; i++) {
+        char p[4096];
+        fmt(p, sizeof p, "%s/%s.dat", out, x.e[i].name);
+        char *dat = slurp(p, NULL);
+        CHECK_MSG(dat && strstr(dat, "before") && strstr(dat, "after"),
+                  "%s: not both runs (before, after)", p);
+        if (dat && !x.e[i].bars) {  // lines: as many series of "after" as of "before"
+            int na = 0, nb = 0;
+            for (const char *s = strstr(dat, "# series"); s; s = strstr(s + 1, "# series")) {
+                const char *eol = strchr(s, '\n');
+                size_t l = eol ? (size_t)(eol - s) : strlen(s);
+                char line[512];
+                fmt(line, sizeof line, "%.*s", (int)l, s);
+                na += strstr(line, "- before") != NULL;
+                nb += strstr(line, "- after") != NULL;
+            }
+            CHECK_MSG(na > 0 && na == nb, "%s: %d series of before, %d of after", p, na, nb);
+        }
+        free(dat);
+    }
+}
+
+/* A sweep over sizes, as a full (not --quick) run makes: lines, log x, several series. */
+static void make_sweep(const char *p) {
+    char q[4096], csv[8192];
+    CHECK(sh("rm -rf '%s' && mkdir -p '%s'", p, p) == 0);
+    size_t at = (size_t)fmt(csv, sizeof csv,
+                            "suite,benchmark,param,x,metric,unit,median,mean,"
+                            "stddev,cv,min,max,repetitions\n");
+    for (int n = 64; n <= 1024; n *= 4) {
+        double t = 2.0 * n * n * n / 10.0;  // ns at 10 GFLOP/s
+        at += (size_t)fmt(csv + at, sizeof csv - at,
+                          "ops,matmul,n:%d,%d,time,ns,%g,%g,%g,0.01,%g,%g,5\n"
+                          "ops,matmul,n:%d,%d,GFLOP/s,GFLOP/s,10,10,0.1,0.01,9.8,10.1,5\n",
+                          n, n, t, t, t / 100, t * 0.99, t * 1.02, n, n);
+    }
+    for (int n = 1024; n <= 1048576; n *= 32)
+        at += (size_t)fmt(csv + at, sizeof csv - at,
+                          "ops,add,n:%d/dtype:f32,%d,GB/s,GB/s,%g,%g,0.2,0.02,%g,%g,5\n"
+                          "ops,add,n:%d/dtype:bf16,%d,GB/s,GB/s,%g,%g,0.2,0.02,%g,%g,5\n",
+                          n, n, 5.0 + n / 1e5, 5.0 + n / 1e5, 4.9 + n / 1e5, 5.1 + n / 1e5, n, n,
+                          4.0 + n / 1e5, 4.0 + n / 1e5, 3.9 + n / 1e5, 4.1 + n / 1e5);
+    at += (size_t)fmt(csv + at, sizeof csv - at,
+                      "ops,train_step,model:mlp,,samples/s,samples/s,12000,12000,100,0.01,11800,"
+                      "12100,5\n");
+    fmt(q, sizeof q, "%s/ops.csv", p);
+    CHECK(spit(q, csv));
+    fmt(q, sizeof q, "%s/context.json", p);
+    CHECK(spit(q, "{\"format\":\"tandem-results/1\",\"device\":\"cpu\"}"));
+}
+
+static int mode_side(const char *dir) {
+    side_of(dir, "run");
+    char sweep[4096], p[4096];
+    fmt(sweep, sizeof sweep, "%s/sweep", work);
+    make_sweep(sweep);
+    side_of(sweep, "sweep");
+    // the sweep's lines: matmul, and add per dtype (the x part of the param taken out)
+    fmt(p, sizeof p, "%s/sweep/side/ops-GB_per_s.dat", work);
+    char *dat = slurp(p, NULL);
+    CHECK_MSG(dat && strstr(dat, "# series 1: add dtype:f32 - before") &&
+                  strstr(dat, "# series 4: add dtype:bf16 - after"),
+              "%s: not a series per dtype and run", p);
+    free(dat);
+    return 0;
+}
+
+static int mode_bad(void) {
+    char p[4096], q[4096];
+    fmt(p, sizeof p, "%s/no_such_dir", work);
+    CHECK(sh("rm -rf '%s'", p) == 0);
+    for (int r = 0; r < 2; r++) {
+        const char *cmd = r ? "report" : "plot";
+        CHECK(sh("'%s' %s '%s'", bench, cmd, p) == 2);
+        CHECK_MSG(strstr(last_err, "no_such_dir") && strstr(last_err, "No such file"),
+                  "bench %s on a missing directory: unclear message", cmd);
+    }
+    fmt(p, sizeof p, "%s/empty_dir", work);
+    CHECK(sh("rm -rf '%s' && mkdir -p '%s' && echo '{}' > '%s/context.json'", p, p, p) == 0);
+    for (int r = 0; r < 2; r++) {
+        const char *cmd = r ? "report" : "plot";
+        CHECK(sh("'%s' %s '%s'", bench, cmd, p) == 2);
+        CHECK_MSG(strstr(last_err, "empty_dir") && strstr(last_err, "no results"),
+                  "bench %s on a directory without results: unclear message", cmd);
+    }
+    fmt(q, sizeof q, "%s/report.html", p);
+    CHECK_MSG(file_size(q) < 0, "a report was written for a directory without results");
+    // malformed: a header without the columns, a short row, a non-number, a bad context.json
+    static const char *const bad_files[][2] = {
+        {"ops.csv", "name,value\nmatmul,3\n"},
+        {"ops.csv", "suite,benchmark,param,x,metric,unit,median\nops,add,n:1,1,GB/s,GB/s\n"},
+        {"ops.csv", "suite,benchmark,param,x,metric,unit,median\nops,add,n:1,1,GB/s,GB/s,fast\n"},
+        {"context.json", "{\"device\": \"cpu\", "},
+    };
+    static const char *const why[] = {"column in the header", ":2: 6 fields", "not a number",
+                                      "context.json"};
+    for (int k = 0; k < 4; k++) {
+        fmt(p, sizeof p, "%s/malformed%d", work, k);
+        CHECK(sh("rm -rf '%s' && mkdir -p '%s'", p, p) == 0);
+        fmt(q, sizeof q, "%s/ops.csv", p);
+        spit(q, "suite,benchmark,param,x,metric,unit,median\nops,add,n:1,1,GB/s,GB/s,3\n");
+        fmt(q, sizeof q, "%s/%s", p, bad_files[k][0]);
+        CHECK(spit(q, bad_files[k][1]));
+        CHECK(sh("'%s' plot '%s'", bench, p) == 2);
+        CHECK_MSG(strstr(last_err, why[k]), "malformed case %d: the message lacks \"%s\"", k,
+                  why[k]);
+        CHECK(sh("'%s' report '%s'", bench, p) == 2);
+    }
+    // a file for a directory, bad options, no arguments
+    CHECK(sh("'%s' plot '%s'", bench, q) == 2);
+    CHECK_MSG(strstr(last_err, "not a directory"), "a file given as a directory: unclear message");
+    CHECK(sh("'%s' plot", bench) == 2);
+    CHECK(sh("'%s' report", bench) == 2);
+    CHECK(sh("'%s' plot --bogus '%s'", bench, work) == 2);
+    CHECK(sh("'%s' report '%s' '%s'", bench, work, work) == 2);
+    CHECK(sh("'%s' plot --help | grep -q 'usage: bench plot'", bench) == 0);
+    CHECK(sh("'%s' report --help | grep -q 'usage: bench report'", bench) == 0);
+    return 0;
+}
+
+/* A results directory whose names and context carry markup and Markdown. */
+static void make_hostile(const char *p) {
+    char q[4096];
+    CHECK(sh("rm -rf '%s' && mkdir -p '%s'", p, p) == 0);
+    fmt(q, sizeof q, "%s/evil.csv", p);
+    CHECK(spit(q,
+               "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions\n"
+               "evil,<script>alert(1)</script>,n:8,8,GB/s,GB/s,1.5,1.5,0.1,0.07,1.4,1.6,3\n"
+               "evil,<script>alert(1)</script>,n:64,64,GB/s,GB/s,2.5,2.5,0.1,0.04,2.4,2.6,3\n"
+               "evil,a|b*c_d,it's \"q\",,items/s,items/s,7,7,0,0,7,7,3\n"
+               "evil,x&y,n:8,8,time,ns,100,100,1,0.01,99,101,3\n"));
+    fmt(q, sizeof q, "%s/context.json", p);
+    CHECK(spit(q,
+               "{\"format\":\"tandem-results/1\",\"device\":\"cpu\",\"command\":[\"bench\","
+               "\"run\"],\"started\":\"<b>now</b>\",\"env\":{\"host\":\"<img src=x "
+               "onerror=alert(1)>\",\"gpus\":[{\"name\":\"A&B\"}]}}"));
+    fmt(q, sizeof q, "%s/status.json", p);
+    CHECK(spit(q,
+               "{\"complete\":false,\"finished\":[],\"unfinished\":[\"evil/<i>x</i>\"],"
+               "\"skipped\":[{\"suite\":\"<u>gpu</u>\",\"reason\":\"no CUDA device\"}]}"));
+}
+
+static int mode_hostile(void) {
+    char p[4096], q[4096];
+    fmt(p, sizeof p, "%s/hostile", work);
+    make_hostile(p);
+    CHECK(sh("'%s' report '%s'", bench, p) == 0);
+    fmt(q, sizeof q, "%s/report.html", p);
+    char *html = slurp(q, NULL);
+    CHECK(html != NULL);
+    if (html) {
+        CHECK_MSG(!strstr(html, "<script") && !strstr(html, "<img src=x") && !strstr(html, "<b>") &&
+                      !strstr(html, "<u>") && !strstr(html, "<i>"),
+                  "markup from the results reached report.html unescaped");
+        CHECK(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;") && strstr(html, "A&amp;B") &&
+              strstr(html, "x&amp;y") && strstr(html, "it&#39;s &quot;q&quot;"));
+        CHECK_MSG(strstr(html, "This run did not complete"), "the incomplete run is not flagged");
+        CHECK(strstr(html, "no CUDA device") && strstr(html, "&lt;u&gt;gpu&lt;/u&gt;"));
+        CHECK(check_refs(p, html, "src", "") == 3);  // GB/s and time lines, items/s bars
+    }
+    free(html);
+    fmt(q, sizeof q, "%s/report.md", p);
+    char *md = slurp(q, NULL);
+    CHECK(md != NULL);
+    if (md) {
+        bool bare = false;  // a '<' without its backslash
+        for (const char *c = strchr(md, '<'); c; c = strchr(c + 1, '<'))
+            bare |= c == md || c[-1] != '\\';
+        CHECK_MSG(strstr(md, "a\\|b\\*c\\_d") && strstr(md, "\\<script\\>") && !bare,
+                  "report.md does not escape Markdown and markup");
+        CHECK(strstr(md, "**This run did not complete"));
+    }
+    free(md);
+    // --embed: one file, the PNGs inline
+    CHECK(sh("'%s' report --embed '%s'", bench, p) == 0);
+    fmt(q, sizeof q, "%s/report.html", p);
+    html = slurp(q, NULL);
+    CHECK(html && strstr(html, "src=\"data:image/png;base64,iVBORw0KGgo") &&
+          !strstr(html, "src=\"plots/"));
+    free(html);
+    // no gnuplot: plot fails with a clear message (exit 1); report is written without plots
+    CHECK(sh("GNUPLOT=/nonexistent/gnuplot '%s' plot '%s'", bench, p) == 1);
+    CHECK_MSG(strstr(last_err, "gnuplot not found"), "no gnuplot: unclear message");
+    CHECK(sh("rm -rf '%s/plots' && GNUPLOT=/nonexistent/gnuplot '%s' report '%s'", p, bench, p) ==
+          0);
+    html = slurp(q, NULL);
+    CHECK(html && strstr(html, "No plots") && !strstr(html, "<img"));
+    free(html);
+    // a failing gnuplot: its exit status is checked and its message shown
+    CHECK(sh("GNUPLOT=/bin/false '%s' plot '%s'", bench, p) == 1);
+    CHECK_MSG(strstr(last_err, "gnuplot failed"), "a failing gnuplot: unclear message");
+    fmt(q, sizeof q, "%s/plots/evil-GB_per_s.png", p);
+    CHECK_MSG(file_size(q) < 0, "a failed figure left a file behind");
+    // --no-plots
+    CHECK(sh("'%s' report --no-plots '%s'", bench, p) == 0);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: test_report plot|report|side|bad|hostile BENCH WORK [DIR]\n");
+        return 2;
+    }
+    const char *mode = argv[1], *dir = argc > 4 ? argv[4] : NULL;
+    bench = argv[2];
+    work = argv[3];
+    char mk[4200];
+    fmt(mk, sizeof mk, "mkdir -p '%s'", work);
+    if (system(mk) != 0) return 2;
+    bool needs_dir = strcmp(mode, "bad") && strcmp(mode, "hostile");
+    if (needs_dir != (dir != NULL)) {
+        fprintf(stderr, "test_report %s: %s a results directory\n", mode,
+                needs_dir ? "needs" : "takes no");
+        return 2;
+    }
+    if (!strcmp(mode, "plot"))
+        mode_plot(dir);
+    else if (!strcmp(mode, "report"))
+        mode_report(dir);
+    else if (!strcmp(mode, "side"))
+        mode_side(dir);
+    else if (!strcmp(mode, "bad"))
+        mode_bad();
+    else if (!strcmp(mode, "hostile"))
+        mode_hostile();
+    else {
+        fprintf(stderr, "test_report: unknown mode %s\n", mode);
+        return 2;
+    }
+    CHECK_DONE(mode);
+}
