@@ -732,9 +732,14 @@ int bench_run(int argc, char **argv) {
             return bad("--device: %s", tdm_last_error());
     } else {
         tdm_device gpu = {TDM_DEVICE_CUDA, 0};
-        if (tdm_device_available(gpu)) {
+        bool gpu_suites = false;   // until the GPU suites exist, a GPU node measures its CPU
+        for (int i = 0; i < bench_suite_count(); i++)
+            gpu_suites = gpu_suites || bench_suite_supports(bench_suite_at(i), gpu);
+        if (tdm_device_available(gpu) && gpu_suites) {
             dev = gpu;
             fprintf(stderr, "bench run: running on cuda:0 (--device cpu for the CPU)\n");
+        } else if (tdm_device_available(gpu)) {
+            fprintf(stderr, "bench run: running on the cpu (no suite runs on cuda:0 yet)\n");
         } else {
             fprintf(stderr, "bench run: running on the cpu (%s)\n", tdm_last_error());
         }
