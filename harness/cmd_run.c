@@ -563,6 +563,7 @@ static int write_context(const char *dir, int argc, char **argv, const char *dev
     for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
     cJSON_AddStringToObject(c, "device", device);
     cJSON_AddStringToObject(c, "started", started);
+    cJSON_AddBoolToObject(c, "flush_l2", tdm_gb_flush_enabled());
     cJSON_AddItemToObject(c, "env", env ? cJSON_Duplicate(env, true) : cJSON_CreateNull());
     char *text = cJSON_Print(c);
     char path[4200];
@@ -578,7 +579,7 @@ static int write_context(const char *dir, int argc, char **argv, const char *dev
 static void run_usage(FILE *f) {
     fprintf(f,
         "usage: bench run [--suite S[,S...]] [--filter REGEX] [--device cpu|cuda:N]\n"
-        "                 [--repetitions N] [--min-time S] [--quick] [--out DIR]\n"
+        "                 [--repetitions N] [--min-time S] [--quick] [--flush-l2] [--out DIR]\n"
         "\n"
         "Runs benchmark suites through Google Benchmark and writes a results directory\n"
         "(docs/RESULTS_FORMAT.md): context.json, <suite>.json (Google Benchmark's JSON),\n"
@@ -595,6 +596,8 @@ static void run_usage(FILE *f) {
         "--repetitions N   timed repetitions per benchmark (default 5); statistics over them\n"
         "--min-time S      seconds each repetition runs at least (default 0.5)\n"
         "--quick           3 repetitions, --min-time 0.01, the smallest sizes only\n"
+        "--flush-l2        cold figures: flush the caches (the GPU's L2; the CPU's last-level\n"
+        "                  cache) before every timed iteration, outside the timed region\n"
         "--out DIR         results directory (default results/<host>-<device>-<UTC time>);\n"
         "                  must not hold a run already\n"
         "Every benchmark is warmed up (untimed) first and verifies the data it produced.\n"
@@ -679,6 +682,7 @@ int bench_run(int argc, char **argv) {
                                          {"repetitions", required_argument, 0, 'r'},
                                          {"min-time", required_argument, 0, 'm'},
                                          {"quick", no_argument, 0, 'q'},
+                                         {"flush-l2", no_argument, 0, 'F'},
                                          {"out", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -708,6 +712,7 @@ int bench_run(int argc, char **argv) {
             break;
         }
         case 'q': a.quick = true; break;
+        case 'F': tdm_gb_set_flush(true); break;
         case 'o': a.out = optarg; break;
         case 'h': run_usage(stdout); return 0;
         default: run_usage(stderr); return 2;

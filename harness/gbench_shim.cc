@@ -341,6 +341,46 @@ extern "C" void tdm_gb_resume_timing(tdm_gb_state *s) {
     s->paused = false;
 }
 
+// ---- cache flushing ------------------------------------------------------------------------
+
+static bool flush_enabled = false;
+static std::vector<unsigned char> flush_buffer;
+
+extern "C" void tdm_gb_set_flush(bool enabled) { flush_enabled = enabled; }
+extern "C" bool tdm_gb_flush_enabled(void) { return flush_enabled; }
+
+// Twice the last-level cache (sysfs), 64 MiB when it cannot be read.
+static size_t llc_bytes(void) {
+    size_t best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long v = 0;
+        char unit = 0;
+        if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
+            size_t b = v * (unit == 'K' ? 1024ul : unit == 'M' ? 1048576ul : 1ul);
+            if (b > best) best = b;
+        }
+        fclose(f);
+    }
+    return best ? 2 * best : (size_t)64 << 20;
+}
+
+extern "C" void tdm_gb_flush_caches(tdm_gb_state *s) {
+    if (!flush_enabled || !s->in_loop) return;
+    tdm_gb_pause_timing(s);
+    if (flush_buffer.empty()) flush_buffer.resize(llc_bytes());
+    unsigned sum = 0;
+    for (size_t i = 0; i < flush_buffer.size(); i += 64) {
+        flush_buffer[i] = (unsigned char)(flush_buffer[i] + 1);
+        sum += flush_buffer[i];
+    }
+    benchmark::DoNotOptimize(sum);
+    tdm_gb_resume_timing(s);
+}
+
 extern "C" void tdm_gb_counter(tdm_gb_state *s, const char *name, double value,
                                tdm_gb_counter_kind kind) {
     if (!name) return;

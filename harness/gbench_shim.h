@@ -90,6 +90,14 @@ bool tdm_gb_error_occurred(const tdm_gb_state *st);
 void tdm_gb_do_not_optimize(const void *p);
 void tdm_gb_clobber_memory(void);
 
+// Cold figures (bench run --flush-l2): when enabled, flushes the caches with the clock paused —
+// on the CPU by writing and reading a buffer twice the size of the last-level cache (a GPU suite
+// flushes its device's L2 itself when tdm_gb_flush_enabled() says so). Call it first thing in
+// each iteration of a benchmark whose cold figure matters; a no-op when disabled.
+void tdm_gb_set_flush(bool enabled);
+bool tdm_gb_flush_enabled(void);
+void tdm_gb_flush_caches(tdm_gb_state *st);
+
 // ---- running ------------------------------------------------------------------------------
 // A key/value pair added to the "context" of every JSON output of this process (once per key).
 void tdm_gb_add_context(const char *key, const char *value);

@@ -95,6 +95,7 @@ static void bm_matmul(tdm_gb_state *st, void *ctx) {
     tdm_tensor *a = ops_randn(2, shape, 1), *b = ops_randn(2, shape, 2), *c = NULL;
     if (!a || !b) ops_fail(st, "matmul: inputs");
     while (tdm_gb_keep_running(st)) {
+        tdm_gb_flush_caches(st);   // --flush-l2: cold caches, outside the timed region
         tdm_tensor_free(c);
         if (!(c = tdm_matmul(a, b))) ops_fail(st, "matmul");
     }
@@ -116,6 +117,7 @@ static void bm_add(tdm_gb_state *st, void *ctx) {
     tdm_tensor *a = ops_randn(1, &n, 3), *b = ops_randn(1, &n, 4), *c = NULL;
     if (!a || !b) ops_fail(st, "add: inputs");
     while (tdm_gb_keep_running(st)) {
+        tdm_gb_flush_caches(st);   // --flush-l2: cold caches, outside the timed region
         tdm_tensor_free(c);
         if (!(c = tdm_add(a, b, 1.0))) ops_fail(st, "add");
     }
@@ -153,6 +155,7 @@ static void bm_softmax(tdm_gb_state *st, void *ctx) {
     tdm_tensor *x = ops_randn(2, shape, 5), *y = NULL;
     if (!x) ops_fail(st, "softmax: input");
     while (tdm_gb_keep_running(st)) {
+        tdm_gb_flush_caches(st);   // --flush-l2: cold caches, outside the timed region
         tdm_tensor_free(y);
         if (!(y = tdm_softmax(x, 1))) ops_fail(st, "softmax");
     }
@@ -200,6 +203,7 @@ static void bm_conv2d(tdm_gb_state *st, void *ctx) {
     tdm_tensor *x = ops_randn(4, xs, 6), *w = ops_randn(4, ws, 7), *y = NULL;
     if (!x || !w) ops_fail(st, "conv2d: inputs");
     while (tdm_gb_keep_running(st)) {
+        tdm_gb_flush_caches(st);   // --flush-l2: cold caches, outside the timed region
         tdm_tensor_free(y);
         if (!(y = tdm_conv2d(x, w, NULL, &p))) ops_fail(st, "conv2d");
     }

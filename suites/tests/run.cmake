@@ -29,3 +29,7 @@ set_tests_properties(run.interrupted_keeps_results PROPERTIES TIMEOUT 120)
 add_test(NAME run.list COMMAND ${B} list --suite ops)
 set_tests_properties(run.list PROPERTIES PASS_REGULAR_EXPRESSION
   "ops \\[cpu\\].*matmul +GFLOP/s.*n:64  n:128  n:256.*add +GB/s.*mlp_train +samples/s")
+
+# --flush-l2: runs (the flush sits outside the timed region) and is recorded in the context.
+add_test(NAME run.flush_l2_recorded COMMAND sh -c
+  "rm -rf ${TEST_TMP}/flush && $<TARGET_FILE:bench> run --device cpu --quick --suite ops --filter add --flush-l2 --out ${TEST_TMP}/flush >/dev/null && grep -q '\"flush_l2\":[[:space:]]*true' ${TEST_TMP}/flush/context.json")
