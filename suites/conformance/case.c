@@ -179,7 +179,9 @@ tdm_case *tdm_case_load(const char *path) {
         return case_fail(c, st);
     }
     for (const cJSON *a = c->attrs->child; a; a = a->next) {
-        if (!attr_accepted(entry->attrs, a->string)) {
+        // An attr PyTorch's call has but tandem does not use is fine as None (null); any other
+        // value would change the result, so it is an error, never ignored.
+        if (!attr_accepted(entry->attrs, a->string) && !cJSON_IsNull(a)) {
             tdm_error_set(TDM_ERR_FORMAT, "%s: op %s has no attr '%s' (it takes: %s)", path, op,
                           a->string, entry->attrs[0] ? entry->attrs : "none");
             return case_fail(c, st);

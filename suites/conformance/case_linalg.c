@@ -2,6 +2,7 @@
  * avg_pool2d: attrs parsed with PyTorch's defaults (docs/CASE_FORMAT.md), the forward run, and
  * with grad_output the backward, each gradient stored at its input's position. Results go into
  * r only when every call succeeded; on failure nothing is left allocated. */
+#include <string.h>
 #include <limits.h>
 
 #include "case.h"
@@ -74,13 +75,43 @@ static tdm_status run_matmul(const tdm_case *c, tdm_tensor *const *in,
 // ----------------------------------------------------------------------------
 // conv2d: input, weight, bias?; stride 1, padding 0, dilation 1, groups 1
 
+// padding: a pair, an int, or PyTorch's strings: "valid" (none) and "same" (stride 1; the output
+// keeps the input's size: d(k-1)/2 on each side, which must be a whole number here, since
+// tandem's convolution pads symmetrically; PyTorch pads the odd one on the right).
+static tdm_status conv_padding(const tdm_case *c, const tdm_tensor *w, tdm_conv2d_params *p) {
+    char mode[64];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->attrs, "padding");
+    if (!cJSON_IsString(v)) return tdm_attr_pair(c, "padding", (const int[2]){0, 0}, p->padding);
+    if (!w || tdm_tensor_ndim(w) != 4)
+        return tdm_error_set(TDM_ERR_FORMAT, "conv2d: padding='%s' needs a 4-D weight (input.1)",
+                             v->valuestring);
+    TDM_TRY(tdm_attr_string(c, "padding", "valid", mode));
+    if (!strcmp(mode, "valid")) {
+        p->padding[0] = p->padding[1] = 0;
+        return TDM_OK;
+    }
+    if (strcmp(mode, "same"))
+        return tdm_error_set(TDM_ERR_FORMAT, "conv2d: padding '%s' (expected a pair, 'valid' or 'same')", mode);
+    if (p->stride[0] != 1 || p->stride[1] != 1)
+        return tdm_error_set(TDM_ERR_FORMAT, "conv2d: padding='same' is not supported for strided "
+                             "convolutions (as in PyTorch)");
+    for (int d = 0; d < 2; d++) {
+        int64_t total = (int64_t)p->dilation[d] * (tdm_tensor_shape(w)[2 + d] - 1);
+        if (total % 2)
+            return tdm_error_set(TDM_ERR_UNSUPPORTED, "conv2d: padding='same' needs asymmetric "
+                                 "padding here (dilation*(kernel-1) is odd), which tandem lacks");
+        p->padding[d] = (int)(total / 2);
+    }
+    return TDM_OK;
+}
+
 static tdm_status run_conv2d(const tdm_case *c, tdm_tensor *const *in,
                              const tdm_tensor *grad_output, tdm_case_result *r) {
     tdm_conv2d_params p = TDM_CONV2D_DEFAULT;
     TDM_TRY(tdm_attr_pair(c, "stride", (const int[2]){1, 1}, p.stride));
-    TDM_TRY(tdm_attr_pair(c, "padding", (const int[2]){0, 0}, p.padding));
     TDM_TRY(tdm_attr_pair(c, "dilation", (const int[2]){1, 1}, p.dilation));
     TDM_TRY(attr_c_int(c, "groups", 1, &p.groups));
+    TDM_TRY(conv_padding(c, in[1], &p));
 
     tdm_tensor *g[3] = {NULL, NULL, NULL};
     tdm_tensor *y = tdm_conv2d(in[0], in[1], in[2], &p);

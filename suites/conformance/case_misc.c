@@ -232,7 +232,7 @@ static tdm_status run_adamw_step(const tdm_case *c, tdm_tensor *const *in,
 const tdm_case_op tdm_case_ops_misc[] = {
     {"layer_norm", run_layer_norm, "normalized_shape eps"},
     {"batch_norm", run_batch_norm, "training momentum eps"},
-    {"embedding", run_embedding, "padding_idx max_norm scale_grad_by_freq sparse"},
+    {"embedding", run_embedding, "padding_idx max_norm norm_type scale_grad_by_freq sparse"},
     {"sgd_step", run_sgd_step, "lr momentum dampening weight_decay nesterov maximize"},
     {"adam_step", run_adam_step, "lr betas eps weight_decay step amsgrad maximize"},
     {"adamw_step", run_adamw_step, "lr betas eps weight_decay step amsgrad maximize"},

@@ -54,6 +54,8 @@ static tdm_status run_unary(tdm_unary_op op, const tdm_case *c, tdm_tensor *cons
 
 static tdm_status run_relu(const tdm_case *c, tdm_tensor *const *in, const tdm_tensor *go,
                            tdm_case_result *r) {
+    bool inplace;   // tandem's ops are out of place; the values are the same either way
+    TDM_TRY(tdm_attr_bool(c, "inplace", false, &inplace));
     return run_unary(TDM_UNARY_RELU, c, in, go, r);
 }
 
@@ -216,7 +218,7 @@ static tdm_status run_mse_loss(const tdm_case *c, tdm_tensor *const *in, const t
 // ---- the table -----------------------------------------------------------------------------
 
 const tdm_case_op tdm_case_ops_pointwise[] = {
-    {"relu", run_relu, ""},
+    {"relu", run_relu, "inplace"},
     {"gelu", run_gelu, "approximate"},
     {"tanh", run_tanh, ""},
     {"sigmoid", run_sigmoid, ""},

@@ -259,6 +259,9 @@ def cases_conv2d(R):
         _conv(R, "s2p1d2g2", (1, 4, 11, 10), 4, 2, 3, 3, stride=2, padding=1, dilation=2, groups=2),
         _conv(R, "n1", (1, 1, 1, 1), 1, 1, 1, 1),
         _conv(R, "c64", (1, 64, 5, 5), 2, 64, 3, 3),
+        _conv(R, "same", (1, 3, 7, 6), 4, 3, 3, 3, padding="same"),
+        _conv(R, "samed2", (1, 2, 9, 9), 2, 2, 3, 5, padding="same", dilation=2),
+        _conv(R, "valid", (2, 2, 6, 6), 3, 2, 2, 2, padding="valid"),
     ]
 
 

@@ -107,6 +107,18 @@ int main(int argc, char **argv) {
                   c ? "(loaded)" : tdm_last_error());
         tdm_case_free(c);
     }
+    // PyTorch's own argument forms load: inplace=False, and an unused argument given as None.
+    {
+        const char *ok_header = "{\"__metadata__\":{\"format\":\"tandem-case/1\",\"op\":\"relu\","
+            "\"attrs\":\"{\\\"inplace\\\":false,\\\"size_average\\\":null}\"},"
+            TENS("input.0", "F32", "[1]", 0, 4) "," TENS("output.0", "F64", "[1]", 4, 12) "}";
+        size_t n = make_st(buf, ok_header, strlen(ok_header), 12);
+        snprintf(path, sizeof path, "%s/../torch_forms.safetensors", dir);
+        write_file(path, buf, n);
+        tdm_case *c = tdm_case_load(path);
+        CHECK_MSG(c, "inplace=false / None attrs refused: %s", tdm_last_error());
+        tdm_case_free(c);
+    }
     snprintf(path, sizeof path, "%s/empty.safetensors", dir);
     write_file(path, "", 0);
     CHECK(!tdm_case_load(path) && strstr(tdm_last_error(), "truncated"));
