@@ -31,6 +31,11 @@ struct tdm_backend_ops {
     // against device_count.
     tdm_status (*memory_stats)(int device_index, tdm_memory_stats *out);
     tdm_status (*memory_reset_peak)(int device_index);
+    // optional: a caching allocator's controls (tandem/memory.h's tdm_memory_empty_cache,
+    // tdm_memory_summary, tdm_memory_set_caching); index already checked
+    tdm_status (*empty_cache)(int device_index);
+    tdm_status (*memory_summary)(int device_index, char *buf, size_t n);
+    tdm_status (*set_caching)(int device_index, bool caching);
     tdm_status (*copy_from_host)(void *dst, const void *src, size_t nbytes, int device_index);
     tdm_status (*copy_to_host)(void *dst, const void *src, size_t nbytes, int device_index);
     tdm_status (*memset_zero)(void *dst, size_t nbytes, int device_index);
@@ -133,7 +138,7 @@ struct tdm_backend_ops {
 // A backend keeps one tdm_memory_stats per device and updates it through these, which serialize
 // on one lock: tensors are freed from any thread (the data loader's workers among them).
 // alloc: allocated and reserved grow by nbytes, peaks follow, n_allocs + 1; free: the reverse,
-// n_frees + 1. A backend with a caching allocator will count reserved bytes apart.
+// n_frees + 1. The CUDA backend's caching allocator (kernels/caching_allocator.h) keeps its own.
 void tdm_memory_count_alloc(tdm_memory_stats *c, size_t nbytes);
 void tdm_memory_count_free(tdm_memory_stats *c, size_t nbytes);
 void tdm_memory_count_get(const tdm_memory_stats *c, tdm_memory_stats *out);

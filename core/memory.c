@@ -69,6 +69,38 @@ tdm_status tdm_memory_reset_peak(tdm_device dev) {
     return be->memory_reset_peak(dev.type == TDM_DEVICE_CPU ? 0 : dev.index);
 }
 
+// The caching allocator's controls: optional slots, TDM_ERR_UNSUPPORTED where a backend has none.
+// The backend of `dev`, or NULL with the error set.
+static const struct tdm_backend_ops *cache_backend(tdm_device dev) {
+    if (!tdm_device_available(dev)) return NULL;
+    return tdm_backend_get(dev.type);
+}
+
+static int backend_index(tdm_device dev) { return dev.type == TDM_DEVICE_CPU ? 0 : dev.index; }
+
+tdm_status tdm_memory_empty_cache(tdm_device dev) {
+    const struct tdm_backend_ops *be = cache_backend(dev);
+    if (!be) return tdm_last_status();
+    if (!be->empty_cache) return tdm_error_unsupported("memory_empty_cache", be);
+    return be->empty_cache(backend_index(dev));
+}
+
+tdm_status tdm_memory_summary(tdm_device dev, char *buf, size_t n) {
+    if (!buf || n == 0) return tdm_error_set(TDM_ERR_ARG, "memory_summary: empty buffer");
+    buf[0] = '\0';
+    const struct tdm_backend_ops *be = cache_backend(dev);
+    if (!be) return tdm_last_status();
+    if (!be->memory_summary) return tdm_error_unsupported("memory_summary", be);
+    return be->memory_summary(backend_index(dev), buf, n);
+}
+
+tdm_status tdm_memory_set_caching(tdm_device dev, bool caching) {
+    const struct tdm_backend_ops *be = cache_backend(dev);
+    if (!be) return tdm_last_status();
+    if (!be->set_caching) return tdm_error_unsupported("memory_set_caching", be);
+    return be->set_caching(backend_index(dev), caching);
+}
+
 // ---- the tracker scope --------------------------------------------------------------------
 
 tdm_status tdm_memory_tracker_begin(tdm_memory_tracker *t, tdm_device dev) {

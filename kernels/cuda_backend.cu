@@ -1,12 +1,14 @@
-/* cuda_backend.cu — the CUDA backend's table. So far: devices, memory and copies (plain
- * cudaMalloc; the caching allocator, kernels, cuBLAS/cuDNN and NCCL come with the CUDA backend
- * issue), and what each device is (runtime properties + NVML). Compute slots are NULL, which
- * core reports as "not supported by the cuda backend". */
+/* cuda_backend.cu — the CUDA backend's table. So far: devices, memory (the caching allocator of
+ * kernels/caching_allocator.h over cudaMalloc) and copies, and what each device is (runtime
+ * properties + NVML); kernels, cuBLAS/cuDNN and NCCL come with the CUDA backend issue. Compute
+ * slots are NULL, which core reports as "not supported by the cuda backend". */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
 
 static int cuda_device_count(void) {
@@ -189,42 +191,123 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     return TDM_OK;
 }
 
-// ---- memory: plain cudaMalloc/cudaFree, counted per device (core/memory.c); reserved ==
-//      allocated until the caching allocator arrives ----
+// ---- memory: one caching allocator per device (kernels/caching_allocator.h, PyTorch's design),
+//      created on first use over cudaMalloc/cudaFree on that device. Every block is for the
+//      default stream (NULL) for now. TANDEM_CACHING_ALLOCATOR=0 in the environment turns caching
+//      off: every alloc and free is then a cudaMalloc/cudaFree (to measure what caching saves) ----
 
 #define CUDA_MAX_DEVICES 64
-static tdm_memory_stats cuda_memory[CUDA_MAX_DEVICES];
+static tdm_caching_allocator *cuda_allocators[CUDA_MAX_DEVICES];
+static char cuda_device_names[CUDA_MAX_DEVICES][16];   // "cuda:N", for out-of-memory messages
+static signed char cuda_caching_wanted[CUDA_MAX_DEVICES];   // set_caching before creation: -1/1
+static pthread_mutex_t cuda_allocators_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static tdm_status cuda_check_index(int device_index) {
     if (device_index >= 0 && device_index < CUDA_MAX_DEVICES) return TDM_OK;
-    return tdm_error_set(TDM_ERR_DEVICE, "cuda:%d: tandem counts memory on cuda:0..%d only",
+    return tdm_error_set(TDM_ERR_DEVICE, "cuda:%d: tandem manages memory on cuda:0..%d only",
                          device_index, CUDA_MAX_DEVICES - 1);
 }
 
-static void *cuda_alloc(size_t nbytes, int device_index) {
+// The raw allocator under a device's cache; ctx is the device index.
+static void *cuda_raw_alloc(size_t bytes, void *ctx) {
     void *p = NULL;
-    if (cuda_check_index(device_index) != TDM_OK) return NULL;
-    if (CUDA_CHECK(cudaSetDevice(device_index)) != TDM_OK) return NULL;
-    if (CUDA_CHECK(cudaMalloc(&p, nbytes)) != TDM_OK) return NULL;
-    tdm_memory_count_alloc(&cuda_memory[device_index], nbytes);
+    if (CUDA_CHECK(cudaSetDevice((int)(intptr_t)ctx)) != TDM_OK) return NULL;
+    if (CUDA_CHECK(cudaMalloc(&p, bytes)) != TDM_OK) return NULL;   // TDM_ERR_OOM when short
     return p;
 }
 
+static void cuda_raw_free(void *p, size_t bytes, void *ctx) {
+    (void)bytes;
+    if (CUDA_CHECK(cudaSetDevice((int)(intptr_t)ctx)) == TDM_OK) (void)CUDA_CHECK(cudaFree(p));
+}
+
+static int64_t cuda_raw_free_bytes(void *ctx) {
+    size_t free_b = 0, total = 0;
+    if (cudaSetDevice((int)(intptr_t)ctx) != cudaSuccess ||
+        cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return (int64_t)free_b;
+}
+
+static bool cuda_caching_from_env(void) {
+    const char *v = getenv("TANDEM_CACHING_ALLOCATOR");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+// The device's allocator (index checked by the caller). With `create`, made on first use (NULL +
+// error when the device cannot be reached); without, NULL while there is none.
+static tdm_caching_allocator *cuda_allocator(int device_index, bool create) {
+    pthread_mutex_lock(&cuda_allocators_lock);
+    tdm_caching_allocator *ca = cuda_allocators[device_index];
+    size_t free_b = 0, total = 0;
+    if (!ca && create && CUDA_CHECK(cudaSetDevice(device_index)) == TDM_OK &&
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total)) == TDM_OK) {
+        char *name = cuda_device_names[device_index];
+        snprintf(name, sizeof cuda_device_names[0], "cuda:%d", device_index);
+        tdm_raw_allocator raw = {cuda_raw_alloc, cuda_raw_free, (void *)(intptr_t)device_index,
+                                 cuda_raw_free_bytes, name};
+        int wanted = cuda_caching_wanted[device_index];
+        bool caching = wanted ? wanted > 0 : cuda_caching_from_env();
+        ca = cuda_allocators[device_index] = tdm_ca_new(&raw, caching, (int64_t)total);
+    }
+    pthread_mutex_unlock(&cuda_allocators_lock);
+    return ca;
+}
+
+static void *cuda_alloc(size_t nbytes, int device_index) {
+    if (cuda_check_index(device_index) != TDM_OK) return NULL;
+    tdm_caching_allocator *ca = cuda_allocator(device_index, true);
+    return ca ? tdm_ca_alloc(ca, nbytes, NULL) : NULL;
+}
+
+// nbytes is not needed: the allocator knows each block's size.
 static void cuda_free(void *ptr, size_t nbytes, int device_index) {
+    (void)nbytes;
     if (!ptr || cuda_check_index(device_index) != TDM_OK) return;
-    if (CUDA_CHECK(cudaSetDevice(device_index)) == TDM_OK) (void)CUDA_CHECK(cudaFree(ptr));
-    tdm_memory_count_free(&cuda_memory[device_index], nbytes);
+    tdm_caching_allocator *ca = cuda_allocator(device_index, false);
+    if (ca) (void)tdm_ca_free(ca, ptr);
 }
 
 static tdm_status cuda_memory_stats(int device_index, tdm_memory_stats *out) {
     TDM_TRY(cuda_check_index(device_index));
-    tdm_memory_count_get(&cuda_memory[device_index], out);
+    tdm_caching_allocator *ca = cuda_allocator(device_index, false);
+    if (ca) tdm_ca_memory_stats(ca, out);
+    else memset(out, 0, sizeof *out);   // nothing allocated yet
     return TDM_OK;
 }
 
 static tdm_status cuda_memory_reset_peak(int device_index) {
     TDM_TRY(cuda_check_index(device_index));
-    tdm_memory_count_reset_peak(&cuda_memory[device_index]);
+    tdm_caching_allocator *ca = cuda_allocator(device_index, false);
+    if (ca) tdm_ca_reset_peak(ca);
+    return TDM_OK;
+}
+
+static tdm_status cuda_empty_cache(int device_index) {
+    TDM_TRY(cuda_check_index(device_index));
+    tdm_caching_allocator *ca = cuda_allocator(device_index, false);
+    if (ca) tdm_ca_empty_cache(ca);
+    return TDM_OK;
+}
+
+static tdm_status cuda_memory_summary(int device_index, char *buf, size_t n) {
+    TDM_TRY(cuda_check_index(device_index));
+    tdm_caching_allocator *ca = cuda_allocator(device_index, false);
+    if (ca) tdm_ca_summary(ca, buf, n);
+    else snprintf(buf, n, "caching allocator on cuda:%d: nothing allocated yet\n", device_index);
+    return TDM_OK;
+}
+
+// Before the allocator exists, the choice is kept for its creation (over the environment).
+static tdm_status cuda_set_caching(int device_index, bool caching) {
+    TDM_TRY(cuda_check_index(device_index));
+    pthread_mutex_lock(&cuda_allocators_lock);
+    cuda_caching_wanted[device_index] = caching ? 1 : -1;
+    tdm_caching_allocator *ca = cuda_allocators[device_index];
+    pthread_mutex_unlock(&cuda_allocators_lock);
+    if (ca) tdm_ca_set_caching(ca, caching);
     return TDM_OK;
 }
 
@@ -252,6 +335,9 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     cuda_free,              // free
     cuda_memory_stats,      // memory_stats
     cuda_memory_reset_peak, // memory_reset_peak
+    cuda_empty_cache,       // empty_cache
+    cuda_memory_summary,    // memory_summary
+    cuda_set_caching,       // set_caching
     cuda_copy_from_host,    // copy_from_host
     cuda_copy_to_host,      // copy_to_host
     cuda_memset_zero,       // memset_zero

@@ -20,6 +20,16 @@ typedef struct {
 tdm_status tdm_memory_stats_get(tdm_device dev, tdm_memory_stats *out);
 tdm_status tdm_memory_reset_peak(tdm_device dev);
 
+// The caching allocator (the CUDA backend's; TDM_ERR_UNSUPPORTED on a backend without one, as
+// the cpu). empty_cache gives the device every cached segment that is entirely free
+// (torch.cuda.empty_cache). summary writes a printable account (totals, then each segment and its
+// blocks) into buf, truncated to n - 1 characters (torch.cuda.memory_summary). set_caching(false)
+// sends every later alloc and free straight to cudaMalloc/cudaFree, as the environment variable
+// TANDEM_CACHING_ALLOCATOR=0 does from the start (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING=1).
+tdm_status tdm_memory_empty_cache(tdm_device dev);
+tdm_status tdm_memory_summary(tdm_device dev, char *buf, size_t n);
+tdm_status tdm_memory_set_caching(tdm_device dev, bool caching);
+
 // A scope measuring the peak and the net change of allocated bytes inside it (the seeds'
 // GPUMemoryTracker): begin resets the peak; end reports peak - start and end - start.
 typedef struct {

@@ -18,13 +18,16 @@ static tdm_memory_stats cpu_stats(void) {
 
 // ---- memory ------------------------------------------------------------------------------
 
-// The exact byte and call counts of allocating and freeing tensors on `dev`.
+// The exact byte and call counts of allocating and freeing tensors on `dev`. The reference
+// reserves exactly what it allocates; the CUDA backend's caching allocator reserves segments
+// (reserved >= allocated) and rounds every block up to 512 bytes.
 static void test_memory_counts(tdm_device dev) {
+    const bool caching = dev.type == TDM_DEVICE_CUDA;
     tdm_memory_stats s0, s1, s2;
     CHECK(tdm_memory_reset_peak(dev) == TDM_OK);
     CHECK(tdm_memory_stats_get(dev, &s0) == TDM_OK);
     CHECK(s0.peak_allocated == s0.allocated);
-    CHECK(s0.reserved == s0.allocated);  // neither backend caches (yet)
+    CHECK(caching ? s0.reserved >= s0.allocated : s0.reserved == s0.allocated);
 
     // 1 MiB: 262144 f32
     int64_t n = MiB / 4;
@@ -33,7 +36,7 @@ static void test_memory_counts(tdm_device dev) {
     CHECK(tdm_memory_stats_get(dev, &s1) == TDM_OK);
     CHECK_MSG(s1.allocated - s0.allocated == MiB, "allocated grew by %lld",
               (long long)(s1.allocated - s0.allocated));
-    CHECK(s1.reserved - s0.reserved == MiB);
+    CHECK(caching ? s1.reserved >= s1.allocated : s1.reserved - s0.reserved == MiB);
     CHECK(s1.peak_allocated == s1.allocated);
     CHECK(s1.peak_reserved == s1.reserved);
     CHECK(s1.n_allocs - s0.n_allocs == 1);
@@ -49,7 +52,7 @@ static void test_memory_counts(tdm_device dev) {
     tdm_tensor_free(v);
     CHECK(tdm_memory_stats_get(dev, &s2) == TDM_OK);
     CHECK(s2.allocated == s0.allocated);
-    CHECK(s2.reserved == s0.reserved);
+    CHECK(caching ? s2.reserved >= s0.reserved : s2.reserved == s0.reserved);   // cached
     CHECK_MSG(s2.peak_allocated == s0.allocated + MiB, "peak %lld, expected %lld",
               (long long)s2.peak_allocated, (long long)(s0.allocated + MiB));
     CHECK(s2.n_allocs - s0.n_allocs == 1);
@@ -61,12 +64,12 @@ static void test_memory_counts(tdm_device dev) {
     CHECK(s2.peak_allocated == s0.allocated);
     CHECK(s2.peak_reserved == s0.reserved);
 
-    // An empty tensor still asks the backend for one byte, and gives it back.
+    // An empty tensor still asks the backend for one byte (a 512-byte block when caching).
     int64_t zero = 0;
     tdm_tensor *e = tdm_tensor_zeros(1, &zero, TDM_DTYPE_F32, dev);
     CHECK(e != NULL);
     CHECK(tdm_memory_stats_get(dev, &s1) == TDM_OK);
-    CHECK(s1.allocated - s0.allocated == 1);
+    CHECK(s1.allocated - s0.allocated == (caching ? 512 : 1));
     tdm_tensor_free(e);
     CHECK(tdm_memory_stats_get(dev, &s1) == TDM_OK);
     CHECK(s1.allocated == s0.allocated);
