@@ -70,7 +70,9 @@ tdm_tensor *tdm_tensor_empty(int ndim, const int64_t *shape, tdm_dtype dt, tdm_d
     s->backend = be;
     s->refcount = 1;
     // Allocate at least one byte so that empty tensors still have a valid pointer.
-    s->data = be->alloc(s->nbytes ? s->nbytes : 1, dev.index);
+    s->guarded = tdm_debug_guards();
+    s->data = s->guarded ? tdm_debug_guarded_alloc(be, s->nbytes ? s->nbytes : 1, dev.index)
+                         : be->alloc(s->nbytes ? s->nbytes : 1, dev.index);
     if (!s->data) {
         free(t);
         free(s);
@@ -87,6 +89,10 @@ tdm_tensor *tdm_tensor_empty(int ndim, const int64_t *shape, tdm_dtype dt, tdm_d
         t->shape[i] = shape[i];
         t->stride[i] = stride;
         stride *= shape[i];
+    }
+    if (tdm_debug_poison() && tdm_debug_poison_tensor(t) != TDM_OK) {
+        tdm_tensor_free(t);
+        return NULL;
     }
     return t;
 }
@@ -157,7 +163,8 @@ void tdm_tensor_free(tdm_tensor *t) {
     tdm_grad_node_release(t->grad_fn);
     tdm_storage *s = t->storage;
     if (--s->refcount == 0) {
-        s->backend->free(s->data, s->nbytes ? s->nbytes : 1, s->device.index);
+        if (s->guarded) tdm_debug_guarded_free(t, s);
+        else s->backend->free(s->data, s->nbytes ? s->nbytes : 1, s->device.index);
         free(s);
     }
     free(t);

@@ -17,6 +17,7 @@ typedef struct {
     tdm_device device;
     const struct tdm_backend_ops *backend;
     int refcount;
+    bool guarded;   // allocated with debug guard regions (core/debug.c)
 } tdm_storage;
 
 struct tdm_tensor {
@@ -48,6 +49,11 @@ tdm_status tdm_error_set(tdm_status s, const char *fmt, ...)
 
 // The error for an optional backend slot that is NULL: "<op>: not supported by the cuda backend".
 tdm_status tdm_error_unsupported(const char *op, const struct tdm_backend_ops *be);
+
+// ---- debug mode (core/debug.c): called by tensor.c only while a mode is on ----
+tdm_status tdm_debug_poison_tensor(tdm_tensor *t);
+void *tdm_debug_guarded_alloc(const struct tdm_backend_ops *be, size_t nbytes, int device_index);
+void tdm_debug_guarded_free(const tdm_tensor *t, tdm_storage *s);
 
 // ---- tensor helpers ----------------------------------------------------------------------
 static inline const void *tdm_data_c(const tdm_tensor *t) { return t->storage->data; }

@@ -12,6 +12,7 @@ static const struct {
     {"run", "run benchmark suites through Google Benchmark and write a results directory", bench_run},
     {"list", "the benchmark suites and their benchmarks: what each measures, its unit", bench_list},
     {"replay", "run case files (forward and backward) and compare within error bounds", bench_replay},
+    {"conform", "random cases per op and dtype vs the f64 reference, NaN poison and guards", bench_conform},
     {"train", "train a model (mlp:/cnn: grammar) with SGD/Adam/AdamW, AMP, accumulation", bench_train},
     {"plot", "draw a results directory's figures (PNG, SVG) with gnuplot; several side by side", bench_plot},
     {"report", "write report.html and report.md: context, tables, plots of a results directory", bench_report},

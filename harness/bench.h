@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 int bench_replay(int argc, char **argv);
+int bench_conform(int argc, char **argv);
 int bench_train(int argc, char **argv);
 int bench_plot(int argc, char **argv);
 int bench_report(int argc, char **argv);

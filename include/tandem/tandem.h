@@ -121,5 +121,6 @@ tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
 #include "tandem/nn.h"
 #include "tandem/optim.h"
 #include "tandem/parallel.h"
+#include "tandem/debug.h"
 
 #endif

@@ -1,0 +1,443 @@
+/* random.c — a generator per op for bench conform (random.h). Shapes sweep sizes that catch
+ * off-by-one and tail bugs in blocked kernels: 1, odd primes (7, 13), 33, and just past common
+ * block/vector widths (129, 257); large sizes go to one dim at a time so a case stays small.
+ * Inputs come from tdm_tensor_randn/rand seeded from (seed, index); the expected values are the
+ * reference's results on the same inputs converted to f64 (exact), stored in F64. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "random.h"
+#include "core/tensor_impl.h"
+
+// ---- the case's private generator (shapes and attrs) --------------------------------------
+
+typedef struct {
+    uint64_t state;        // splitmix64
+    uint64_t tensor_seed;  // seed for tdm_tensor_randn/rand; offset = the input's slot
+    tdm_dtype dt;
+    tdm_case *c;
+} gen;
+
+static uint64_t next_u64(gen *g) {
+    uint64_t z = (g->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static int pick(gen *g, int n) { return (int)(next_u64(g) % (uint64_t)n); }
+static bool coin(gen *g) { return pick(g, 2) == 1; }
+
+static const int64_t SMALL[] = {1, 2, 3, 5, 7};
+static const int64_t SIZES[] = {1, 7, 13, 33, 129, 257};
+static int64_t small(gen *g) { return SMALL[pick(g, 5)]; }
+static int64_t any_size(gen *g) { return SIZES[pick(g, 6)]; }
+
+// A shape of nd dims: one dim from SIZES, the others small.
+static void rand_shape(gen *g, int nd, int64_t *shape) {
+    int big = pick(g, nd ? nd : 1);
+    for (int i = 0; i < nd; i++) shape[i] = i == big ? any_size(g) : small(g);
+}
+
+// ---- building the case ----------------------------------------------------------------------
+
+static tdm_status put(gen *g, int slot, tdm_tensor *t) {
+    if (!t) return tdm_last_status();
+    g->c->input[slot] = t;
+    return TDM_OK;
+}
+static tdm_status randn_in(gen *g, int slot, int nd, const int64_t *shape) {
+    return put(g, slot, tdm_tensor_randn(nd, shape, g->dt, TDM_CPU, g->tensor_seed, (uint64_t)slot));
+}
+static tdm_status rand_in(gen *g, int slot, int nd, const int64_t *shape) {
+    return put(g, slot, tdm_tensor_rand(nd, shape, g->dt, TDM_CPU, g->tensor_seed, (uint64_t)slot));
+}
+// Integers in [lo, hi) (I64), with `ignore` substituted at random where ignore_p > 0.
+static tdm_status ints_in(gen *g, int slot, int nd, const int64_t *shape, int64_t lo, int64_t hi) {
+    int64_t n = tdm_shape_numel(nd, shape);
+    int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return tdm_error_set(TDM_ERR_OOM, "random case: out of memory");
+    for (int64_t i = 0; i < n; i++) v[i] = lo + (int64_t)(next_u64(g) % (uint64_t)(hi - lo));
+    tdm_status s = put(g, slot, tdm_tensor_from_host(nd, shape, TDM_DTYPE_I64, TDM_CPU, v));
+    free(v);
+    return s;
+}
+static void attr_num(gen *g, const char *k, double v) { cJSON_AddNumberToObject(g->c->attrs, k, v); }
+static void attr_bool(gen *g, const char *k, bool v) { cJSON_AddBoolToObject(g->c->attrs, k, v); }
+static void attr_str(gen *g, const char *k, const char *v) { cJSON_AddStringToObject(g->c->attrs, k, v); }
+static void attr_pair(gen *g, const char *k, int a, int b) {
+    int v[2] = {a, b};
+    cJSON_AddItemToObject(g->c->attrs, k, cJSON_CreateIntArray(v, 2));
+}
+
+// ---- generators, one per op -------------------------------------------------------------------
+
+static tdm_status gen_unary(gen *g) {   // relu tanh sigmoid gelu
+    int64_t sh[4];
+    int nd = 1 + pick(g, 3);
+    rand_shape(g, nd, sh);
+    if (!strcmp(g->c->op, "gelu")) attr_str(g, "approximate", coin(g) ? "tanh" : "none");
+    return randn_in(g, 0, nd, sh);
+}
+
+static tdm_status gen_softmax(gen *g) {   // softmax log_softmax
+    int64_t sh[4];
+    int nd = 1 + pick(g, 3);
+    rand_shape(g, nd, sh);
+    attr_num(g, "dim", pick(g, 2 * nd) - nd);
+    return randn_in(g, 0, nd, sh);
+}
+
+static tdm_status gen_binary(gen *g) {   // add mul: b broadcasts against a
+    int64_t a[4], b[4];
+    int nd = 1 + pick(g, 3), ndb = nd - pick(g, nd);
+    rand_shape(g, nd, a);
+    for (int i = 0; i < ndb; i++) b[i] = coin(g) ? 1 : a[nd - ndb + i];
+    if (coin(g))   // sometimes a is the one broadcast
+        for (int i = 0; i < ndb; i++) { int64_t t = a[nd - ndb + i]; a[nd - ndb + i] = b[i]; b[i] = t; }
+    if (!strcmp(g->c->op, "add") && coin(g)) attr_num(g, "alpha", coin(g) ? 0.5 : -2.0);
+    TDM_TRY(randn_in(g, 0, nd, a));
+    return randn_in(g, 1, ndb, b);
+}
+
+static tdm_status gen_reduce(gen *g) {   // sum mean
+    int64_t sh[4];
+    int nd = 1 + pick(g, 3);
+    rand_shape(g, nd, sh);
+    if (coin(g)) {
+        cJSON *dims = cJSON_CreateArray();
+        for (int i = 0; i < nd; i++)
+            if (coin(g)) cJSON_AddItemToArray(dims, cJSON_CreateNumber(coin(g) ? i : i - nd));
+        if (!cJSON_GetArraySize(dims)) cJSON_AddItemToArray(dims, cJSON_CreateNumber(nd - 1));
+        cJSON_AddItemToObject(g->c->attrs, "dim", dims);
+    }
+    attr_bool(g, "keepdim", coin(g));
+    return randn_in(g, 0, nd, sh);
+}
+
+static const char *REDUCTIONS[] = {"mean", "sum", "none"};
+
+static tdm_status gen_mse(gen *g) {
+    int64_t sh[4];
+    int nd = 1 + pick(g, 3);
+    rand_shape(g, nd, sh);
+    attr_str(g, "reduction", REDUCTIONS[pick(g, 3)]);
+    TDM_TRY(randn_in(g, 0, nd, sh));
+    return randn_in(g, 1, nd, sh);
+}
+
+static tdm_status gen_cross_entropy(gen *g) {
+    int64_t n = coin(g) ? small(g) : any_size(g), cl = coin(g) ? small(g) + 1 : any_size(g);
+    if (n * cl > 4096) n = 3;
+    attr_str(g, "reduction", REDUCTIONS[pick(g, 3)]);
+    if (coin(g)) attr_num(g, "label_smoothing", coin(g) ? 0.1 : 0.25);
+    bool ignore = coin(g);
+    if (ignore) attr_num(g, "ignore_index", 0);   // class 0 is ignored; target 1 always remains
+    TDM_TRY(randn_in(g, 0, 2, (int64_t[]){n, cl}));
+    TDM_TRY(ints_in(g, 1, 1, (int64_t[]){n}, 0, cl));
+    int64_t *t = tdm_tensor_data(g->c->input[1]);
+    if (ignore && cl > 1) t[0] = 1;   // at least one row counts (mean over none is 0/0)
+    return TDM_OK;
+}
+
+static tdm_status gen_linear(gen *g) {
+    int64_t in = any_size(g), out = coin(g) ? small(g) : any_size(g), sh[3];
+    int nd = 1 + pick(g, 3);
+    for (int i = 0; i < nd - 1; i++) sh[i] = small(g);
+    sh[nd - 1] = in;
+    TDM_TRY(randn_in(g, 0, nd, sh));
+    TDM_TRY(randn_in(g, 1, 2, (int64_t[]){out, in}));
+    return coin(g) ? randn_in(g, 2, 1, (int64_t[]){out}) : TDM_OK;
+}
+
+static tdm_status gen_matmul(gen *g) {
+    int64_t n = small(g), k = any_size(g), m = coin(g) ? small(g) : any_size(g), b = small(g);
+    if (coin(g)) { int64_t t = n; n = m; m = t; }
+    switch (pick(g, 4)) {
+    case 0:
+        TDM_TRY(randn_in(g, 0, 2, (int64_t[]){n, k}));
+        return randn_in(g, 1, 2, (int64_t[]){k, m});
+    case 1:
+        TDM_TRY(randn_in(g, 0, 3, (int64_t[]){b, n, k}));
+        return randn_in(g, 1, 3, (int64_t[]){b, k, m});
+    case 2:
+        TDM_TRY(randn_in(g, 0, 3, (int64_t[]){b, n, k}));
+        return randn_in(g, 1, 2, (int64_t[]){k, m});
+    default:
+        TDM_TRY(randn_in(g, 0, 2, (int64_t[]){n, k}));
+        return randn_in(g, 1, 3, (int64_t[]){b, k, m});
+    }
+}
+
+// A spatial size with a window (k, s, p, d) fitting at least once: h + 2p >= d (k - 1) + 1.
+static int64_t spatial(gen *g, int k, int p, int d) {
+    static const int64_t hs[] = {1, 2, 5, 7, 13, 33};
+    int64_t h = hs[pick(g, 6)], need = (int64_t)d * (k - 1) + 1 - 2 * p;
+    return h < need ? need : h;
+}
+
+static tdm_status gen_conv2d(gen *g) {
+    int groups = 1 + pick(g, 3), cpg = 1 + pick(g, 3), opg = 1 + pick(g, 3);
+    int kh = 1 + pick(g, 3), kw = 1 + pick(g, 3), sh = 1 + pick(g, 2), sw = 1 + pick(g, 2);
+    int ph = pick(g, 2), pw = pick(g, 2), dh = 1 + pick(g, 2), dw = 1 + pick(g, 2);
+    int64_t n = 1 + pick(g, 2), c = (int64_t)groups * cpg, o = (int64_t)groups * opg;
+    int64_t h = spatial(g, kh, ph, dh), w = spatial(g, kw, pw, dw);
+    attr_pair(g, "stride", sh, sw);
+    attr_pair(g, "padding", ph, pw);
+    attr_pair(g, "dilation", dh, dw);
+    attr_num(g, "groups", groups);
+    TDM_TRY(randn_in(g, 0, 4, (int64_t[]){n, c, h, w}));
+    TDM_TRY(randn_in(g, 1, 4, (int64_t[]){o, cpg, kh, kw}));
+    return coin(g) ? randn_in(g, 2, 1, (int64_t[]){o}) : TDM_OK;
+}
+
+static tdm_status gen_pool(gen *g) {   // max_pool2d avg_pool2d
+    bool is_max = !strcmp(g->c->op, "max_pool2d");
+    int kh = 1 + pick(g, 3), kw = 1 + pick(g, 3);
+    int sh = 1 + pick(g, kh), sw = 1 + pick(g, kw), ph = pick(g, kh / 2 + 1), pw = pick(g, kw / 2 + 1);
+    int dh = is_max ? 1 + pick(g, 2) : 1, dw = is_max ? 1 + pick(g, 2) : 1;
+    attr_pair(g, "kernel_size", kh, kw);
+    if (coin(g)) attr_pair(g, "stride", sh, sw);
+    attr_pair(g, "padding", ph, pw);
+    attr_bool(g, "ceil_mode", coin(g));
+    if (is_max) {
+        attr_pair(g, "dilation", dh, dw);
+    } else {
+        attr_bool(g, "count_include_pad", coin(g));
+        if (!pick(g, 4)) attr_num(g, "divisor_override", 1 + pick(g, 5));
+    }
+    int64_t c = small(g), h = spatial(g, kh, ph, dh), w = spatial(g, kw, pw, dw);
+    if (coin(g)) return randn_in(g, 0, 3, (int64_t[]){c, h, w});
+    return randn_in(g, 0, 4, (int64_t[]){1 + pick(g, 2), c, h, w});
+}
+
+static tdm_status gen_layer_norm(gen *g) {
+    int64_t sh[3];
+    int nd = 1 + pick(g, 3), nn = 1 + pick(g, nd < 2 ? 1 : 2);
+    rand_shape(g, nd, sh);
+    cJSON *ns = cJSON_CreateArray();
+    for (int i = nd - nn; i < nd; i++) cJSON_AddItemToArray(ns, cJSON_CreateNumber((double)sh[i]));
+    cJSON_AddItemToObject(g->c->attrs, "normalized_shape", ns);
+    if (coin(g)) attr_num(g, "eps", 1e-3);
+    TDM_TRY(randn_in(g, 0, nd, sh));
+    if (coin(g)) {
+        TDM_TRY(randn_in(g, 1, nn, sh + nd - nn));
+        TDM_TRY(randn_in(g, 2, nn, sh + nd - nn));
+    }
+    return TDM_OK;
+}
+
+static tdm_status gen_batch_norm(gen *g) {
+    int64_t n = 1 + pick(g, 3), c = coin(g) ? small(g) : any_size(g), sp = small(g);
+    if (n * sp < 2) n = 2;   // training needs more than one value per channel
+    bool training = coin(g);
+    attr_bool(g, "training", training);
+    if (coin(g)) attr_num(g, "momentum", 0.3);
+    if (coin(g)) TDM_TRY(randn_in(g, 0, 3, (int64_t[]){n, c, sp}));
+    else TDM_TRY(randn_in(g, 0, 4, (int64_t[]){n, c, sp, 1 + pick(g, 3)}));
+    bool stats = !training || coin(g), affine = coin(g);
+    if (stats) {
+        TDM_TRY(randn_in(g, 1, 1, (int64_t[]){c}));
+        TDM_TRY(rand_in(g, 2, 1, (int64_t[]){c}));   // positive: [0, 1) + eps
+    }
+    if (affine) {
+        TDM_TRY(randn_in(g, 3, 1, (int64_t[]){c}));
+        TDM_TRY(randn_in(g, 4, 1, (int64_t[]){c}));
+    }
+    return TDM_OK;
+}
+
+static tdm_status gen_embedding(gen *g) {
+    int64_t v = coin(g) ? small(g) + 1 : any_size(g), d = any_size(g), sh[3];
+    int nd = 1 + pick(g, 2);
+    for (int i = 0; i < nd; i++) sh[i] = small(g);
+    if (coin(g)) attr_num(g, "padding_idx", pick(g, (int)v));
+    TDM_TRY(ints_in(g, 0, nd, sh, 0, v));
+    return randn_in(g, 1, 2, (int64_t[]){v, d});
+}
+
+static tdm_status gen_dropout(gen *g) {
+    static const double ps[] = {0.0, 0.1, 0.5, 0.9, 1.0};
+    int64_t sh[4];
+    int nd = 1 + pick(g, 3);
+    rand_shape(g, nd, sh);
+    attr_num(g, "p", ps[pick(g, 5)]);
+    attr_bool(g, "training", pick(g, 4) != 0);
+    attr_num(g, "seed", (double)(next_u64(g) & 0xffffff));
+    attr_num(g, "offset", pick(g, 100));
+    return randn_in(g, 0, nd, sh);
+}
+
+static tdm_status gen_sgd(gen *g) {
+    int64_t sh[2];
+    int nd = 1 + pick(g, 2);
+    rand_shape(g, nd, sh);
+    double mom = coin(g) ? 0.9 : 0.0;
+    attr_num(g, "lr", coin(g) ? 0.1 : 0.01);
+    attr_num(g, "momentum", mom);
+    if (coin(g)) attr_num(g, "weight_decay", 0.01);
+    bool nesterov = mom > 0 && coin(g);
+    attr_bool(g, "nesterov", nesterov);
+    if (mom > 0 && !nesterov && coin(g)) attr_num(g, "dampening", 0.1);
+    TDM_TRY(randn_in(g, 0, nd, sh));
+    TDM_TRY(randn_in(g, 1, nd, sh));
+    return mom > 0 && coin(g) ? randn_in(g, 2, nd, sh) : TDM_OK;
+}
+
+static tdm_status gen_adam(gen *g) {
+    int64_t sh[2];
+    int nd = 1 + pick(g, 2);
+    rand_shape(g, nd, sh);
+    attr_num(g, "lr", coin(g) ? 1e-3 : 1e-2);
+    attr_num(g, "step", 1 + pick(g, 20));
+    if (coin(g)) attr_num(g, "weight_decay", 0.05);
+    if (coin(g)) attr_num(g, "eps", 1e-6);
+    TDM_TRY(randn_in(g, 0, nd, sh));
+    TDM_TRY(randn_in(g, 1, nd, sh));
+    TDM_TRY(randn_in(g, 2, nd, sh));
+    return rand_in(g, 3, nd, sh);   // exp_avg_sq >= 0
+}
+
+static const struct {
+    const char *op;
+    tdm_status (*gen)(gen *g);
+    bool backward;
+} GENERATORS[] = {
+    {"linear", gen_linear, true},         {"matmul", gen_matmul, true},
+    {"conv2d", gen_conv2d, true},         {"max_pool2d", gen_pool, true},
+    {"avg_pool2d", gen_pool, true},       {"relu", gen_unary, true},
+    {"gelu", gen_unary, true},            {"tanh", gen_unary, true},
+    {"sigmoid", gen_unary, true},         {"add", gen_binary, true},
+    {"mul", gen_binary, true},            {"dropout", gen_dropout, true},
+    {"sum", gen_reduce, true},            {"mean", gen_reduce, true},
+    {"softmax", gen_softmax, true},       {"log_softmax", gen_softmax, true},
+    {"cross_entropy", gen_cross_entropy, true}, {"mse_loss", gen_mse, true},
+    {"layer_norm", gen_layer_norm, true}, {"batch_norm", gen_batch_norm, true},
+    {"embedding", gen_embedding, true},   {"sgd_step", gen_sgd, false},
+    {"adam_step", gen_adam, false},       {"adamw_step", gen_adam, false},
+};
+#define N_GENERATORS ((int)(sizeof GENERATORS / sizeof *GENERATORS))
+
+const char *tdm_random_ops(void) {
+    static char list[512];
+    if (!list[0])
+        for (int i = 0; i < N_GENERATORS; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
+                     GENERATORS[i].op);
+    return list;
+}
+
+static int find_gen(const char *op) {
+    for (int i = 0; i < N_GENERATORS; i++)
+        if (!strcmp(GENERATORS[i].op, op)) return i;
+    return -1;
+}
+bool tdm_random_has(const char *op) { return find_gen(op) >= 0; }
+
+// ---- expected values: the reference on the inputs in f64 ------------------------------------
+
+static tdm_case *case_f64(const tdm_case *c) {
+    tdm_case *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    memcpy(d->path, c->path, sizeof d->path);
+    memcpy(d->op, c->op, sizeof d->op);
+    d->attrs = cJSON_Duplicate(c->attrs, true);
+    d->dtype = TDM_DTYPE_F64;
+    for (int i = 0; i < TDM_CASE_MAX; i++) {
+        const tdm_tensor *src[] = {c->input[i], c->grad_output[i]};
+        tdm_tensor **dst[] = {&d->input[i], &d->grad_output[i]};
+        for (int k = 0; k < 2; k++) {
+            if (!src[k]) continue;
+            tdm_dtype dt = tdm_dtype_is_float(src[k]->dtype) ? TDM_DTYPE_F64 : src[k]->dtype;
+            if (!(*dst[k] = tdm_tensor_to(src[k], TDM_CPU, dt))) {
+                tdm_case_free(d);
+                return NULL;
+            }
+        }
+    }
+    return d;
+}
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+    gen g = {.state = a ^ (b * 0xD6E8FEB86659FD93ull)};
+    return next_u64(&g);
+}
+
+tdm_case *tdm_random_case(const char *op, tdm_dtype dt, uint64_t seed, int64_t index) {
+    int gi = find_gen(op);
+    if (gi < 0) {
+        tdm_error_set(TDM_ERR_ARG, "random case: no generator for op '%s'", op);
+        return NULL;
+    }
+    tdm_case *c = calloc(1, sizeof *c);
+    if (!c) {
+        tdm_error_set(TDM_ERR_OOM, "random case: out of memory");
+        return NULL;
+    }
+    uint64_t h = 1469598103934665603ull;   // FNV-1a of the op: each op its own stream
+    for (const char *p = op; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    gen g = {.state = mix(mix(seed, h), (uint64_t)index), .dt = dt, .c = c};
+    g.tensor_seed = next_u64(&g) ^ (uint64_t)dt;
+    snprintf(c->op, sizeof c->op, "%s", op);
+    snprintf(c->path, sizeof c->path, "%s-%s-s%llu-i%lld", op, tdm_dtype_name(dt),
+             (unsigned long long)seed, (long long)index);
+    c->attrs = cJSON_CreateObject();
+    c->dtype = dt;
+    tdm_status s = c->attrs ? GENERATORS[gi].gen(&g) : tdm_error_set(TDM_ERR_OOM, "out of memory");
+    tdm_case *e = NULL;
+    tdm_case_result r = {0};
+    // Forward in f64 first for the output's shape, then grad_output of that shape, then the full
+    // run in f64 for the expected values.
+    if (s == TDM_OK && !(e = case_f64(c))) s = tdm_last_status();
+    if (s == TDM_OK) s = tdm_case_run(e, TDM_CPU, &r);
+    if (s == TDM_OK && GENERATORS[gi].backward) {
+        const tdm_tensor *y = r.output[0];
+        c->grad_output[0] = tdm_tensor_randn(y->ndim, y->shape, dt, TDM_CPU, g.tensor_seed, 100);
+        tdm_case_result_free(&r);
+        tdm_case_free(e);
+        e = NULL;
+        if (!c->grad_output[0] || !(e = case_f64(c))) s = tdm_last_status();
+        if (s == TDM_OK) s = tdm_case_run(e, TDM_CPU, &r);
+    }
+    if (s == TDM_OK) {
+        for (int i = 0; i < TDM_CASE_MAX; i++) {
+            c->output[i] = r.output[i];
+            c->grad_input[i] = r.grad_input[i];
+            r.output[i] = r.grad_input[i] = NULL;
+        }
+        if (!c->output[0]) s = tdm_error_set(TDM_ERR_ARG, "random case %s: no output", c->path);
+    }
+    tdm_case_result_free(&r);
+    tdm_case_free(e);
+    if (s != TDM_OK) {
+        tdm_case_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+// ---- writing a case file --------------------------------------------------------------------
+
+tdm_status tdm_random_case_save(const tdm_case *c, const char *path, uint64_t seed, int64_t index) {
+    static const char *kinds[] = {"input", "grad_output", "output", "grad_input"};
+    tdm_tensor *const *arrays[] = {c->input, c->grad_output, c->output, c->grad_input};
+    char names[4 * TDM_CASE_MAX][32];
+    const char *np[4 * TDM_CASE_MAX];
+    const tdm_tensor *tp[4 * TDM_CASE_MAX];
+    int n = 0;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < TDM_CASE_MAX; i++) {
+            if (!arrays[k][i]) continue;
+            snprintf(names[n], sizeof names[n], "%s.%d", kinds[k], i);
+            np[n] = names[n];
+            tp[n++] = arrays[k][i];
+        }
+    char *attrs = cJSON_PrintUnformatted(c->attrs);
+    char seed_s[64];
+    snprintf(seed_s, sizeof seed_s, "%llu:%lld", (unsigned long long)seed, (long long)index);
+    const char *meta[] = {"format", "tandem-case/1", "op", c->op, "attrs", attrs ? attrs : "{}",
+                          "seed", seed_s, "generator", "bench conform"};
+    tdm_status s = tdm_safetensors_save(path, n, np, tp, 5, meta);
+    free(attrs);
+    return s;
+}
