@@ -40,7 +40,8 @@ static void train_usage(FILE *f) {
         "  e.g. cnn:3x32x32/c16k3p1-bn-relu-mp2-c32k3p1-bn-relu-mp2-flat-fc10\n"
         "--batch B         rows per optimizer step (default 64); with --accumulate K, K micro-batches of B/K\n"
         "                  rows whose losses are divided by K (B must be a multiple of K)\n"
-        "--data FILE       safetensors with x (samples, features...) f32 and y (samples) int64;\n"
+        "--data FILE       safetensors with x (samples, features...) floating and y (samples) int64\n"
+        "                  or int32;\n"
         "                  step i uses rows [i*B, (i+1)*B) modulo samples, no shuffle. Without it:\n"
         "                  a seeded synthetic task (y = argmax of a random linear map of x)\n"
         "--init FILE       parameters by state dict name (a golden training file's init.* too)\n"
@@ -101,6 +102,12 @@ static int load_data(const train_args *a, const char *spec, dataset *d) {
         if (!d->x || !d->y) return bad("--data: %s", tdm_last_error());
         const int64_t *xs = tdm_tensor_shape(d->x);
         d->samples = tdm_tensor_ndim(d->x) ? xs[0] : 0;
+        if (tdm_tensor_dtype(d->y) == TDM_DTYPE_I32) {   // int32 labels: widened, as .long() would
+            tdm_tensor *y64 = tdm_tensor_to(d->y, TDM_CPU, TDM_DTYPE_I64);
+            tdm_tensor_free(d->y);
+            d->y = y64;
+            if (!d->y) return bad("--data: %s", tdm_last_error());
+        }
         if (!tdm_dtype_is_float(tdm_tensor_dtype(d->x)) || tdm_tensor_dtype(d->y) != TDM_DTYPE_I64 ||
             tdm_tensor_ndim(d->y) != 1 || tdm_tensor_shape(d->y)[0] != d->samples || d->samples < 1)
             return bad("%s: needs x (samples, ...) floating and y (samples) int64", a->data);
