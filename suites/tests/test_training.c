@@ -139,7 +139,33 @@ static void test_resume(const char *dir) {
     tdm_tensor_free(y);
 }
 
+// `test_training --write-data DIR`: the same small task twice, as f32 x with int64 y and as f64 x
+// with int32 y (values exact in both), for the bench train test that the two train identically.
+static int write_data(const char *dir) {
+    int64_t xs[2] = {48, 6}, n = 48;
+    tdm_tensor *x32 = tdm_tensor_randn(2, xs, TDM_DTYPE_F32, TDM_CPU, 7, 0);
+    tdm_tensor *x64 = x32 ? tdm_tensor_to(x32, TDM_CPU, TDM_DTYPE_F64) : NULL;
+    int64_t y64v[48];
+    int32_t y32v[48];
+    for (int i = 0; i < 48; i++) y64v[i] = y32v[i] = (i * 7) % 3;
+    tdm_tensor *y64 = tdm_tensor_from_host(1, &n, TDM_DTYPE_I64, TDM_CPU, y64v);
+    tdm_tensor *y32 = tdm_tensor_from_host(1, &n, TDM_DTYPE_I32, TDM_CPU, y32v);
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/data_f32_i64.safetensors", dir);
+    snprintf(b, sizeof b, "%s/data_f64_i32.safetensors", dir);
+    const char *names[2] = {"x", "y"};
+    const tdm_tensor *t1[2] = {x32, y64}, *t2[2] = {x64, y32};
+    int rc = x64 && y64 && y32 && tdm_safetensors_save(a, 2, names, t1, 0, NULL) == TDM_OK &&
+                     tdm_safetensors_save(b, 2, names, t2, 0, NULL) == TDM_OK ? 0 : 1;
+    tdm_tensor_free(x32);
+    tdm_tensor_free(x64);
+    tdm_tensor_free(y64);
+    tdm_tensor_free(y32);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--write-data")) return write_data(argv[2]);
     test_scaler();
     test_resume(argc > 1 ? argv[1] : ".");
     CHECK_DONE("test_training");

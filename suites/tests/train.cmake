@@ -47,3 +47,7 @@ else()
   add_test(NAME train.mpi_ranks_equal_thread_ranks COMMAND sh -c "echo 'SKIP: built without MPI (install libopenmpi-dev openmpi-bin)'; exit 77")
   set_tests_properties(train.mpi_ranks_equal_thread_ranks PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+# --data with f64 features and int32 labels trains exactly as the same values in f32 / int64.
+add_test(NAME train.data_dtypes_widened COMMAND sh -c
+  "$<TARGET_FILE:test_training> --write-data ${T} && ${B} train --model mlp:6-8-3 --batch 16 --steps 4 --opt sgd --lr 0.1 --data ${T}/data_f32_i64.safetensors --dump ${T}/dt1 >/dev/null && ${B} train --model mlp:6-8-3 --batch 16 --steps 4 --opt sgd --lr 0.1 --data ${T}/data_f64_i32.safetensors --dump ${T}/dt2 >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/dt1 ${T}/dt2 0")
