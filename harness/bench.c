@@ -1,4 +1,5 @@
 /* bench.c — the `bench` program's entry: dispatches to its commands. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +20,16 @@ static const struct {
     {"env", "the machine's context: host, CPU, memory, OS, GPUs, driver, CUDA, PCIe, clocks", bench_env},
     {"compare", "compare two runs (U test, verdict, exit 1 on a regression) or a fleet of runs", bench_compare},
 };
+
+int bench_bad(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bench COMMAND [ARGS...]   (bench COMMAND --help for each)\n\ncommands:\n");

@@ -19,6 +19,8 @@ int bench_list(int argc, char **argv);
 // numbers and null (unknown), plus "gpus", an array of flat objects. The caller cJSON_Deletes it;
 // NULL when out of memory.
 cJSON *bench_env_json(void);
+// Prints "bench CMD: <message>" on stderr and returns 2, the exit code of bad usage or input.
+int bench_bad(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *bench_git_commit(void);   // short hash bench was configured from, or "unknown"
 
 #endif

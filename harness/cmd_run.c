@@ -607,12 +607,7 @@ static void run_usage(FILE *f) {
         "128+signal when interrupted.\n");
 }
 
-static int bad(const char *fmt, const char *what) {
-    fprintf(stderr, "bench run: ");
-    fprintf(stderr, fmt, what);
-    fputc('\n', stderr);
-    return 2;
-}
+#define bad(...) bench_bad("run", __VA_ARGS__)
 
 // Parses "a,b,c" into suites (NULL-terminated array of pointers into the registry).
 static int parse_suites(const char *cmd, const char *list, const bench_suite ***out, int *n) {

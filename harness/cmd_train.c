@@ -57,12 +57,7 @@ static void train_usage(FILE *f) {
         "Exit: 0 done, 1 a failure while training, 2 bad arguments or input.\n");
 }
 
-static int bad(const char *fmt, const char *what) {
-    fprintf(stderr, "bench train: ");
-    fprintf(stderr, fmt, what);
-    fputc('\n', stderr);
-    return 2;
-}
+#define bad(...) bench_bad("train", __VA_ARGS__)
 
 static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
     char *end;
