@@ -17,10 +17,22 @@ typedef struct {
     bool quick;   // smallest sizes only
 } bench_suite_config;
 
+// A ratio the report tables for a suite, one row per param both benchmarks share: the median of
+// `metric` of benchmark `num` over that of `den` (names without arguments, e.g. "h2d_pinned" over
+// "h2d_pageable" in GB/s).
+typedef struct {
+    const char *label;    // "pinned / pageable"
+    const char *num, *den;
+    const char *metric;   // "GB/s", "samples/s", "time"
+} bench_ratio;
+
 typedef struct {
     const char *name;
     const char *description;
+    const char *doc;      // its page, docs/suites/<name>.md: what it measures, formulas, the plot
     unsigned devices;
+    const bench_ratio *ratios;   // optional: the ratios its report section tables, ended by a
+                                 // {0} entry; NULL for none
     // Registers the suite's benchmarks for cfg (tdm_gb_register ...). Returns 0, or -1 with a
     // message in tdm_last_error(). The config is only valid during the call: keep a copy.
     int (*register_benchmarks)(const bench_suite_config *cfg);

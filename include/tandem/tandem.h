@@ -116,6 +116,7 @@ tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
 #include "tandem/io.h"
 #include "tandem/autograd.h"
 #include "tandem/amp.h"
+#include "tandem/backends.h"
 #include "tandem/memory.h"
 #include "tandem/data.h"
 #include "tandem/nn.h"

@@ -382,6 +382,7 @@ const bench_suite bench_suite_ops = {
     .name = "ops",
     .description = "the reference backend's op throughput on the CPU: matmul, add, softmax, "
                    "conv2d, an MLP training step",
+    .doc = "docs/suites/ops.md",
     .devices = BENCH_SUITE_CPU,
     .register_benchmarks = ops_register,
 };
