@@ -1001,6 +1001,9 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads (default 1: tandem's CPU backend uses one thread)")
     p.add_argument("--list", action="store_true", help="print the benchmark ids and exit")
+    p.add_argument("--skip-unknown-suites", action="store_true",
+                   help="skip (with the reason) suites the peer does not know instead of failing "
+                        "(bench run --peer passes tandem's suite list)")
     p.add_argument("--tandem-commit", default=None, help=argparse.SUPPRESS)
     p.add_argument("--command", default=None, help=argparse.SUPPRESS)  # bench run's argv (JSON)
     p.add_argument("--cudnn-mode", type=int, default=None, help=argparse.SUPPRESS)
@@ -1056,7 +1059,7 @@ def main(argv):
     if a.suite is not None and not names:
         parser.error("--suite: no suite named")
     unknown = [s for s in names if s not in SUITES and s not in NOT_PORTED]
-    if unknown:
+    if unknown and not a.skip_unknown_suites:
         parser.error("unknown suite '%s' (the peer has: %s)" % (unknown[0], ", ".join(SUITES)))
     plans, skipped = [], []
     cfg = {"device": dev, "quick": a.quick}
@@ -1064,6 +1067,8 @@ def main(argv):
         reason = None
         if s in NOT_PORTED:
             reason = NOT_PORTED[s]
+        elif s not in SUITES:
+            reason = "no PyTorch version in the peer"
         elif kind not in SUITES[s][0]:
             reason = "runs on %s, not on %s" % (", ".join(sorted(SUITES[s][0])), a.device)
         else:
