@@ -446,8 +446,8 @@ def transfer_setup(b, name, n):
             t = torch.empty(n, dtype=torch.uint8)
         if mem == "registered" and is_cuda(dev):
             rc = torch.cuda.cudart().cudaHostRegister(t.data_ptr(), n, 0)
-            if int(getattr(rc, "value", rc)) != 0:
-                raise CheckFailed("cudaHostRegister failed: %s" % rc)
+            if int(rc) != 0:   # as torch/cuda/_pin_memory_utils.py
+                raise CheckFailed("cudaHostRegister failed: cudaError %d" % int(rc))
             registered.append(t)
         if src_data is not None:
             t.copy_(src_data)
@@ -651,7 +651,6 @@ def cudnn_setup(b, shape, ps, prec, layout, mode):
     else:
         b.body = lambda: res.__setitem__("y", bwd(g, x, w, mask)[0 if ps == "bwd_data" else 1])
     # search_ms: the first call (cudnn.benchmark: the algorithm search) over a steady one.
-    torch.cuda.synchronize(b.dev)
     t_first = timed(b.dev, b.body, 1)
     t_next = min(timed(b.dev, b.body, 1) for _ in range(3))
     extra = {"search_ms": max(t_first - t_next, 0.0) * 1e3} if mode == 1 else {}
@@ -961,15 +960,20 @@ def cudnn_run_modes(a, dev, benches, want):
             + (["--filter", a.filter] if a.filter else [])
         got = {}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        for line in proc.stdout:
-            if not line.startswith("PEER-RESULT "):
-                sys.stdout.write(line)
-                continue
-            r = json.loads(line[len("PEER-RESULT "):])
-            got[r["id"]] = r
-            b = by_id[r["id"]]
-            yield b, [tuple(s) for s in r.get("samples", [])], r.get("after", {}), r.get("error")
-        rc = proc.wait()
+        try:
+            for line in proc.stdout:
+                if not line.startswith("PEER-RESULT "):
+                    sys.stdout.write(line)
+                    continue
+                r = json.loads(line[len("PEER-RESULT "):])
+                got[r["id"]] = r
+                b = by_id[r["id"]]
+                yield b, [tuple(s) for s in r.get("samples", [])], r.get("after", {}), \
+                    r.get("error")
+        finally:   # stopped (Ctrl-C) or done: the mode's process does not outlive the run
+            if proc.poll() is None and g_stop[0]:
+                proc.terminate()
+            rc = proc.wait()
         for i in ids:
             if i not in got and not g_stop[0]:
                 yield by_id[i], None, None, "the cudnn mode-%d process ended (exit %d) before " \
@@ -1189,6 +1193,8 @@ def main(argv):
                 res.write_suite(s)
                 res.status()
                 print_result(done, total, bid, samples, b.rates, err)
+            if gen is not None:
+                gen.close()
     except KeyboardInterrupt:
         if not g_stop[0]:
             g_stop[0], g_stop[1] = 1, signal.SIGINT
