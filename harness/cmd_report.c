@@ -405,11 +405,13 @@ static peer_pair *peer_pairs(const bench_results *run, const bench_results *peer
 static const char *peer_reading(const bench_row *t, double ratio, char *buf, size_t len) {
     if (!isfinite(ratio) || ratio <= 0) return snprintf(buf, len, "%s", ""), buf;
     double speed = is_rate(t) ? ratio : 1 / ratio;  // > 1: tandem faster
-    if (fabs(speed - 1) < 0.005)
+    if (fabs(speed - 1) < 0.005) {
         snprintf(buf, len, "same");
-    else
-        snprintf(buf, len, "tandem %.3gx %s", speed >= 1 ? speed : 1 / speed,
+    } else {
+        double x = speed >= 1 ? speed : 1 / speed;  // 1.05x, 12.2x, 2750x: no exponents
+        snprintf(buf, len, x >= 100 ? "tandem %.0fx %s" : "tandem %.3gx %s", x,
                  speed >= 1 ? "faster" : "slower");
+    }
     return buf;
 }
 
