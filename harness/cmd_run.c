@@ -25,6 +25,7 @@
 
 #include "bench.h"
 #include "gbench_shim.h"
+#include "run_peer.h"
 #include "stats.h"
 #include "suites.h"
 #include "tandem/tandem.h"
@@ -580,6 +581,7 @@ static void run_usage(FILE *f) {
     fprintf(f,
         "usage: bench run [--suite S[,S...]] [--filter REGEX] [--device cpu|cuda:N]\n"
         "                 [--repetitions N] [--min-time S] [--quick] [--flush-l2] [--out DIR]\n"
+        "                 [--peer torch [--python PATH] [--peer-script PATH]]\n"
         "\n"
         "Runs benchmark suites through Google Benchmark and writes a results directory\n"
         "(docs/RESULTS_FORMAT.md): context.json, <suite>.json (Google Benchmark's JSON),\n"
@@ -600,6 +602,14 @@ static void run_usage(FILE *f) {
         "                  cache) before every timed iteration, outside the timed region\n"
         "--out DIR         results directory (default results/<host>-<device>-<UTC time>);\n"
         "                  must not hold a run already\n"
+        "--peer torch      then the same suites, sizes and options through PyTorch\n"
+        "                  (suites/peers/torch_peer.py) into DIR/" BENCH_PEER_DIR "/, a results\n"
+        "                  directory of the same format; bench report DIR tables the ratios\n"
+        "                  (docs/PEERS.md). A python without torch: a message and exit 2,\n"
+        "                  tandem's results kept\n"
+        "--python PATH     the python with torch (default $TDM_PYTHON, else /usr/bin/python3)\n"
+        "--peer-script P   the peer script (default: the one in the source tree bench was built\n"
+        "                  from)\n"
         "Every benchmark is warmed up (untimed) first and verifies the data it produced.\n"
         "Ctrl-C stops after the current benchmark (twice: at once) and keeps the results so far;\n"
         "status.json lists what did not finish.\n"
@@ -663,6 +673,7 @@ typedef struct {
     int repetitions;
     double min_time;
     bool quick, reps_set, min_time_set;
+    bench_peer_opts peer;   // --peer torch
 } run_args;
 
 static void free_plans(suite_plan *plans, int n) {
@@ -679,6 +690,9 @@ int bench_run(int argc, char **argv) {
                                          {"quick", no_argument, 0, 'q'},
                                          {"flush-l2", no_argument, 0, 'F'},
                                          {"out", required_argument, 0, 'o'},
+                                         {"peer", required_argument, 0, 'P'},
+                                         {"python", required_argument, 0, 'y'},
+                                         {"peer-script", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     run_args a = {.repetitions = 5, .min_time = 0.5};
@@ -709,6 +723,9 @@ int bench_run(int argc, char **argv) {
         case 'q': a.quick = true; break;
         case 'F': tdm_gb_set_flush(true); break;
         case 'o': a.out = optarg; break;
+        case 'P': a.peer.peer = optarg; break;
+        case 'y': a.peer.python = optarg; break;
+        case 'S': a.peer.script = optarg; break;
         case 'h': run_usage(stdout); return 0;
         default: run_usage(stderr); return 2;
         }
@@ -723,6 +740,7 @@ int bench_run(int argc, char **argv) {
             return bad("--filter %s: not a valid regular expression", a.filter);
         regfree(&rx);
     }
+    if (bench_peer_check(&a.peer)) return 2;
 
     // The device: as given, or the first GPU, or the CPU.
     tdm_device dev = TDM_CPU;
@@ -939,6 +957,15 @@ int bench_run(int argc, char **argv) {
     fflush(stdout);
 
     int exit_code = g_stop ? 128 + (g_signal ? g_signal : SIGINT) : rc ? rc : r.n_failed ? 1 : 0;
+    if (a.peer.peer && !g_stop) {   // the same suites through PyTorch, into DIR/peer-torch
+        strbuf names = {0};
+        for (int i = 0; !a.suites && i < bench_suite_count(); i++)
+            sb_add(&names, "%s%s", i ? "," : "", bench_suite_at(i)->name);
+        int prc = bench_peer_run(&a.peer, dir, a.suites ? a.suites : names.s, a.filter, devname,
+                                 a.quick, a.repetitions, a.min_time, argc, argv);
+        free(names.s);
+        if (prc > 128 || !exit_code) exit_code = prc;
+    }
     for (int i = 0; i < r.n_finished; i++) free(r.finished[i]);
     for (int i = 0; i < r.n_failed; i++) free(r.failed[i]), free(r.failed_msg[i]);
     free(r.finished);
