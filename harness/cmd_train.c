@@ -29,6 +29,7 @@ static void train_usage(FILE *f) {
         "                   [--momentum F] [--weight-decay F] [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
+        "                   [--tf32 on|off] [--deterministic]\n"
         "\n"
         "Trains a model with cross-entropy loss and prints one line per step (to stderr when it is\n"
         "a terminal) and a summary. Model grammar (an equivalent torch.nn.Sequential; state dict\n"
@@ -53,6 +54,10 @@ static void train_usage(FILE *f) {
         "                  node or many: mpirun -np 4 bench train ... (rank 0 prints and dumps).\n"
         "                  On cuda:N, rank r uses cuda:N+r (MPI: N + its rank on the node) and\n"
         "                  gradients are all-reduced by NCCL (TDM_DP_COMM=host: through the host)\n"
+        "--tf32 on|off     f32 matmuls and convolutions may (not) use TF32 tensor cores: PyTorch's\n"
+        "                  allow_tf32 for both; default as PyTorch: off for matmul, on for convs\n"
+        "--deterministic   convolutions use only bit-reproducible algorithms\n"
+        "                  (cudnn.deterministic); the cpu reference always is\n"
         "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
         "--opt defaults    sgd: momentum 0, weight decay 0; adam: wd 0; adamw: wd 1e-2;\n"
         "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
@@ -402,6 +407,7 @@ int bench_train(int argc, char **argv) {
         {"ranks", required_argument, 0, 'r'},    {"accumulate", required_argument, 0, 'k'},
         {"checkpoint-segments", required_argument, 0, 'c'}, {"init", required_argument, 0, 'i'},
         {"data", required_argument, 0, 'D'},     {"dump", required_argument, 0, 'u'},
+        {"tf32", required_argument, 0, 'T'},           {"deterministic", no_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0};
@@ -426,6 +432,12 @@ int bench_train(int argc, char **argv) {
         case 'i': a.init = optarg; break;
         case 'D': a.data = optarg; break;
         case 'u': a.dump = optarg; break;
+        case 'T':   // PyTorch's allow_tf32, for matmul and cudnn together
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) return bad("--tf32 %s: expected on or off", optarg);
+            tdm_tf32_set_allowed(TDM_TF32_MATMUL, !strcmp(optarg, "on"));
+            tdm_tf32_set_allowed(TDM_TF32_CONV, !strcmp(optarg, "on"));
+            break;
+        case 'Z': tdm_conv_algo_mode_set(TDM_CONV_ALGO_DETERMINISTIC); break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
