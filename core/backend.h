@@ -132,7 +132,25 @@ struct tdm_backend_ops {
                            bool buf_initialized, const tdm_sgd_params *p);
     tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
                             tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+
+    // ---- collectives (optional: data parallel's all-reduce on the device, NCCL on cuda; NULL:
+    //      core/parallel.c reduces through host memory) ----
+    // A fresh unique id (TDM_COMM_ID_BYTES) that every rank of one communicator is given.
+    tdm_status (*comm_unique_id)(void *id);
+    // This rank's member of the communicator of `nranks` (collective: every rank calls it, each
+    // on its own thread or process; device_index is this rank's device). NULL + error on failure.
+    void *(*comm_new)(const void *id, int nranks, int rank, int device_index);
+    void (*comm_free)(void *comm);
+    // Starts the mean over ranks of the n gradients (same dtype, on the comm's device), in
+    // place, ordered after the work already queued on the device's current stream and running
+    // beside what is queued after (a side stream). Returns without waiting.
+    tdm_status (*comm_allreduce_mean)(void *comm, tdm_tensor *const *grads, int n);
+    // Makes the current stream wait for every all-reduce started so far and reports a failure
+    // any of them had.
+    tdm_status (*comm_wait)(void *comm);
 };
+
+enum { TDM_COMM_ID_BYTES = 128 };   // NCCL_UNIQUE_ID_BYTES
 
 // ---- memory accounting shared by the backends (core/memory.c) ----
 // A backend keeps one tdm_memory_stats per device and updates it through these, which serialize

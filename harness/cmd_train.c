@@ -29,6 +29,7 @@ static void train_usage(FILE *f) {
         "                   [--momentum F] [--weight-decay F] [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
+        "                   [--tf32 on|off] [--deterministic]\n"
         "\n"
         "Trains a model with cross-entropy loss and prints one line per step (to stderr when it is\n"
         "a terminal) and a summary. Model grammar (an equivalent torch.nn.Sequential; state dict\n"
@@ -50,7 +51,13 @@ static void train_usage(FILE *f) {
         "--ranks N         data parallel: N replicas (threads on the cpu) on B/N rows each, their\n"
         "                  gradients averaged (all-reduced in buckets during backward) every step.\n"
         "                  Under mpirun/srun (a build with MPI) the ranks are the processes, on one\n"
-        "                  node or many: mpirun -np 4 bench train ... (rank 0 prints and dumps)\n"
+        "                  node or many: mpirun -np 4 bench train ... (rank 0 prints and dumps).\n"
+        "                  On cuda:N, rank r uses cuda:N+r (MPI: N + its rank on the node) and\n"
+        "                  gradients are all-reduced by NCCL (TDM_DP_COMM=host: through the host)\n"
+        "--tf32 on|off     f32 matmuls and convolutions may (not) use TF32 tensor cores: PyTorch's\n"
+        "                  allow_tf32 for both; default as PyTorch: off for matmul, on for convs\n"
+        "--deterministic   convolutions use only bit-reproducible algorithms\n"
+        "                  (cudnn.deterministic); the cpu reference always is\n"
         "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
         "--opt defaults    sgd: momentum 0, weight decay 0; adam: wd 0; adamw: wd 1e-2;\n"
         "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
@@ -296,11 +303,30 @@ static tdm_optimizer *build_optimizer(const train_args *a, tdm_module *m) {
     return o;
 }
 
+// The device of a rank: on cuda, one GPU per rank (NCCL allows no two ranks on one GPU): thread
+// ranks take cuda:(N + rank), MPI processes cuda:(N + their rank on the node).
+static tdm_device rank_device(const train_ctx *t, int rank) {
+    tdm_device d = t->dev;
+    if (d.type != TDM_DEVICE_CUDA || !t->group) return d;
+    if (!tdm_dp_mpi_launched()) {   // the ranks are this process's threads
+        d.index += rank;
+        return d;
+    }
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) {
+            d.index += atoi(getenv(vars[i]));
+            break;
+        }
+    return d;
+}
+
 static tdm_status train_rank(int rank, void *arg) {
     train_ctx *t = arg;
     const train_args *a = t->a;
     int nranks = t->group ? tdm_dp_group_size(t->group) : 1;
-    tdm_module *m = build_model(a, t->dev);
+    tdm_device dev = rank_device(t, rank);
+    tdm_module *m = build_model(a, dev);
     tdm_optimizer *opt = m ? build_optimizer(a, m) : NULL;
     tdm_grad_scaler *scaler = NULL;
     tdm_status s = opt ? TDM_OK : tdm_last_status();
@@ -329,7 +355,7 @@ static tdm_status train_rank(int rank, void *arg) {
         for (int64_t k = 0; s == TDM_OK && k < a->accumulate; k++) {
             tdm_tensor *xb = NULL, *yb = NULL;
             double l = 0;
-            s = batch_rows(t->d, a->model, step * a->batch + rank * slice + k * micro, micro, t->dev, &xb, &yb);
+            s = batch_rows(t->d, a->model, step * a->batch + rank * slice + k * micro, micro, dev, &xb, &yb);
             if (s == TDM_OK) s = micro_step(m, xb, yb, a->accumulate, a->amp, scaler, &l);
             tdm_tensor_free(xb);
             tdm_tensor_free(yb);
@@ -381,6 +407,7 @@ int bench_train(int argc, char **argv) {
         {"ranks", required_argument, 0, 'r'},    {"accumulate", required_argument, 0, 'k'},
         {"checkpoint-segments", required_argument, 0, 'c'}, {"init", required_argument, 0, 'i'},
         {"data", required_argument, 0, 'D'},     {"dump", required_argument, 0, 'u'},
+        {"tf32", required_argument, 0, 'T'},           {"deterministic", no_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0};
@@ -405,6 +432,12 @@ int bench_train(int argc, char **argv) {
         case 'i': a.init = optarg; break;
         case 'D': a.data = optarg; break;
         case 'u': a.dump = optarg; break;
+        case 'T':   // PyTorch's allow_tf32, for matmul and cudnn together
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) return bad("--tf32 %s: expected on or off", optarg);
+            tdm_tf32_set_allowed(TDM_TF32_MATMUL, !strcmp(optarg, "on"));
+            tdm_tf32_set_allowed(TDM_TF32_CONV, !strcmp(optarg, "on"));
+            break;
+        case 'Z': tdm_conv_algo_mode_set(TDM_CONV_ALGO_DETERMINISTIC); break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }

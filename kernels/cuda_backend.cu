@@ -10,6 +10,9 @@
 
 #include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
+#ifdef TDM_HAVE_NCCL
+#include "kernels/nccl.h"
+#endif
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -149,7 +152,11 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     (void)cudaGetLastError();
     snprintf(out->cublas_version, sizeof out->cublas_version, "not linked");
     snprintf(out->cudnn_version, sizeof out->cudnn_version, "not linked");
+#ifdef TDM_HAVE_NCCL
+    tdm_cuda_nccl_version(out->nccl_version, sizeof out->nccl_version);
+#else
     snprintf(out->nccl_version, sizeof out->nccl_version, "not linked");
+#endif
 
     const struct nvml_api *n = nvml_get();
     nvml_device d;
@@ -327,19 +334,26 @@ static tdm_status cuda_memset_zero(void *dst, size_t nbytes, int device_index) {
 }
 
 
+// C++20 designated initializers: in the order of core/backend.h, NULL slots left out.
 extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
-    "cuda",                 // name
-    cuda_device_count,      // device_count
-    cuda_device_props,      // device_props
-    cuda_alloc,             // alloc
-    cuda_free,              // free
-    cuda_memory_stats,      // memory_stats
-    cuda_memory_reset_peak, // memory_reset_peak
-    cuda_empty_cache,       // empty_cache
-    cuda_memory_summary,    // memory_summary
-    cuda_set_caching,       // set_caching
-    cuda_copy_from_host,    // copy_from_host
-    cuda_copy_to_host,      // copy_to_host
-    cuda_memset_zero,       // memset_zero
-    // every later slot (cast, rand, ops) is NULL: optional until the CUDA backend issue lands
+    .name = "cuda",
+    .device_count = cuda_device_count,
+    .device_props = cuda_device_props,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .memory_stats = cuda_memory_stats,
+    .memory_reset_peak = cuda_memory_reset_peak,
+    .empty_cache = cuda_empty_cache,
+    .memory_summary = cuda_memory_summary,
+    .set_caching = cuda_set_caching,
+    .copy_from_host = cuda_copy_from_host,
+    .copy_to_host = cuda_copy_to_host,
+    .memset_zero = cuda_memset_zero,
+#ifdef TDM_HAVE_NCCL
+    .comm_unique_id = tdm_cuda_comm_unique_id,
+    .comm_new = tdm_cuda_comm_new,
+    .comm_free = tdm_cuda_comm_free,
+    .comm_allreduce_mean = tdm_cuda_comm_allreduce_mean,
+    .comm_wait = tdm_cuda_comm_wait,
+#endif
 };
