@@ -7,7 +7,10 @@
  *
  * test_profile DIR                   the tests (files in DIR)
  * test_profile --plant-extra-op DIR  the same with one extra relu in the forward: must fail
- * test_profile --check-trace FILE [OP...]  FILE is a valid nested trace with events named OP */
+ * test_profile --check-trace FILE [OP...]  FILE is a valid nested trace with events named OP
+ * test_profile --check-report DIR    DIR's report.html and report.md (bench report) show the top
+ *                                    ops of every profiles/<name>.table.json (bench run --profile) */
+#include <glob.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -410,7 +413,75 @@ static void test_threads_and_ranges(const char *dir) {
     tdm_tensor_free(x);
 }
 
+// ---- bench report's top-ops tables -----------------------------------------------------------
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = s ? fread(s, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (s) s[got] = '\0';
+    return s;
+}
+
+static void md_escape(const char *s, char *out, size_t n) {
+    size_t k = 0;
+    for (; *s && k + 2 < n; s++) {
+        if (strchr("\\`*_[]<>|~&#", *s)) out[k++] = '\\';
+        out[k++] = *s;
+    }
+    out[k] = '\0';
+}
+
+static void check_report(const char *dir) {
+    char pattern[600], path[600];
+    snprintf(pattern, sizeof pattern, "%s/profiles/*.table.json", dir);
+    glob_t g;
+    CHECK_MSG(glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0, "no %s", pattern);
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    char *html = slurp(path);
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *md = slurp(path);
+    CHECK(html && md && strstr(md, "## Top ops (profiled)"));
+    for (size_t i = 0; html && md && i < g.gl_pathc; i++) {
+        char *text = slurp(g.gl_pathv[i]);
+        cJSON *t = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(t, "benchmark"));
+        cJSON *row;
+        CHECK_MSG(id, "%s has no benchmark id", g.gl_pathv[i]);
+        int k = 0;
+        cJSON_ArrayForEach(row, cJSON_GetObjectItem(t, "rows")) {
+            if (!id || k++ >= 3) break;
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(row, "name"));
+            long calls = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(row, "calls"));
+            char want[512], esc[256], esc_id[256];
+            snprintf(want, sizeof want, "<code>%s</code></td><td class=\"n\">%ld</td>", name, calls);
+            CHECK_MSG(strstr(html, want), "report.html lacks the row %s", want);
+            md_escape(name, esc, sizeof esc);
+            md_escape(id, esc_id, sizeof esc_id);
+            snprintf(want, sizeof want, "| %s | %ld |", esc, calls);
+            CHECK_MSG(strstr(md, want), "report.md lacks the row %s", want);
+            snprintf(want, sizeof want, "### %s\n", esc_id);
+            CHECK_MSG(strstr(md, want), "report.md lacks the heading %s", want);
+        }
+        CHECK_MSG(k > 0, "%s has no rows", g.gl_pathv[i]);
+        cJSON_Delete(t);
+    }
+    free(html);
+    free(md);
+    globfree(&g);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--check-report")) {
+        check_report(argv[2]);
+        CHECK_DONE("profile report");
+    }
     if (argc >= 3 && !strcmp(argv[1], "--check-trace")) {
         cJSON *root = check_trace(argv[2], (const char *const *)argv + 3, argc - 3, NULL, NULL);
         cJSON_Delete(root);
