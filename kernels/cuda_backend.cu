@@ -10,6 +10,7 @@
 
 #include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
+#include "kernels/nvtx.h"
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -342,4 +343,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     cuda_copy_to_host,      // copy_to_host
     cuda_memset_zero,       // memset_zero
     // every later slot (cast, rand, ops) is NULL: optional until the CUDA backend issue lands
+    // ---- profiling (kernels/nvtx.cu); event_record/event_elapsed_ms/event_free: not yet ----
+    .range_push = tdm_cuda_range_push,
+    .range_pop = tdm_cuda_range_pop,
 };
