@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "core/tensor_impl.h"   // a tensor's backend, for the fake device timer
 #include "tandem/tandem.h"
 
 // ---- counting allocations (linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc) ----
@@ -413,6 +414,86 @@ static void test_threads_and_ranges(const char *dir) {
     tdm_tensor_free(x);
 }
 
+// ---- device time through the backend's event slots: the cpu backend with a fake timer ------
+// Each event_record stamps the next multiple of 7 us on a fake device clock, so an op's device
+// time is 7 us per event recorded inside it plus 7: relu (no nested ops) measures exactly 7 us,
+// and the device track places the second relu 14 us after the first.
+
+static struct tdm_backend_ops timed_backend;   // tdm_ref_backend + the fake event slots
+static atomic_long fake_clock_us, fake_events_live;
+
+static void *fake_event_record(int device_index) {
+    (void)device_index;
+    long *ev = malloc(sizeof *ev);
+    if (ev) {
+        *ev = atomic_fetch_add(&fake_clock_us, 7) + 7;
+        atomic_fetch_add(&fake_events_live, 1);
+    }
+    return ev;
+}
+
+static double fake_event_elapsed_ms(void *start, void *end) {
+    return (double)(*(long *)end - *(long *)start) / 1e3;
+}
+
+static void fake_event_free(void *ev) {
+    atomic_fetch_sub(&fake_events_live, 1);
+    free(ev);
+}
+
+static void test_device_time(const char *dir) {
+    timed_backend = tdm_ref_backend;
+    timed_backend.event_record = fake_event_record;
+    timed_backend.event_elapsed_ms = fake_event_elapsed_ms;
+    timed_backend.event_free = fake_event_free;
+    int64_t s = 256;
+    tdm_tensor *x = tdm_tensor_randn(1, &s, TDM_DTYPE_F32, TDM_CPU, 3, 0);
+    if (!x) return;
+    x->storage->backend = &timed_backend;   // ops on x now record device events
+    CHECK(tdm_profile_start() == TDM_OK);
+    tdm_tensor_free(tdm_relu(x));
+    tdm_tensor_free(tdm_relu(x));
+    tdm_tensor *z = tdm_tensor_randn(1, &s, TDM_DTYPE_F32, TDM_CPU, 4, 0);
+    tdm_tensor *y = tdm_relu(z);   // on the plain cpu backend: untimed
+    tdm_profile *p = tdm_profile_stop();
+    CHECK_MSG(atomic_load(&fake_events_live) == 0, "%ld device events not freed",
+              atomic_load(&fake_events_live));
+    const tdm_profile_row *rows;
+    int n = tdm_profile_rows(p, &rows);
+    CHECK(n == 1 && rows[0].calls == 3);
+    CHECK_MSG(n >= 1 && fabs(rows[0].device_total_us - 14) < 1e-9, "device total %g us, want 14",
+              n >= 1 ? rows[0].device_total_us : -1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/profile_device.json", dir);
+    CHECK(tdm_profile_trace_save(p, path) == TDM_OK);
+    const char *names[] = {"relu"};
+    cJSON *root = check_trace(path, names, 1, NULL, NULL);
+    double dev_ts[2];
+    int n_dev = 0, n_measured = 0;
+    cJSON *e;
+    if (root)
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "traceEvents")) {
+            cJSON *cat = cJSON_GetObjectItem(e, "cat"), *args = cJSON_GetObjectItem(e, "args");
+            if (cat && !strcmp(cat->valuestring, "device") && n_dev < 2) {
+                CHECK(fabs(cJSON_GetObjectItem(e, "dur")->valuedouble - 7) < 1e-9);
+                CHECK(cJSON_GetObjectItem(e, "tid")->valueint >= 100000);
+                dev_ts[n_dev++] = cJSON_GetObjectItem(e, "ts")->valuedouble;
+            }
+            if (cat && !strcmp(cat->valuestring, "op"))
+                n_measured += cJSON_IsNumber(cJSON_GetObjectItem(args, "device_us"));
+        }
+    CHECK_MSG(n_dev == 2 && fabs(dev_ts[1] - dev_ts[0] - 14) < 1e-6,
+              "%d device events, the second %g us after the first", n_dev,
+              n_dev == 2 ? dev_ts[1] - dev_ts[0] : -1);
+    CHECK(n_measured == 2);   // the third relu ran on the plain cpu backend: not measured
+    cJSON_Delete(root);
+    tdm_profile_free(p);
+    x->storage->backend = &tdm_ref_backend;
+    tdm_tensor_free(x);
+    tdm_tensor_free(y);
+    tdm_tensor_free(z);
+}
+
 // ---- bench report's top-ops tables -----------------------------------------------------------
 
 static char *slurp(const char *path) {
@@ -495,6 +576,9 @@ int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : ".";
     if (!plant_extra_op) test_off_allocates_nothing();   // first: before any session
     test_mlp_step(dir);
-    if (!plant_extra_op) test_threads_and_ranges(dir);
+    if (!plant_extra_op) {
+        test_threads_and_ranges(dir);
+        test_device_time(dir);
+    }
     CHECK_DONE("profile");
 }
