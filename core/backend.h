@@ -148,6 +148,18 @@ struct tdm_backend_ops {
     // Makes the current stream wait for every all-reduce started so far and reports a failure
     // any of them had.
     tdm_status (*comm_wait)(void *comm);
+    // ---- profiling (core/profile.c; all optional) ----
+    // A named range on the calling thread (NVTX on CUDA, for Nsight Systems); pop closes the
+    // innermost. Called only while a profiling session runs or TDM_NVTX=1.
+    void (*range_push)(const char *name);
+    void (*range_pop)(void);
+    // Device time of ops: event_record records a new event on the device's current stream and
+    // returns it (NULL when it cannot: the op is then "not measured"); event_elapsed_ms waits
+    // for both events and returns end - start in milliseconds (< 0 on failure); event_free
+    // releases one. Called at each recorded op's start and end, resolved at tdm_profile_stop.
+    void *(*event_record)(int device_index);
+    double (*event_elapsed_ms)(void *start, void *end);
+    void (*event_free)(void *event);
 };
 
 enum { TDM_COMM_ID_BYTES = 128 };   // NCCL_UNIQUE_ID_BYTES

@@ -6,6 +6,7 @@
 
 #include "core/autograd_impl.h"
 #include "core/tensor_impl.h"
+#include "core/profile_impl.h"
 
 // Refuse absurd sizes before asking any allocator (a hostile file can claim anything).
 #define TDM_MAX_TENSOR_BYTES ((size_t)1 << 40)
@@ -247,7 +248,15 @@ tdm_status tdm_tensor_to_host_f64(const tdm_tensor *t, double *dst) {
     return s;
 }
 
+// dst = src (checked by the caller); not profiled itself (to and clone are).
+static tdm_status copy_into(tdm_tensor *dst, const tdm_tensor *src);
+
 tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
+    TDM_PROFILE_OP("copy_", dst, src);
+    return copy_into(dst, src);
+}
+
+static tdm_status copy_into(tdm_tensor *dst, const tdm_tensor *src) {
     TDM_TRY(tdm_check_tensor("copy_", "dst", dst));
     TDM_TRY(tdm_check_tensor("copy_", "src", src));
     if (dst->numel != src->numel)
@@ -293,7 +302,7 @@ tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
 
 static tdm_tensor *tensor_copy(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
     tdm_tensor *out = tdm_tensor_empty(t->ndim, t->shape, dt, dev);
-    if (out && tdm_tensor_copy_(out, t) != TDM_OK) {
+    if (out && copy_into(out, t) != TDM_OK) {
         tdm_tensor_free(out);
         return NULL;
     }
@@ -302,11 +311,13 @@ static tdm_tensor *tensor_copy(const tdm_tensor *t, tdm_device dev, tdm_dtype dt
 
 // Both record themselves for autograd (the gradient goes back to t's dtype and device).
 tdm_tensor *tdm_tensor_to(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
+    TDM_PROFILE_OP("to", t);
     if (tdm_check_tensor("to", "input", t) != TDM_OK) return NULL;
     return tdm_record_copy(tensor_copy(t, dev, dt), t, "to");
 }
 
 tdm_tensor *tdm_tensor_clone(const tdm_tensor *t) {
+    TDM_PROFILE_OP("clone", t);
     if (tdm_check_tensor("clone", "input", t) != TDM_OK) return NULL;
     return tdm_record_copy(tensor_copy(t, t->device, t->dtype), t, "clone");
 }

@@ -5,6 +5,7 @@
  * Everything taken from the results files is escaped. */
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -535,6 +536,7 @@ static void peer_md(FILE *f, const report *r) {
                    "tandem result (different names, or not run).\n\n", missing, only_peer);
     free(v);
 }
+static void profile_section(FILE *f, const char *dir, bool as_html);   // the top ops, below
 
 static int write_html(FILE *f, const report *r) {
     const bench_results *run = r->run;
@@ -680,6 +682,7 @@ static int write_html(FILE *f, const report *r) {
     }
 
     if (r->peer || r->peer_note) peer_html(f, r);
+    profile_section(f, run->dir, true);
     fputs("<h2 id=\"status\">Skipped and unfinished</h2>\n", f);
     int n_fin = array_size(run->status, "finished");
     if (run->status) fprintf(f, "<p>%d benchmark%s finished.</p>\n", n_fin, n_fin == 1 ? "" : "s");
@@ -708,6 +711,94 @@ static int write_html(FILE *f, const report *r) {
     html(f, run->dir);
     fputs(".</p>\n</body>\n</html>\n", f);
     return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// profiles: the top ops of each profiled benchmark (bench run --profile; docs/PROFILING.md)
+
+#define PROFILE_TOP 10
+
+// Prints a "Top ops" section from DIR/profiles/*.table.json (nothing when there are none), as
+// HTML or Markdown: per benchmark its first PROFILE_TOP rows (the table is sorted already).
+static void profile_section(FILE *f, const char *dir, bool as_html) {
+    char pattern[PATH_MAX];
+    snprintf(pattern, sizeof pattern, "%s/profiles/*.table.json", dir);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) return;
+    fputs(as_html ? "<h2 id=\"profiles\">Top ops (profiled)</h2>\n"
+                    "<p class=\"note\">One untimed run per benchmark under the profiler "
+                    "(<code>bench run --profile</code>); traces beside the tables in "
+                    "<code>profiles/</code>, to open in ui.perfetto.dev.</p>\n"
+                  : "## Top ops (profiled)\n\nOne untimed run per benchmark under the profiler "
+                    "(bench run --profile); traces beside the tables in profiles/, to open in "
+                    "ui.perfetto.dev.\n\n",
+          f);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *in = fopen(g.gl_pathv[i], "rb");
+        char *text = NULL;
+        size_t len = 0;
+        if (in) {
+            fseek(in, 0, SEEK_END);
+            long n = ftell(in);
+            fseek(in, 0, SEEK_SET);
+            text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+            len = text ? fread(text, 1, (size_t)n, in) : 0;
+            fclose(in);
+        }
+        if (text) text[len] = '\0';
+        cJSON *t = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        const cJSON *bm = cJSON_GetObjectItemCaseSensitive(t, "benchmark");
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(t, "rows");
+        if (!cJSON_IsString(bm) || !cJSON_IsArray(rows)) {
+            fprintf(stderr, "bench report: %s is not a profile table; left out\n", g.gl_pathv[i]);
+            cJSON_Delete(t);
+            continue;
+        }
+        if (as_html) {
+            fputs("<h3>", f);
+            html(f, bm->valuestring);
+            fputs("</h3>\n<table>\n<tr><th>op</th><th>calls</th><th>host total (us)</th><th>host "
+                  "mean (us)</th><th>share</th><th>device total (us)</th><th>GFLOP</th></tr>\n", f);
+        } else {
+            fputs("### ", f);
+            md(f, bm->valuestring);
+            fputs("\n\n| op | calls | host total (us) | host mean (us) | share | device total (us) "
+                  "| GFLOP |\n| --- | --- | --- | --- | --- | --- | --- |\n", f);
+        }
+        int k = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows) {
+            if (k++ >= PROFILE_TOP) break;
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(row, "name");
+            const cJSON *dev = cJSON_GetObjectItemCaseSensitive(row, "device_total_us");
+            char c[5][32], d[32];
+            const char *keys[5] = {"calls", "host_total_us", "host_mean_us", "share", "flops"};
+            for (int j = 0; j < 5; j++) {
+                double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(row, keys[j]));
+                if (j == 3) snprintf(c[j], sizeof c[j], "%.1f%%", 100 * v);
+                else if (j == 4) snprintf(c[j], sizeof c[j], "%.4g", v / 1e9);
+                else num(v, c[j], sizeof c[j]);
+            }
+            if (cJSON_IsNumber(dev)) num(dev->valuedouble, d, sizeof d);
+            else snprintf(d, sizeof d, "not measured");
+            const char *nm = cJSON_IsString(name) ? name->valuestring : "?";
+            if (as_html) {
+                fputs("<tr><td><code>", f);
+                html(f, nm);
+                fprintf(f, "</code></td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
+                        "<td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
+                        "<td class=\"n\">%s</td></tr>\n", c[0], c[1], c[2], c[3], d, c[4]);
+            } else {
+                fputs("| ", f);
+                md(f, nm);
+                fprintf(f, " | %s | %s | %s | %s | %s | %s |\n", c[0], c[1], c[2], c[3], d, c[4]);
+            }
+        }
+        fputs(as_html ? "</table>\n" : "\n", f);
+        cJSON_Delete(t);
+    }
+    globfree(&g);
 }
 
 static int write_md(FILE *f, const report *r) {
@@ -795,6 +886,7 @@ static int write_md(FILE *f, const report *r) {
     }
 
     if (r->peer || r->peer_note) peer_md(f, r);
+    profile_section(f, run->dir, false);
     fputs("## Skipped and unfinished\n\n", f);
     int n_fin = array_size(run->status, "finished");
     if (run->status) fprintf(f, "%d benchmark%s finished.\n\n", n_fin, n_fin == 1 ? "" : "s");

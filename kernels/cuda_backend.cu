@@ -13,6 +13,7 @@
 #ifdef TDM_HAVE_NCCL
 #include "kernels/nccl.h"
 #endif
+#include "kernels/nvtx.h"
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -356,4 +357,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .comm_allreduce_mean = tdm_cuda_comm_allreduce_mean,
     .comm_wait = tdm_cuda_comm_wait,
 #endif
+    // ---- profiling (kernels/nvtx.cu); event_record/event_elapsed_ms/event_free: not yet ----
+    .range_push = tdm_cuda_range_push,
+    .range_pop = tdm_cuda_range_pop,
 };
