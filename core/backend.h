@@ -132,6 +132,10 @@ struct tdm_backend_ops {
                            bool buf_initialized, const tdm_sgd_params *p);
     tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
                             tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+
+    // ---- optional: the convolution algorithm choice (tandem/backends.h); index checked ----
+    tdm_status (*conv_algo_last)(int device_index, tdm_conv_pass pass, tdm_conv_algo_info *out);
+    tdm_status (*conv_algo_cache_clear)(int device_index);
 };
 
 // ---- memory accounting shared by the backends (core/memory.c) ----

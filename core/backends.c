@@ -1,7 +1,10 @@
 /* backends.c — the process-wide backend switches of tandem/backends.h (atomics: read by every op
- * on any thread, set rarely). */
+ * on any thread, set rarely), and the questions about a device's convolution algorithm choice,
+ * passed to its backend. */
 #include <stdatomic.h>
+#include <string.h>
 
+#include "core/tensor_impl.h"
 #include "tandem/backends.h"
 
 static atomic_bool tf32_matmul = false;   // PyTorch >= 1.12: matmul TF32 off by default
@@ -30,4 +33,36 @@ const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode) {
     case TDM_CONV_ALGO_DETERMINISTIC: return "deterministic";
     }
     return "unknown";
+}
+
+const char *tdm_conv_pass_name(tdm_conv_pass pass) {
+    switch (pass) {
+    case TDM_CONV_PASS_FORWARD: return "forward";
+    case TDM_CONV_PASS_BACKWARD_DATA: return "backward_data";
+    case TDM_CONV_PASS_BACKWARD_FILTER: return "backward_filter";
+    case TDM_CONV_PASS_COUNT: break;
+    }
+    return "unknown";
+}
+
+tdm_status tdm_conv_algo_last(tdm_device device, tdm_conv_pass pass, tdm_conv_algo_info *out) {
+    if (!out) return tdm_error_set(TDM_ERR_ARG, "conv algo last: out is NULL");
+    memset(out, 0, sizeof *out);
+    if ((int)pass < 0 || pass >= TDM_CONV_PASS_COUNT)
+        return tdm_error_set(TDM_ERR_ARG, "conv algo last: unknown pass %d", (int)pass);
+    if (!tdm_device_available(device)) return tdm_last_status();
+    const struct tdm_backend_ops *be = tdm_backend_get(device.type);
+    char name[32];
+    if (!be->conv_algo_last)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED,
+                             "conv algo last: the %s backend does not choose algorithms for %s",
+                             be->name, tdm_device_str(device, name, sizeof name));
+    return be->conv_algo_last(device.index, pass, out);
+}
+
+// A backend that caches nothing has nothing to forget.
+tdm_status tdm_conv_algo_cache_clear(tdm_device device) {
+    if (!tdm_device_available(device)) return tdm_last_status();
+    const struct tdm_backend_ops *be = tdm_backend_get(device.type);
+    return be->conv_algo_cache_clear ? be->conv_algo_cache_clear(device.index) : TDM_OK;
 }

@@ -1,7 +1,8 @@
 /* cuda_backend.cu — the CUDA backend's table. So far: devices, memory (the caching allocator of
  * kernels/caching_allocator.h over cudaMalloc) and copies, and what each device is (runtime
- * properties + NVML); kernels, cuBLAS/cuDNN and NCCL come with the CUDA backend issue. Compute
- * slots are NULL, which core reports as "not supported by the cuda backend". */
+ * properties + NVML); matrix products through cuBLASLt (kernels/blas.cu) and convolutions through
+ * cuDNN (kernels/conv_cudnn.cu). The other compute slots are NULL for now, which core reports as
+ * "not supported by the cuda backend". */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_libs.h"
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -147,8 +149,8 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     if (cudaDriverGetVersion(&v) == cudaSuccess) out->cuda_driver_version = v;
     if (cudaRuntimeGetVersion(&v) == cudaSuccess) out->cuda_runtime_version = v;
     (void)cudaGetLastError();
-    snprintf(out->cublas_version, sizeof out->cublas_version, "not linked");
-    snprintf(out->cudnn_version, sizeof out->cudnn_version, "not linked");
+    tdm_cuda_cublas_version(out->cublas_version, sizeof out->cublas_version);
+    tdm_cuda_cudnn_version(out->cudnn_version, sizeof out->cudnn_version);
     snprintf(out->nccl_version, sizeof out->nccl_version, "not linked");
 
     const struct nvml_api *n = nvml_get();
@@ -328,18 +330,28 @@ static tdm_status cuda_memset_zero(void *dst, size_t nbytes, int device_index) {
 
 
 extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
-    "cuda",                 // name
-    cuda_device_count,      // device_count
-    cuda_device_props,      // device_props
-    cuda_alloc,             // alloc
-    cuda_free,              // free
-    cuda_memory_stats,      // memory_stats
-    cuda_memory_reset_peak, // memory_reset_peak
-    cuda_empty_cache,       // empty_cache
-    cuda_memory_summary,    // memory_summary
-    cuda_set_caching,       // set_caching
-    cuda_copy_from_host,    // copy_from_host
-    cuda_copy_to_host,      // copy_to_host
-    cuda_memset_zero,       // memset_zero
-    // every later slot (cast, rand, ops) is NULL: optional until the CUDA backend issue lands
+    .name = "cuda",
+    .device_count = cuda_device_count,
+    .device_props = cuda_device_props,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .memory_stats = cuda_memory_stats,
+    .memory_reset_peak = cuda_memory_reset_peak,
+    .empty_cache = cuda_empty_cache,
+    .memory_summary = cuda_memory_summary,
+    .set_caching = cuda_set_caching,
+    .copy_from_host = cuda_copy_from_host,
+    .copy_to_host = cuda_copy_to_host,
+    .memset_zero = cuda_memset_zero,
+    // kernels/blas.cu (cuBLASLt) and kernels/conv_cudnn.cu (cuDNN; NULL in a build without it)
+    .linear = tdm_cuda_linear,
+    .linear_backward = tdm_cuda_linear_backward,
+    .matmul = tdm_cuda_matmul,
+    .matmul_backward = tdm_cuda_matmul_backward,
+    .conv2d = TDM_CUDA_CONV2D,
+    .conv2d_backward = TDM_CUDA_CONV2D_BACKWARD,
+    // designated initializers (a GNU extension in C++17 that nvcc accepts, standard in C++20):
+    // slots must follow backend.h's order; the ones not named are NULL
+    .conv_algo_last = TDM_CUDA_CONV_ALGO_LAST,
+    .conv_algo_cache_clear = TDM_CUDA_CONV_ALGO_CACHE_CLEAR,
 };
