@@ -1,7 +1,10 @@
 /* backends.c — the process-wide backend switches of tandem/backends.h (atomics: read by every op
  * on any thread, set rarely), and the questions about a device's convolution algorithm choice,
  * passed to its backend. */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/tensor_impl.h"
@@ -11,20 +14,51 @@ static atomic_bool tf32_matmul = false;   // PyTorch >= 1.12: matmul TF32 off by
 static atomic_bool tf32_conv = true;      // cuDNN TF32 on by default
 static atomic_int conv_mode = TDM_CONV_ALGO_HEURISTIC;
 
+// The environment's defaults (backends.h), read once before the first get or set.
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void env_bool(const char *name, atomic_bool *flag) {
+    const char *v = getenv(name);
+    if (!v) return;
+    if (!strcmp(v, "1")) atomic_store(flag, true);
+    else if (!strcmp(v, "0")) atomic_store(flag, false);
+    else fprintf(stderr, "tandem: ignoring %s=%s (expected 0 or 1)\n", name, v);
+}
+
+static void env_read(void) {
+    env_bool("TANDEM_TF32_MATMUL", &tf32_matmul);
+    env_bool("TANDEM_TF32_CONV", &tf32_conv);
+    const char *v = getenv("TANDEM_CONV_ALGO");
+    if (!v) return;
+    for (int m = TDM_CONV_ALGO_HEURISTIC; m <= TDM_CONV_ALGO_DETERMINISTIC; m++)
+        if (!strcmp(v, tdm_conv_algo_mode_name((tdm_conv_algo_mode)m))) {
+            atomic_store(&conv_mode, m);
+            return;
+        }
+    fprintf(stderr, "tandem: ignoring TANDEM_CONV_ALGO=%s (expected heuristic, benchmark or "
+            "deterministic)\n", v);
+}
+
 void tdm_tf32_set_allowed(tdm_tf32_scope scope, bool allow) {
+    pthread_once(&env_once, env_read);
     atomic_store(scope == TDM_TF32_CONV ? &tf32_conv : &tf32_matmul, allow);
 }
 
 bool tdm_tf32_allowed(tdm_tf32_scope scope) {
+    pthread_once(&env_once, env_read);
     return atomic_load(scope == TDM_TF32_CONV ? &tf32_conv : &tf32_matmul);
 }
 
 void tdm_conv_algo_mode_set(tdm_conv_algo_mode mode) {
+    pthread_once(&env_once, env_read);
     if (mode >= TDM_CONV_ALGO_HEURISTIC && mode <= TDM_CONV_ALGO_DETERMINISTIC)
         atomic_store(&conv_mode, (int)mode);
 }
 
-tdm_conv_algo_mode tdm_conv_algo_mode_get(void) { return (tdm_conv_algo_mode)atomic_load(&conv_mode); }
+tdm_conv_algo_mode tdm_conv_algo_mode_get(void) {
+    pthread_once(&env_once, env_read);
+    return (tdm_conv_algo_mode)atomic_load(&conv_mode);
+}
 
 const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode) {
     switch (mode) {

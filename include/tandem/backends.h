@@ -3,7 +3,9 @@
  *   convolutions (torch.backends.cudnn.allow_tf32, default on); the convolution algorithm mode
  *   (heuristic = PyTorch's default, benchmark = cudnn.benchmark, deterministic =
  *   cudnn.deterministic). The reference backend computes in double whatever they say; the CUDA
- *   backend reads them at each call. */
+ *   backend reads them at each call. The environment sets their initial values (read once, before
+ *   the first get or set; other values are ignored with a warning on stderr):
+ *   TANDEM_TF32_MATMUL=0|1, TANDEM_TF32_CONV=0|1, TANDEM_CONV_ALGO=heuristic|benchmark|deterministic. */
 #ifndef TANDEM_BACKENDS_H
 #define TANDEM_BACKENDS_H
 
