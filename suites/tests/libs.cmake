@@ -25,9 +25,9 @@ foreach(variant "tf32_off:TANDEM_TF32_MATMUL=0 TANDEM_TF32_CONV=0"
   string(REGEX REPLACE ":.*" "" name ${variant})
   string(REGEX REPLACE "^[^:]*:" "" envs ${variant})
   add_test(NAME gpu.golden.cuda0.libs_${name}
-           COMMAND sh -c "out=$(${envs} $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${CASES_DIR}/matmul-f32-mm.safetensors 2>&1); rc=$?; ${LIBS_SKIP}; echo \"$out\"; [ $rc -eq 0 ] || exit 1; ${envs} exec $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${LIBS_CASES}")
+           COMMAND sh -c "out=$(env ${envs} $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${CASES_DIR}/matmul-f32-mm.safetensors 2>&1); rc=$?; ${LIBS_SKIP}; echo \"$out\"; [ $rc -eq 0 ] || exit 1; exec env ${envs} $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${LIBS_CASES}")
   add_test(NAME gpu.conform.cuda0.libs_${name}
-           COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); ${LIBS_SKIP}; ${envs} exec $<TARGET_FILE:bench> conform --device cuda:0 --ops linear,matmul,conv2d --dtypes f32,f16,bf16 --cases 3 --seed 2 --quiet --failures ${TEST_TMP}/conform-libs-${name}")
+           COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); ${LIBS_SKIP}; exec env ${envs} $<TARGET_FILE:bench> conform --device cuda:0 --ops linear,matmul,conv2d --dtypes f32,f16,bf16 --cases 3 --seed 2 --quiet --failures ${TEST_TMP}/conform-libs-${name}")
   set_tests_properties(gpu.golden.cuda0.libs_${name} gpu.conform.cuda0.libs_${name}
                        PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()
