@@ -160,6 +160,9 @@ struct tdm_backend_ops {
     void *(*event_record)(int device_index);
     double (*event_elapsed_ms)(void *start, void *end);
     void (*event_free)(void *event);
+    // ---- optional: the convolution algorithm choice (tandem/backends.h); index checked ----
+    tdm_status (*conv_algo_last)(int device_index, tdm_conv_pass pass, tdm_conv_algo_info *out);
+    tdm_status (*conv_algo_cache_clear)(int device_index);
 };
 
 enum { TDM_COMM_ID_BYTES = 128 };   // NCCL_UNIQUE_ID_BYTES

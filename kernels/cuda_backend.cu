@@ -1,7 +1,8 @@
 /* cuda_backend.cu — the CUDA backend's table. So far: devices, memory (the caching allocator of
  * kernels/caching_allocator.h over cudaMalloc) and copies, and what each device is (runtime
- * properties + NVML); kernels, cuBLAS/cuDNN and NCCL come with the CUDA backend issue. Compute
- * slots are NULL, which core reports as "not supported by the cuda backend". */
+ * properties + NVML); matrix products through cuBLASLt (kernels/blas.cu) and convolutions through
+ * cuDNN (kernels/conv_cudnn.cu). The other compute slots are NULL for now, which core reports as
+ * "not supported by the cuda backend". */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "kernels/nccl.h"
 #endif
 #include "kernels/nvtx.h"
+#include "kernels/cuda_libs.h"
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -151,8 +153,8 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     if (cudaDriverGetVersion(&v) == cudaSuccess) out->cuda_driver_version = v;
     if (cudaRuntimeGetVersion(&v) == cudaSuccess) out->cuda_runtime_version = v;
     (void)cudaGetLastError();
-    snprintf(out->cublas_version, sizeof out->cublas_version, "not linked");
-    snprintf(out->cudnn_version, sizeof out->cudnn_version, "not linked");
+    tdm_cuda_cublas_version(out->cublas_version, sizeof out->cublas_version);
+    tdm_cuda_cudnn_version(out->cudnn_version, sizeof out->cudnn_version);
 #ifdef TDM_HAVE_NCCL
     tdm_cuda_nccl_version(out->nccl_version, sizeof out->nccl_version);
 #else
@@ -350,6 +352,13 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .copy_from_host = cuda_copy_from_host,
     .copy_to_host = cuda_copy_to_host,
     .memset_zero = cuda_memset_zero,
+    // kernels/blas.cu (cuBLASLt) and kernels/conv_cudnn.cu (cuDNN; NULL in a build without it)
+    .linear = tdm_cuda_linear,
+    .linear_backward = tdm_cuda_linear_backward,
+    .matmul = tdm_cuda_matmul,
+    .matmul_backward = tdm_cuda_matmul_backward,
+    .conv2d = TDM_CUDA_CONV2D,
+    .conv2d_backward = TDM_CUDA_CONV2D_BACKWARD,
 #ifdef TDM_HAVE_NCCL
     .comm_unique_id = tdm_cuda_comm_unique_id,
     .comm_new = tdm_cuda_comm_new,
@@ -360,4 +369,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     // ---- profiling (kernels/nvtx.cu); event_record/event_elapsed_ms/event_free: not yet ----
     .range_push = tdm_cuda_range_push,
     .range_pop = tdm_cuda_range_pop,
+    // the convolution algorithm choice (kernels/conv_cudnn.cu)
+    .conv_algo_last = TDM_CUDA_CONV_ALGO_LAST,
+    .conv_algo_cache_clear = TDM_CUDA_CONV_ALGO_CACHE_CLEAR,
 };

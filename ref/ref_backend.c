@@ -1,5 +1,6 @@
 /* ref_backend.c — the CPU reference backend's table, its memory (host malloc), casts, random
  * fills, and the load/store helpers of ref.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,19 @@ static tdm_status ref_rand_normal(tdm_tensor *t, uint64_t seed, uint64_t offset)
 
 // ---- the table ------------------------------------------------------------------------------
 
+// The reference has no algorithms to choose among: every convolution is the direct loops of
+// ref_linalg.c.
+static tdm_status ref_conv_algo_last(int device_index, tdm_conv_pass pass, tdm_conv_algo_info *out) {
+    (void)device_index;
+    memset(out, 0, sizeof *out);
+    out->pass = pass;
+    out->mode = tdm_conv_algo_mode_get();
+    snprintf(out->engine, sizeof out->engine, "reference: direct loops");
+    out->engine_id = -1;
+    out->candidates = 1;
+    return TDM_OK;
+}
+
 const struct tdm_backend_ops tdm_ref_backend = {
     .name = "cpu",
     .device_count = ref_device_count,
@@ -192,4 +206,5 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .embedding_backward = ref_embedding_backward,
     .sgd_step = ref_sgd_step,
     .adam_step = ref_adam_step,
+    .conv_algo_last = ref_conv_algo_last,
 };
