@@ -391,3 +391,16 @@ tdm_tensor *tdm_tensor_to_non_blocking(const tdm_tensor *t, tdm_device dev, tdm_
     tdm_tensor_free(conv);
     return tdm_record_copy(out, t, "to");
 }
+
+// Bytes of src to dst, both on devices of one backend (cuda:i -> cuda:j), on the current stream
+// of dst's device, waited for: tdm_tensor_copy_ without staging through the host. Unsupported
+// (with no error set) when the backend has no copy_async: the caller stages instead.
+tdm_status tdm_copy_device_to_device(tdm_tensor *dst, const tdm_tensor *src) {
+    const struct tdm_backend_ops *be = tdm_backend_of(dst);
+    if (!be->copy_async || !be->stream_synchronize || tdm_backend_of(src) != be)
+        return TDM_ERR_UNSUPPORTED;
+    void *h = stream_handle(NULL, dst->device);
+    TDM_TRY(be->copy_async(tdm_data(dst), tdm_data_c(src), tdm_tensor_nbytes(dst), TDM_COPY_D2D,
+                           dst->device.index, src->device.index, h));
+    return be->stream_synchronize(h, dst->device.index);
+}

@@ -301,6 +301,8 @@ tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
     } else if (dst->device.type == TDM_DEVICE_CPU) {
         s = tdm_backend_of(from)->copy_to_host(dst->storage->data, from->storage->data, n,
                                                from->device.index);
+    } else if ((s = tdm_copy_device_to_device(dst, from)) != TDM_ERR_UNSUPPORTED) {
+        // copied on the device (a copy engine), or failed with the backend's message
     } else {
         void *stage = malloc(n);
         s = stage ? tdm_backend_of(from)->copy_to_host(stage, from->storage->data, n,

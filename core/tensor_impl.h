@@ -65,6 +65,9 @@ void tdm_debug_guarded_free(const tdm_tensor *t, tdm_storage *s);
 static inline const void *tdm_data_c(const tdm_tensor *t) { return t->storage->data; }
 static inline void *tdm_data(tdm_tensor *t) { return t->storage->data; }
 const struct tdm_backend_ops *tdm_backend_of(const tdm_tensor *t);
+// dst = src's bytes between two devices of one backend, synchronously, without staging through
+// the host (stream.c); TDM_ERR_UNSUPPORTED, no error set, when the backend cannot.
+tdm_status tdm_copy_device_to_device(tdm_tensor *dst, const tdm_tensor *src);
 // Where pin_memory() pins (stream.c): cuda:0 when a CUDA device is there, else the cpu.
 tdm_device tdm_pin_device(void);
 // A cpu tensor in host memory of `kind` from host_be->host_alloc(…, host_device) (stream.c).
