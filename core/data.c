@@ -246,7 +246,8 @@ tdm_loader *tdm_loader_new(tdm_tensor *x, tdm_tensor *y, const tdm_loader_params
     }
     l->p = *p;
     if (l->p.prefetch == 0) l->p.prefetch = 2;
-    l->pin_dev = p->device.type == TDM_DEVICE_CUDA ? p->device : tdm_pin_device();
+    if (p->pin_memory)   // (asking whether a CUDA device is there may start its runtime)
+        l->pin_dev = p->device.type == TDM_DEVICE_CUDA ? p->device : tdm_pin_device();
     l->n = tdm_tensor_shape(x)[0];
     l->x_row_bytes = (size_t)tdm_shape_numel(tdm_tensor_ndim(x) - 1, tdm_tensor_shape(x) + 1) *
                      tdm_dtype_size(tdm_tensor_dtype(x));

@@ -65,7 +65,7 @@ tdm_stream *tdm_stream_new(tdm_device dev) {
         tdm_error_set(TDM_ERR_OOM, "stream_new: out of host memory");
         return NULL;
     }
-    s->device = dev;
+    s->device = dev.type == TDM_DEVICE_CPU ? TDM_CPU : dev;
     s->be = be;
     if (be->stream_new(dev.index, &s->handle) != TDM_OK) {
         free(s);
@@ -156,7 +156,7 @@ tdm_event *tdm_event_new(tdm_device dev) {
         tdm_error_set(TDM_ERR_OOM, "event_new: out of host memory");
         return NULL;
     }
-    e->device = dev;
+    e->device = dev.type == TDM_DEVICE_CPU ? TDM_CPU : dev;
     e->be = be;
     if (be->event_new(dev.index, &e->handle) != TDM_OK) {
         free(e);

@@ -425,6 +425,8 @@ static int run_gpu_copy(void) {
     tdm_stream *s = tdm_stream_new(cuda0);
     tdm_event *e0 = tdm_event_new(cuda0), *e1 = tdm_event_new(cuda0);
     CHECK(s && e0 && e1 && dev && back);
+    // the zero fill ran on the default stream, which a non-blocking stream does not wait for
+    CHECK(tdm_device_synchronize(cuda0) == TDM_OK);
     CHECK(tdm_event_record(e0, s) == TDM_OK);
     CHECK(tdm_tensor_copy_async(dev, pin, s) == TDM_OK);
     CHECK(tdm_tensor_copy_async(back, dev, s) == TDM_OK);
@@ -437,6 +439,7 @@ static int run_gpu_copy(void) {
     CHECK(same_bytes(back, src));
     // the copy kernel, device to device, and to_non_blocking on the current stream
     tdm_tensor *dev2 = tdm_tensor_zeros(1, &n, TDM_DTYPE_I64, cuda0);
+    CHECK(tdm_device_synchronize(cuda0) == TDM_OK);
     CHECK(tdm_stream_set_current(cuda0, s) == TDM_OK);
     CHECK(tdm_tensor_copy_sm_async(dev2, dev, NULL) == TDM_OK);
     tdm_tensor *nb = tdm_tensor_to_non_blocking(pin, cuda0, TDM_DTYPE_I64);
@@ -478,8 +481,9 @@ static int run_gpu_host_reuse(void) {
     CHECK(tdm_device_synchronize(cuda0) == TDM_OK);
     tdm_host_memory_stats h0, h1;
     CHECK(tdm_host_memory_stats_get(cuda0, &h0) == TDM_OK);
-    // keep the stream busy (8 large device copies), then queue the copy from p and free p
-    for (int i = 0; i < 8; i++) CHECK(tdm_tensor_copy_async(busy_b, busy_a, s) == TDM_OK);
+    // keep the stream busy (32 large device copies: milliseconds), then queue the copy from p
+    // and free p
+    for (int i = 0; i < 32; i++) CHECK(tdm_tensor_copy_async(busy_b, busy_a, s) == TDM_OK);
     CHECK(tdm_tensor_copy_async(dst, p, s) == TDM_OK);
     void *old = tdm_tensor_data(p);
     tdm_tensor_free(p);
