@@ -14,13 +14,13 @@
 struct tdm_stream {
     tdm_device device;
     const struct tdm_backend_ops *be;
-    void *handle;   // the backend's
+    void *handle;  // the backend's
 };
 
 struct tdm_event {
     tdm_device device;
     const struct tdm_backend_ops *be;
-    void *handle;   // the backend's
+    void *handle;  // the backend's
     bool recorded;
 };
 
@@ -77,7 +77,7 @@ tdm_stream *tdm_stream_new(tdm_device dev) {
 void tdm_stream_free(tdm_stream *s) {
     if (!s) return;
     tdm_stream **cur = &stream_current[s->device.type][s->device.index];
-    if (*cur == s) {   // it stops being this thread's current stream
+    if (*cur == s) {  // it stops being this thread's current stream
         *cur = NULL;
         if (s->be->set_current_stream) (void)s->be->set_current_stream(NULL, s->device.index);
     }
@@ -85,7 +85,9 @@ void tdm_stream_free(tdm_stream *s) {
     free(s);
 }
 
-tdm_device tdm_stream_device(const tdm_stream *s) { return s ? s->device : TDM_CPU; }
+tdm_device tdm_stream_device(const tdm_stream *s) {
+    return s ? s->device : TDM_CPU;
+}
 
 tdm_status tdm_stream_synchronize(tdm_stream *s) {
     if (!s) return tdm_error_set(TDM_ERR_ARG, "stream_synchronize: stream is NULL");
@@ -98,12 +100,11 @@ tdm_status tdm_stream_wait_event(tdm_stream *s, tdm_event *e) {
         return tdm_error_set(TDM_ERR_ARG, "stream_wait_event: %s is NULL", !s ? "stream" : "event");
     if (s->device.type != e->device.type) {
         char a[32], b[32];
-        return tdm_error_set(TDM_ERR_DEVICE,
-                             "stream_wait_event: the stream is on %s, the event on %s",
-                             tdm_device_str(s->device, a, sizeof a),
-                             tdm_device_str(e->device, b, sizeof b));
+        return tdm_error_set(
+            TDM_ERR_DEVICE, "stream_wait_event: the stream is on %s, the event on %s",
+            tdm_device_str(s->device, a, sizeof a), tdm_device_str(e->device, b, sizeof b));
     }
-    if (!e->recorded) return TDM_OK;   // nothing to wait for, as PyTorch
+    if (!e->recorded) return TDM_OK;  // nothing to wait for, as PyTorch
     if (!s->be->stream_wait_event) return stream_unsupported("stream_wait_event", s->be);
     return s->be->stream_wait_event(s->handle, e->handle, s->device.index);
 }
@@ -113,8 +114,7 @@ tdm_status tdm_stream_set_current(tdm_device dev, tdm_stream *s) {
     if (!be) return tdm_last_status();
     if (s && !tdm_device_equal(s->device, dev)) {
         char a[32], b[32];
-        return tdm_error_set(TDM_ERR_DEVICE,
-                             "stream_set_current: the stream is on %s, not on %s",
+        return tdm_error_set(TDM_ERR_DEVICE, "stream_set_current: the stream is on %s, not on %s",
                              tdm_device_str(s->device, a, sizeof a),
                              tdm_device_str(dev, b, sizeof b));
     }
@@ -175,10 +175,9 @@ tdm_status tdm_event_record(tdm_event *e, tdm_stream *s) {
     if (!e) return tdm_error_set(TDM_ERR_ARG, "event_record: event is NULL");
     if (s && !tdm_device_equal(s->device, e->device)) {
         char a[32], b[32];
-        return tdm_error_set(TDM_ERR_DEVICE,
-                             "event_record: the event is on %s but the stream on %s",
-                             tdm_device_str(e->device, a, sizeof a),
-                             tdm_device_str(s->device, b, sizeof b));
+        return tdm_error_set(
+            TDM_ERR_DEVICE, "event_record: the event is on %s but the stream on %s",
+            tdm_device_str(e->device, a, sizeof a), tdm_device_str(s->device, b, sizeof b));
     }
     TDM_TRY(e->be->event_record(e->handle, stream_handle(s, e->device), e->device.index));
     e->recorded = true;
@@ -202,13 +201,14 @@ tdm_status tdm_event_query(tdm_event *e, bool *done) {
 tdm_status tdm_event_elapsed_ms(const tdm_event *start, const tdm_event *end, double *ms) {
     if (!start || !end || !ms)
         return tdm_error_set(TDM_ERR_ARG, "event_elapsed_ms: %s is NULL",
-                             !start ? "start" : !end ? "end" : "ms");
+                             !start ? "start"
+                             : !end ? "end"
+                                    : "ms");
     if (!tdm_device_equal(start->device, end->device)) {
         char a[32], b[32];
-        return tdm_error_set(TDM_ERR_DEVICE,
-                             "event_elapsed_ms: the events are on different devices (%s and %s)",
-                             tdm_device_str(start->device, a, sizeof a),
-                             tdm_device_str(end->device, b, sizeof b));
+        return tdm_error_set(
+            TDM_ERR_DEVICE, "event_elapsed_ms: the events are on different devices (%s and %s)",
+            tdm_device_str(start->device, a, sizeof a), tdm_device_str(end->device, b, sizeof b));
     }
     if (!start->recorded || !end->recorded)
         return tdm_error_set(TDM_ERR_ARG,
@@ -220,8 +220,7 @@ tdm_status tdm_event_elapsed_ms(const tdm_event *start, const tdm_event *end, do
 // ---- host memory -----------------------------------------------------------------------------
 
 const char *tdm_host_kind_name(tdm_host_kind k) {
-    static const char *const names[] = {"pageable", "pinned", "pinned_wc", "registered",
-                                        "mapped"};
+    static const char *const names[] = {"pageable", "pinned", "pinned_wc", "registered", "mapped"};
     return (unsigned)k < TDM_HOST_KIND_COUNT ? names[k] : "unknown";
 }
 
@@ -235,8 +234,8 @@ static const struct tdm_backend_ops *host_backend(const char *op, tdm_device dev
     return be;
 }
 
-tdm_tensor *tdm_tensor_empty_host(int ndim, const int64_t *shape, tdm_dtype dt,
-                                  tdm_host_kind kind, tdm_device dev) {
+tdm_tensor *tdm_tensor_empty_host(int ndim, const int64_t *shape, tdm_dtype dt, tdm_host_kind kind,
+                                  tdm_device dev) {
     if ((unsigned)kind >= TDM_HOST_KIND_COUNT) {
         tdm_error_set(TDM_ERR_ARG, "empty_host: unknown host memory kind %d", (int)kind);
         return NULL;
@@ -251,7 +250,7 @@ tdm_device tdm_pin_device(void) {
     tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
     const struct tdm_backend_ops *be = tdm_backend_get(TDM_DEVICE_CUDA);
     bool ok = be && be->device_count() > 0 && be->host_alloc;
-    tdm_error_clear();   // "no CUDA device" is not an error here
+    tdm_error_clear();  // "no CUDA device" is not an error here
     return ok ? cuda0 : TDM_CPU;
 }
 
@@ -264,8 +263,8 @@ tdm_tensor *tdm_tensor_pin_memory(const tdm_tensor *t) {
                       tdm_device_str(t->device, d, sizeof d));
         return NULL;
     }
-    tdm_tensor *p = tdm_tensor_empty_host(t->ndim, t->shape, t->dtype, TDM_HOST_PINNED,
-                                          tdm_pin_device());
+    tdm_tensor *p =
+        tdm_tensor_empty_host(t->ndim, t->shape, t->dtype, TDM_HOST_PINNED, tdm_pin_device());
     if (p) memcpy(tdm_data(p), tdm_data_c(t), tdm_tensor_nbytes(t));
     return p;
 }
@@ -299,8 +298,8 @@ static tdm_status copy_check(const char *op, const tdm_tensor *dst, const tdm_te
     TDM_TRY(tdm_check_tensor(op, "dst", dst));
     TDM_TRY(tdm_check_tensor(op, "src", src));
     if (dst->dtype != src->dtype)
-        return tdm_error_set(TDM_ERR_DTYPE, "%s: dst has dtype %s, src %s (no conversion here)",
-                             op, tdm_dtype_name(dst->dtype), tdm_dtype_name(src->dtype));
+        return tdm_error_set(TDM_ERR_DTYPE, "%s: dst has dtype %s, src %s (no conversion here)", op,
+                             tdm_dtype_name(dst->dtype), tdm_dtype_name(src->dtype));
     bool same = dst->ndim == src->ndim;
     for (int i = 0; same && i < dst->ndim; i++) same = dst->shape[i] == src->shape[i];
     if (!same) {
@@ -323,13 +322,17 @@ static tdm_status copy_stream_check(const char *op, const tdm_stream *s, tdm_dev
 tdm_status tdm_tensor_copy_async(tdm_tensor *dst, const tdm_tensor *src, tdm_stream *s) {
     TDM_TRY(copy_check("copy_async", dst, src));
     tdm_copy_dir dir;
-    tdm_device dev;   // the device that runs the copy
+    tdm_device dev;  // the device that runs the copy
     int peer = 0;
     bool dcpu = dst->device.type == TDM_DEVICE_CPU, scpu = src->device.type == TDM_DEVICE_CPU;
-    if (dcpu && scpu) dir = TDM_COPY_H2H, dev = TDM_CPU;
-    else if (scpu) dir = TDM_COPY_H2D, dev = dst->device;
-    else if (dcpu) dir = TDM_COPY_D2H, dev = src->device;
-    else dir = TDM_COPY_D2D, dev = dst->device, peer = src->device.index;
+    if (dcpu && scpu)
+        dir = TDM_COPY_H2H, dev = TDM_CPU;
+    else if (scpu)
+        dir = TDM_COPY_H2D, dev = dst->device;
+    else if (dcpu)
+        dir = TDM_COPY_D2H, dev = src->device;
+    else
+        dir = TDM_COPY_D2D, dev = dst->device, peer = src->device.index;
     TDM_TRY(copy_stream_check("copy_async", s, dev));
     size_t n = tdm_tensor_nbytes(dst);
     if (!n) return TDM_OK;
@@ -360,7 +363,8 @@ tdm_status tdm_tensor_copy_sm_async(tdm_tensor *dst, const tdm_tensor *src, tdm_
                 return tdm_error_set(TDM_ERR_ARG,
                                      "copy_sm_async: %s is %s host memory; a kernel on %s reads "
                                      "and writes host memory only when it is mapped",
-                                     i ? "src" : "dst", tdm_host_kind_name(tdm_tensor_host_kind(host[i])),
+                                     i ? "src" : "dst",
+                                     tdm_host_kind_name(tdm_tensor_host_kind(host[i])),
                                      tdm_device_str(dev, a, sizeof a));
     }
     size_t n = tdm_tensor_nbytes(dst);

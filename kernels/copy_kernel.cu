@@ -8,7 +8,7 @@
 #include "kernels/cuda_stream.h"
 
 #define COPY_THREADS 256
-#define COPY_BLOCKS_PER_SM 8   // resident blocks per SM to keep enough loads in flight
+#define COPY_BLOCKS_PER_SM 8  // resident blocks per SM to keep enough loads in flight
 
 // dst[i] = src[i] for i < n, uint4 (16 bytes) each: n = nbytes / 16
 __global__ void copy_vec16_kernel(uint4 *__restrict__ dst, const uint4 *__restrict__ src,
@@ -33,7 +33,7 @@ static unsigned copy_grid(size_t n, int device) {
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         sms <= 0) {
         (void)cudaGetLastError();
-        sms = 108;   // an A100's count: only a launch-size hint
+        sms = 108;  // an A100's count: only a launch-size hint
     }
     size_t want = (n + COPY_THREADS - 1) / COPY_THREADS;
     size_t cap = (size_t)sms * COPY_BLOCKS_PER_SM;
@@ -58,8 +58,8 @@ tdm_status tdm_cuda_copy_kernel(void *dst, const void *src, size_t nbytes, int d
     }
     size_t done = vec * 16, rest = nbytes - done;
     if (rest) {
-        copy_bytes_kernel<<<copy_grid(rest, device), COPY_THREADS, 0, stream>>>(d + done,
-                                                                               s + done, rest);
+        copy_bytes_kernel<<<copy_grid(rest, device), COPY_THREADS, 0, stream>>>(d + done, s + done,
+                                                                                rest);
         TDM_TRY(CUDA_CHECK(cudaGetLastError()));
     }
     return TDM_OK;

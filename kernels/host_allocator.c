@@ -12,10 +12,10 @@
 
 typedef struct ha_block {
     char *ptr;
-    size_t size;   // the rounded size given to raw_alloc
+    size_t size;  // the rounded size given to raw_alloc
     tdm_host_kind kind;
-    bool used;     // handed out and not yet freed
-    void **events; // recorded by copies, not yet seen complete
+    bool used;      // handed out and not yet freed
+    void **events;  // recorded by copies, not yet seen complete
     int n_events, cap_events;
     struct ha_block *next;
 } ha_block;
@@ -24,8 +24,8 @@ struct tdm_host_allocator {
     pthread_mutex_t lock;
     tdm_host_raw_allocator raw;
     bool caching;
-    ha_block *blocks;   // every block held, used or not
-    void **pool;        // completed events, for reuse
+    ha_block *blocks;  // every block held, used or not
+    void **pool;       // completed events, for reuse
     int n_pool, cap_pool;
     tdm_host_memory_stats st;
 };
@@ -78,8 +78,10 @@ static int64_t ha_process(tdm_host_allocator *ha) {
         for (int i = 0; i < b->n_events; i++) {
             int q = failed ? 0 : ha->raw.event_query(b->events[i], ha->raw.ctx);
             if (q < 0) failed = true;
-            if (q == 1) ha_pool_put(ha, b->events[i]);
-            else b->events[kept++] = b->events[i];
+            if (q == 1)
+                ha_pool_put(ha, b->events[i]);
+            else
+                b->events[kept++] = b->events[i];
         }
         b->n_events = kept;
         if (!b->used && kept) waiting++;
@@ -103,8 +105,10 @@ static ha_block *ha_find(tdm_host_allocator *ha, const void *p, bool exact) {
 // Gives back every free block whose events have completed.
 static void ha_empty(tdm_host_allocator *ha) {
     for (ha_block **link = &ha->blocks; *link;) {
-        if (!(*link)->used && !(*link)->n_events) ha_release(ha, link);
-        else link = &(*link)->next;
+        if (!(*link)->used && !(*link)->n_events)
+            ha_release(ha, link);
+        else
+            link = &(*link)->next;
     }
 }
 
@@ -147,14 +151,14 @@ void *tdm_ha_alloc(tdm_host_allocator *ha, size_t bytes, tdm_host_kind kind) {
         return NULL;
     }
     pthread_mutex_lock(&ha->lock);
-    (void)ha_process(ha);   // an event error leaves those blocks waiting; the alloc goes on
+    (void)ha_process(ha);  // an event error leaves those blocks waiting; the alloc goes on
     ha_block *b = ha->blocks;
     while (b && (b->used || b->n_events || b->kind != kind || b->size != size)) b = b->next;
     if (b) {
         ha->st.n_cache_hits++;
     } else {
         void *p = ha->raw.raw_alloc(size, kind, ha->raw.ctx);
-        if (!p) {   // once more, after giving the cache back
+        if (!p) {  // once more, after giving the cache back
             ha_empty(ha);
             p = ha->raw.raw_alloc(size, kind, ha->raw.ctx);
         }
@@ -217,8 +221,10 @@ tdm_status tdm_ha_record_event(tdm_host_allocator *ha, const void *p, void *stre
     if (b && s == TDM_OK) {
         void *ev = ha->n_pool ? ha->pool[--ha->n_pool] : ha->raw.event_new(ha->raw.ctx);
         s = ev ? ha->raw.event_record(ev, stream, ha->raw.ctx) : tdm_last_status();
-        if (s == TDM_OK) b->events[b->n_events++] = ev;
-        else if (ev) ha_pool_put(ha, ev);
+        if (s == TDM_OK)
+            b->events[b->n_events++] = ev;
+        else if (ev)
+            ha_pool_put(ha, ev);
         if (owned) *owned = true;
     }
     pthread_mutex_unlock(&ha->lock);

@@ -115,7 +115,7 @@ tdm_status tdm_cuda_event_elapsed_ms(void *start, void *end, int device_index, d
 // recorded on (an event must be recorded on a stream of its own device).
 typedef struct {
     cudaEvent_t event;
-    int device;   // -1: not yet created
+    int device;  // -1: not yet created
 } host_event;
 
 // What copy_async hands tdm_ha_record_event as "stream".
@@ -127,7 +127,7 @@ typedef struct {
 static void *host_raw_alloc(size_t bytes, tdm_host_kind kind, void *ctx) {
     (void)ctx;
     void *p = NULL;
-    if (kind == TDM_HOST_REGISTERED) {   // bytes is a power of two >= 4096: page-aligned
+    if (kind == TDM_HOST_REGISTERED) {  // bytes is a power of two >= 4096: page-aligned
         p = aligned_alloc(TDM_HA_MIN_BLOCK, bytes);
         if (!p) {
             tdm_error_set(TDM_ERR_OOM, "registered host memory: out of host memory (%zu bytes)",
@@ -160,16 +160,17 @@ static void host_raw_free(void *p, size_t bytes, tdm_host_kind kind, void *ctx) 
 static void *host_event_new(void *ctx) {
     (void)ctx;
     host_event *e = (host_event *)calloc(1, sizeof *e);
-    if (!e) tdm_error_set(TDM_ERR_OOM, "pinned host allocator: out of host memory for an event");
-    else e->device = -1;
+    if (!e)
+        tdm_error_set(TDM_ERR_OOM, "pinned host allocator: out of host memory for an event");
+    else
+        e->device = -1;
     return e;
 }
 
 static void host_event_free(void *event, void *ctx) {
     (void)ctx;
     host_event *e = (host_event *)event;
-    if (e->device >= 0 && cudaSetDevice(e->device) == cudaSuccess)
-        (void)cudaEventDestroy(e->event);
+    if (e->device >= 0 && cudaSetDevice(e->device) == cudaSuccess) (void)cudaEventDestroy(e->event);
     (void)cudaGetLastError();
     free(e);
 }
@@ -208,9 +209,9 @@ static pthread_mutex_t host_allocator_lock = PTHREAD_MUTEX_INITIALIZER;
 static tdm_host_allocator *host_allocator_get(bool create) {
     pthread_mutex_lock(&host_allocator_lock);
     if (!host_allocator && create) {
-        tdm_host_raw_allocator raw = {host_raw_alloc,  host_raw_free,    host_event_new,
-                                      host_event_record, host_event_query, host_event_free,
-                                      NULL};
+        tdm_host_raw_allocator raw = {
+            host_raw_alloc,  host_raw_free, host_event_new, host_event_record, host_event_query,
+            host_event_free, NULL};
         const char *env = getenv("TANDEM_CACHING_HOST_ALLOCATOR");
         host_allocator = tdm_ha_new(&raw, !(env && strcmp(env, "0") == 0));
     }
@@ -235,8 +236,10 @@ void tdm_cuda_host_free(void *ptr, size_t nbytes, tdm_host_kind kind, int device
 tdm_status tdm_cuda_host_stats(int device_index, tdm_host_memory_stats *out) {
     (void)device_index;
     tdm_host_allocator *ha = host_allocator_get(false);
-    if (ha) tdm_ha_stats_get(ha, out);
-    else memset(out, 0, sizeof *out);
+    if (ha)
+        tdm_ha_stats_get(ha, out);
+    else
+        memset(out, 0, sizeof *out);
     return TDM_OK;
 }
 
@@ -263,17 +266,18 @@ tdm_status tdm_cuda_copy_async(void *dst, const void *src, size_t nbytes, tdm_co
     cudaStream_t s = (cudaStream_t)stream;
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
     switch (dir) {
-    case TDM_COPY_H2D:
-        TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s)));
-        return host_record(src, s, device_index);
-    case TDM_COPY_D2H:
-        TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s)));
-        return host_record(dst, s, device_index);
-    case TDM_COPY_D2D:
-        if (peer_index == device_index)
-            return CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, s));
-        return CUDA_CHECK(cudaMemcpyPeerAsync(dst, device_index, src, peer_index, nbytes, s));
-    case TDM_COPY_H2H: break;
+        case TDM_COPY_H2D:
+            TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s)));
+            return host_record(src, s, device_index);
+        case TDM_COPY_D2H:
+            TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s)));
+            return host_record(dst, s, device_index);
+        case TDM_COPY_D2D:
+            if (peer_index == device_index)
+                return CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, s));
+            return CUDA_CHECK(cudaMemcpyPeerAsync(dst, device_index, src, peer_index, nbytes, s));
+        case TDM_COPY_H2H:
+            break;
     }
     return tdm_error_set(TDM_ERR_ARG, "cuda copy_async: host-to-host copies are the cpu's");
 }

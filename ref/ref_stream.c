@@ -90,7 +90,8 @@ void *ref_host_alloc(size_t nbytes, tdm_host_kind kind, int device_index) {
     if (!p)
         tdm_error_set(TDM_ERR_OOM, "cpu: out of memory allocating %zu bytes of %s host memory",
                       nbytes, tdm_host_kind_name(kind));
-    else tdm_memory_count_alloc(&ref_host_memory, nbytes);
+    else
+        tdm_memory_count_alloc(&ref_host_memory, nbytes);
     return p;
 }
 

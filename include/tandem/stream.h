@@ -35,8 +35,8 @@ extern "C" {
 typedef struct tdm_stream tdm_stream;
 typedef struct tdm_event tdm_event;
 
-tdm_stream *tdm_stream_new(tdm_device dev);   // NULL + error when the device is not there
-void tdm_stream_free(tdm_stream *s);           // waits for its work; NULL is fine
+tdm_stream *tdm_stream_new(tdm_device dev);  // NULL + error when the device is not there
+void tdm_stream_free(tdm_stream *s);         // waits for its work; NULL is fine
 tdm_device tdm_stream_device(const tdm_stream *s);
 // Blocks until the stream's work is done (the default stream: tdm_device_synchronize).
 tdm_status tdm_stream_synchronize(tdm_stream *s);
@@ -49,41 +49,41 @@ tdm_stream *tdm_stream_current(tdm_device dev);
 tdm_status tdm_device_synchronize(tdm_device dev);
 
 // ---- events -------------------------------------------------------------------------------
-tdm_event *tdm_event_new(tdm_device dev);   // with timing
-void tdm_event_free(tdm_event *e);           // NULL is fine
+tdm_event *tdm_event_new(tdm_device dev);  // with timing
+void tdm_event_free(tdm_event *e);         // NULL is fine
 // Records e at the current end of s (NULL: the current stream of e's device, this thread).
 tdm_status tdm_event_record(tdm_event *e, tdm_stream *s);
 // Blocks until the recorded work is done (at once when never recorded, as PyTorch).
 tdm_status tdm_event_synchronize(tdm_event *e);
 // *done = the recorded work is done (true when never recorded, as PyTorch).
 tdm_status tdm_event_query(tdm_event *e, bool *done);
-// Milliseconds from start to end, both recorded on the same device and completed.
+// Milliseconds from start to end, both recorded on the same device; waits for end to complete.
 tdm_status tdm_event_elapsed_ms(const tdm_event *start, const tdm_event *end, double *ms);
 
 // ---- host memory ----------------------------------------------------------------------------
 typedef enum {
-    TDM_HOST_PAGEABLE = 0,   // malloc: the driver stages copies through its own pinned buffer
-    TDM_HOST_PINNED,         // page-locked (cudaHostAlloc, portable): DMA straight from it
-    TDM_HOST_PINNED_WC,      // page-locked write-combined: fast for the GPU to read, slow for
-                             // the CPU to read (uncached)
-    TDM_HOST_REGISTERED,     // a malloc'd buffer page-locked afterwards (cudaHostRegister)
-    TDM_HOST_MAPPED,         // page-locked and mapped into the device's address space:
-                             // kernels read and write it over the bus (zero-copy)
+    TDM_HOST_PAGEABLE = 0,  // malloc: the driver stages copies through its own pinned buffer
+    TDM_HOST_PINNED,        // page-locked (cudaHostAlloc, portable): DMA straight from it
+    TDM_HOST_PINNED_WC,     // page-locked write-combined: fast for the GPU to read, slow for
+                            // the CPU to read (uncached)
+    TDM_HOST_REGISTERED,    // a malloc'd buffer page-locked afterwards (cudaHostRegister)
+    TDM_HOST_MAPPED,        // page-locked and mapped into the device's address space:
+                            // kernels read and write it over the bus (zero-copy)
     TDM_HOST_KIND_COUNT
 } tdm_host_kind;
 
-const char *tdm_host_kind_name(tdm_host_kind k);   // "pageable", "pinned", "pinned_wc", ...
+const char *tdm_host_kind_name(tdm_host_kind k);  // "pageable", "pinned", "pinned_wc", ...
 
 // A cpu tensor in host memory of `kind`, page-locked for the CUDA device `dev` (every CUDA
 // device: the memory is portable). dev = cpu, or no CUDA device: the reference backend's
 // stand-in (malloc'd, flagged with its kind). TDM_HOST_PAGEABLE gives a plain cpu tensor.
-tdm_tensor *tdm_tensor_empty_host(int ndim, const int64_t *shape, tdm_dtype dt,
-                                  tdm_host_kind kind, tdm_device dev);
+tdm_tensor *tdm_tensor_empty_host(int ndim, const int64_t *shape, tdm_dtype dt, tdm_host_kind kind,
+                                  tdm_device dev);
 // A copy of cpu tensor t in pinned memory (Tensor.pin_memory()): for cuda:0 when a CUDA device is
 // there, else the reference stand-in. A cuda tensor is an error.
 tdm_tensor *tdm_tensor_pin_memory(const tdm_tensor *t);
-bool tdm_tensor_is_pinned(const tdm_tensor *t);   // pinned, pinned_wc, registered or mapped
-tdm_host_kind tdm_tensor_host_kind(const tdm_tensor *t);   // TDM_HOST_PAGEABLE for cuda tensors
+bool tdm_tensor_is_pinned(const tdm_tensor *t);           // pinned, pinned_wc, registered or mapped
+tdm_host_kind tdm_tensor_host_kind(const tdm_tensor *t);  // TDM_HOST_PAGEABLE for cuda tensors
 
 // The pinned host allocator of a device's backend (the fields of tdm_memory_stats, then more):
 // allocated = bytes in blocks handed out,
@@ -91,8 +91,8 @@ tdm_host_kind tdm_tensor_host_kind(const tdm_tensor *t);   // TDM_HOST_PAGEABLE 
 // allocations served from the cache, raw page-locking calls (cudaHostAlloc, cudaHostRegister)
 // and their frees, and freed blocks still waiting for their copies to complete.
 typedef struct {
-    int64_t allocated, reserved;             // bytes now
-    int64_t peak_allocated, peak_reserved;   // since the start
+    int64_t allocated, reserved;            // bytes now
+    int64_t peak_allocated, peak_reserved;  // since the start
     int64_t n_allocs, n_frees;
     int64_t n_cache_hits;
     int64_t n_raw_allocs, n_raw_frees;

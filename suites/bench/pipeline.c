@@ -28,10 +28,10 @@ static bench_suite_config pl_cfg;
 
 enum { PL_SEED = 20261123, PL_RING = 64 };
 
-#define PL_TRY(expr)                        \
-    do {                                    \
-        tdm_status pl_s_ = (expr);          \
-        if (pl_s_ != TDM_OK) return pl_s_;  \
+#define PL_TRY(expr)                       \
+    do {                                   \
+        tdm_status pl_s_ = (expr);         \
+        if (pl_s_ != TDM_OK) return pl_s_; \
     } while (0)
 
 typedef enum { PL_SYNC_PAGEABLE, PL_PINNED, PL_PREFETCH } pl_mode;
@@ -55,7 +55,7 @@ typedef struct {
 
 static pl_shape pl_shape_for(const bench_suite_config *cfg) {
     pl_shape s;
-    if (cfg->device.type == TDM_DEVICE_CUDA)   // 3x64x64 "images": copies that matter
+    if (cfg->device.type == TDM_DEVICE_CUDA)  // 3x64x64 "images": copies that matter
         s = (pl_shape){12288, 512, cfg->quick ? 512 : 4096, 64, ""};
     else
         s = (pl_shape){256, 64, cfg->quick ? 512 : 4096, 32, ""};
@@ -81,14 +81,14 @@ typedef struct {
     pl_shape shape;
     tdm_device dev;
     bool gpu;
-    tdm_tensor *x, *y;   // the dataset, on the cpu: x (N, F) f32, y (N) i64
+    tdm_tensor *x, *y;  // the dataset, on the cpu: x (N, F) f32, y (N) i64
     tdm_module *m;
     tdm_optimizer *opt;
     tdm_loader *loader;
-    int64_t epoch, batch_in_epoch;   // the batch the loader gives next
+    int64_t epoch, batch_in_epoch;  // the batch the loader gives next
     // cuda, pinned/prefetch: two device buffers, a copy stream, the compute stream, events
     tdm_tensor *dx[2], *dy[2];
-    int64_t slot_batch[2];   // which batch of its epoch each buffer holds
+    int64_t slot_batch[2];  // which batch of its epoch each buffer holds
     tdm_stream *copy, *compute;
     tdm_event *copied[2], *freed[2];
     // step timing: a ring of (start, end) events, summed as they are reused and at the end
@@ -155,8 +155,11 @@ static tdm_status pl_setup(pl_bench *b, const pl_case *c, int workers) {
     // the loader: batches delivered on the cpu when this suite copies them itself (double
     // buffering on cuda), else where the step runs
     bool staged = b->gpu && c->mode != PL_SYNC_PAGEABLE;
-    tdm_loader_params lp = {.batch_size = b->shape.batch, .drop_last = true, .seed = PL_SEED,
-                            .workers = workers, .device = staged ? TDM_CPU : b->dev,
+    tdm_loader_params lp = {.batch_size = b->shape.batch,
+                            .drop_last = true,
+                            .seed = PL_SEED,
+                            .workers = workers,
+                            .device = staged ? TDM_CPU : b->dev,
                             .pin_memory = staged};
     if (!(b->loader = tdm_loader_new(b->x, b->y, &lp))) return tdm_last_status();
     for (int i = 0; i < PL_RING; i++)
@@ -172,7 +175,7 @@ static tdm_status pl_setup(pl_bench *b, const pl_case *c, int workers) {
         }
         if (!(b->copy = tdm_stream_new(b->dev)) || !(b->compute = tdm_stream_new(b->dev)))
             return tdm_last_status();
-        PL_TRY(tdm_device_synchronize(b->dev));   // parameters ready before the streams start
+        PL_TRY(tdm_device_synchronize(b->dev));  // parameters ready before the streams start
         PL_TRY(tdm_stream_set_current(b->dev, b->compute));
     }
     return TDM_OK;
@@ -190,7 +193,7 @@ static bool pl_next(pl_bench *b, tdm_tensor **x, tdm_tensor **y, int64_t *index)
         b->batch_in_epoch = 0;
         if (tdm_loader_start_epoch(b->loader, ++b->epoch) != TDM_OK) return false;
     }
-    return false;   // an epoch without batches: not with N >= batch
+    return false;  // an epoch without batches: not with N >= batch
 }
 
 // Forward, cross-entropy, backward, SGD; with loss_out, only the loss (no update).
@@ -219,7 +222,7 @@ static tdm_status pl_collect(pl_bench *b, int r) {
 // One timed step on the current stream, between the events of its ring slot.
 static tdm_status pl_timed_step(pl_bench *b, const tdm_tensor *x, const tdm_tensor *y) {
     int r = (int)(b->steps % PL_RING);
-    if (b->steps >= PL_RING) PL_TRY(pl_collect(b, r));   // that slot's previous use
+    if (b->steps >= PL_RING) PL_TRY(pl_collect(b, r));  // that slot's previous use
     PL_TRY(tdm_event_record(b->t0[r], NULL));
     PL_TRY(pl_step(b, x, y, NULL));
     PL_TRY(tdm_event_record(b->t1[r], NULL));
@@ -254,15 +257,17 @@ static tdm_status pl_stage(pl_bench *b, int slot) {
 // ---- the benchmark ---------------------------------------------------------------------------
 
 // Rows [index*B, (index+1)*B) of the dataset against the batch x (any device), and y.
-static void pl_verify_batch(tdm_gb_state *st, pl_bench *b, const tdm_tensor *x,
-                            const tdm_tensor *y, int64_t index) {
+static void pl_verify_batch(tdm_gb_state *st, pl_bench *b, const tdm_tensor *x, const tdm_tensor *y,
+                            int64_t index) {
     int64_t B = b->shape.batch, F = b->shape.features;
     float *hx = malloc((size_t)(B * F) * sizeof *hx);
     int64_t *hy = malloc((size_t)B * sizeof *hy);
     if (!hx || !hy || tdm_tensor_to_host(x, hx, (size_t)(B * F) * 4) != TDM_OK ||
         tdm_tensor_to_host(y, hy, (size_t)B * 8) != TDM_OK) {
-        if (!hx || !hy) tdm_gb_skip_with_error(st, "verify: out of host memory");
-        else pl_fail(st, "verify: reading the batch back");
+        if (!hx || !hy)
+            tdm_gb_skip_with_error(st, "verify: out of host memory");
+        else
+            pl_fail(st, "verify: reading the batch back");
     } else {
         const float *wx = (const float *)tdm_tensor_data_const(b->x) + index * B * F;
         const int64_t *wy = (const int64_t *)tdm_tensor_data_const(b->y) + index * B;
@@ -291,19 +296,19 @@ static void bm_pipeline(tdm_gb_state *st, void *ctx) {
     tdm_tensor *x0 = NULL, *y0 = NULL;
     if (ok) {
         int64_t B = b.shape.batch, xs[2] = {B, b.shape.features};
-        tdm_tensor *hx = tdm_tensor_from_host(2, xs, TDM_DTYPE_F32, TDM_CPU,
-                                              tdm_tensor_data_const(b.x));
-        tdm_tensor *hy = tdm_tensor_from_host(1, &B, TDM_DTYPE_I64, TDM_CPU,
-                                              tdm_tensor_data_const(b.y));
+        tdm_tensor *hx =
+            tdm_tensor_from_host(2, xs, TDM_DTYPE_F32, TDM_CPU, tdm_tensor_data_const(b.x));
+        tdm_tensor *hy =
+            tdm_tensor_from_host(1, &B, TDM_DTYPE_I64, TDM_CPU, tdm_tensor_data_const(b.y));
         x0 = hx ? tdm_tensor_to(hx, b.dev, TDM_DTYPE_F32) : NULL;
         y0 = hy ? tdm_tensor_to(hy, b.dev, TDM_DTYPE_I64) : NULL;
         tdm_tensor_free(hx);
         tdm_tensor_free(hy);
         ok = x0 && y0 && pl_step(&b, x0, y0, &before) == TDM_OK;
-        if (ok && staged) ok = pl_stage(&b, 0) == TDM_OK;   // the first batch on its way
+        if (ok && staged) ok = pl_stage(&b, 0) == TDM_OK;  // the first batch on its way
         if (!ok) pl_fail(st, "pipeline: first batch");
     }
-    tdm_tensor *last_x = NULL, *last_y = NULL;   // unstaged: the last batch, for the check
+    tdm_tensor *last_x = NULL, *last_y = NULL;  // unstaged: the last batch, for the check
     int64_t last_index = 0;
     int cur = 0;
     double wall0 = pl_now();
@@ -341,9 +346,11 @@ static void bm_pipeline(tdm_gb_state *st, void *ctx) {
     if (!ok && !tdm_gb_error_occurred(st)) pl_fail(st, c->name);
     if (ok && !tdm_gb_error_occurred(st)) {
         // the batch last handed to the device is the dataset's rows; training lowered the loss
-        int last = 1 - cur;   // staged: the buffer the last step read
-        if (staged) pl_verify_batch(st, &b, b.dx[last], b.dy[last], b.slot_batch[last]);
-        else if (last_x) pl_verify_batch(st, &b, last_x, last_y, last_index);
+        int last = 1 - cur;  // staged: the buffer the last step read
+        if (staged)
+            pl_verify_batch(st, &b, b.dx[last], b.dy[last], b.slot_batch[last]);
+        else if (last_x)
+            pl_verify_batch(st, &b, last_x, last_y, last_index);
         if (staged) (void)tdm_stream_set_current(b.dev, NULL);
         if (!tdm_gb_error_occurred(st) && pl_step(&b, x0, y0, &after) != TDM_OK)
             pl_fail(st, "pipeline: final loss");
@@ -377,13 +384,14 @@ static int pl_register(const bench_suite_config *cfg) {
     pl_shape s = pl_shape_for(cfg);
     for (int i = 0; i < (int)(sizeof pl_cases / sizeof *pl_cases); i++) {
         const pl_case *c = &pl_cases[i];
-        if (c->mode == PL_PINNED && !gpu) continue;   // pinning buys nothing without copies
+        if (c->mode == PL_PINNED && !gpu) continue;  // pinning buys nothing without copies
         tdm_gb_bench *b = tdm_gb_register(c->name, bm_pipeline, (void *)c);
         if (!b) return -1;
         tdm_gb_arg_names(b, 1, (const char *const[]){"workers"});
         if (c->mode == PL_PREFETCH)
             for (int64_t w = 1; w <= 4; w *= 2) tdm_gb_args(b, 1, &w);
-        else tdm_gb_args(b, 1, (const int64_t[]){0});
+        else
+            tdm_gb_args(b, 1, (const int64_t[]){0});
         char desc[400];
         snprintf(desc, sizeof desc,
                  "training steps of %s (batch %lld, %lld samples in order) fed by the data loader: "
@@ -392,8 +400,8 @@ static int pl_register(const bench_suite_config *cfg) {
                  s.spec, (long long)s.batch, (long long)s.samples,
                  c->mode == PL_SYNC_PAGEABLE ? "batches gathered by the training thread, copied "
                                                "synchronously"
-                 : c->mode == PL_PINNED ? "pinned batches copied on a side stream into two "
-                                          "device buffers, overlapping the previous step"
+                 : c->mode == PL_PINNED      ? "pinned batches copied on a side stream into two "
+                                               "device buffers, overlapping the previous step"
                  : gpu ? "worker threads gather pinned batches ahead, copied on a side stream"
                        : "worker threads gather batches ahead");
         tdm_gb_set_info(b, desc, "samples/s");
@@ -408,9 +416,10 @@ static const bench_ratio pl_ratios[] = {
 
 const bench_suite bench_suite_pipeline = {
     .name = "pipeline",
-    .description = "a training loop fed by the data loader: synchronous pageable loading, pinned "
-                   "batches with async copies on a side stream (cuda only: no copies on the cpu), "
-                   "worker threads prefetching; samples/s and the busy share",
+    .description =
+        "a training loop fed by the data loader: synchronous pageable loading, pinned "
+        "batches with async copies on a side stream (cuda only: no copies on the cpu), "
+        "worker threads prefetching; samples/s and the busy share",
     .doc = "docs/suites/pipeline.md",
     .devices = BENCH_SUITE_CPU | BENCH_SUITE_CUDA,
     .ratios = pl_ratios,

@@ -29,14 +29,14 @@
 #include "harness/suites.h"
 #include "tandem/tandem.h"
 
-static bench_suite_config tr_cfg;   // the device and sizes of this registration
-static double tr_link_gbps;         // the link's rate per direction, GB/s (0 unknown)
-static char tr_where[160];          // "PCIe gen5 x16 = 63.0 GB/s per direction; GPU NUMA node 0"
+static bench_suite_config tr_cfg;  // the device and sizes of this registration
+static double tr_link_gbps;        // the link's rate per direction, GB/s (0 unknown)
+static char tr_where[160];         // "PCIe gen5 x16 = 63.0 GB/s per direction; GPU NUMA node 0"
 
-#define TR_TRY(expr)                        \
-    do {                                    \
-        tdm_status tr_s_ = (expr);          \
-        if (tr_s_ != TDM_OK) return tr_s_;  \
+#define TR_TRY(expr)                       \
+    do {                                   \
+        tdm_status tr_s_ = (expr);         \
+        if (tr_s_ != TDM_OK) return tr_s_; \
     } while (0)
 
 typedef enum { TR_H2D, TR_D2H, TR_D2D, TR_D2D_KERNEL, TR_BIDIR } tr_dir;
@@ -44,8 +44,8 @@ typedef enum { TR_H2D, TR_D2H, TR_D2D, TR_D2D_KERNEL, TR_BIDIR } tr_dir;
 typedef struct {
     const char *name;
     tr_dir dir;
-    tdm_host_kind mem;   // the host side (h2d, d2h, bidir)
-    bool async;          // on a stream, timed by events
+    tdm_host_kind mem;  // the host side (h2d, d2h, bidir)
+    bool async;         // on a stream, timed by events
 } tr_case;
 
 // ---- the pattern: word i = splitmix64(i + seed) | 1, never zero ----------------------------
@@ -81,8 +81,10 @@ static void tr_verify(tdm_gb_state *st, const tdm_tensor *t, uint64_t seed, cons
     } else {
         copy = malloc((size_t)n * 8);
         if (!copy || tdm_tensor_to_host(t, copy, (size_t)n * 8) != TDM_OK) {
-            if (!copy) tdm_gb_skip_with_error(st, "verify: out of host memory");
-            else tr_fail(st, "verify: reading back");
+            if (!copy)
+                tdm_gb_skip_with_error(st, "verify: out of host memory");
+            else
+                tr_fail(st, "verify: reading back");
             free(copy);
             return;
         }
@@ -93,8 +95,8 @@ static void tr_verify(tdm_gb_state *st, const tdm_tensor *t, uint64_t seed, cons
         if (h[i] != want) {
             char msg[300];
             snprintf(msg, sizeof msg,
-                     "%s: word %" PRId64 " of %" PRId64 " is 0x%016" PRIx64 ", expected 0x%016" PRIx64
-                     " (the copied pattern)",
+                     "%s: word %" PRId64 " of %" PRId64 " is 0x%016" PRIx64
+                     ", expected 0x%016" PRIx64 " (the copied pattern)",
                      what, i, n, h[i], want);
             tdm_gb_skip_with_error(st, msg);
             break;
@@ -112,7 +114,7 @@ static double tr_now(void) {
 // ---- one benchmark -------------------------------------------------------------------------
 
 typedef struct {
-    tdm_tensor *host, *host2;   // host sides (bidir: host -> dev_a, dev_b -> host2)
+    tdm_tensor *host, *host2;  // host sides (bidir: host -> dev_a, dev_b -> host2)
     tdm_tensor *dev_a, *dev_b;
     tdm_stream *s1, *s2;
     tdm_event *e0, *e1, *e2;
@@ -166,7 +168,8 @@ static tdm_status tr_setup(const tr_case *c, int64_t n, tr_bufs *b) {
     bool gpu = dev.type == TDM_DEVICE_CUDA;
     b->dev_a = tdm_tensor_empty(1, &n, TDM_DTYPE_I64, dev);
     if (!b->dev_a) return tdm_last_status();
-    if (c->dir != TR_H2D && c->dir != TR_D2H && !(b->dev_b = tdm_tensor_empty(1, &n, TDM_DTYPE_I64, dev)))
+    if (c->dir != TR_H2D && c->dir != TR_D2H &&
+        !(b->dev_b = tdm_tensor_empty(1, &n, TDM_DTYPE_I64, dev)))
         return tdm_last_status();
     if (c->dir == TR_H2D || c->dir == TR_D2H || c->dir == TR_BIDIR) {
         if (!(b->host = tdm_tensor_empty_host(1, &n, TDM_DTYPE_I64, c->mem, dev)))
@@ -183,16 +186,22 @@ static tdm_status tr_setup(const tr_case *c, int64_t n, tr_bufs *b) {
         if (c->dir == TR_BIDIR && (!(b->s2 = tdm_stream_new(dev)) || !(b->e2 = tdm_event_new(dev))))
             return tdm_last_status();
     }
-    switch (c->dir) {   // sources: seed 1 (and 2 for bidir's d2h side); destinations: zero
-    case TR_H2D: TR_TRY(tr_pattern(b->host, 1)); return tr_zero(b->dev_a);
-    case TR_D2H: TR_TRY(tr_pattern(b->dev_a, 1)); return tr_zero(b->host);
-    case TR_D2D:
-    case TR_D2D_KERNEL: TR_TRY(tr_pattern(b->dev_a, 1)); return tr_zero(b->dev_b);
-    case TR_BIDIR:
-        TR_TRY(tr_pattern(b->host, 1));
-        TR_TRY(tr_pattern(b->dev_b, 2));
-        TR_TRY(tr_zero(b->dev_a));
-        return tr_zero(b->host2);
+    switch (c->dir) {  // sources: seed 1 (and 2 for bidir's d2h side); destinations: zero
+        case TR_H2D:
+            TR_TRY(tr_pattern(b->host, 1));
+            return tr_zero(b->dev_a);
+        case TR_D2H:
+            TR_TRY(tr_pattern(b->dev_a, 1));
+            return tr_zero(b->host);
+        case TR_D2D:
+        case TR_D2D_KERNEL:
+            TR_TRY(tr_pattern(b->dev_a, 1));
+            return tr_zero(b->dev_b);
+        case TR_BIDIR:
+            TR_TRY(tr_pattern(b->host, 1));
+            TR_TRY(tr_pattern(b->dev_b, 2));
+            TR_TRY(tr_zero(b->dev_a));
+            return tr_zero(b->host2);
     }
     return TDM_OK;
 }
@@ -202,16 +211,22 @@ static tdm_status tr_copy(const tr_case *c, tr_bufs *b) {
     tdm_tensor *dst = NULL;
     const tdm_tensor *src = NULL;
     switch (c->dir) {
-    case TR_H2D: dst = b->dev_a, src = b->host; break;
-    case TR_D2H: dst = b->host, src = b->dev_a; break;
-    case TR_D2D:
-    case TR_D2D_KERNEL: dst = b->dev_b, src = b->dev_a; break;
-    case TR_BIDIR:   // both ways at once: s2 starts with s1, s1 ends after s2
-        TR_TRY(tdm_stream_wait_event(b->s2, b->e0));
-        TR_TRY(tdm_tensor_copy_async(b->dev_a, b->host, b->s1));
-        TR_TRY(tdm_tensor_copy_async(b->host2, b->dev_b, b->s2));
-        TR_TRY(tdm_event_record(b->e2, b->s2));
-        return tdm_stream_wait_event(b->s1, b->e2);
+        case TR_H2D:
+            dst = b->dev_a, src = b->host;
+            break;
+        case TR_D2H:
+            dst = b->host, src = b->dev_a;
+            break;
+        case TR_D2D:
+        case TR_D2D_KERNEL:
+            dst = b->dev_b, src = b->dev_a;
+            break;
+        case TR_BIDIR:  // both ways at once: s2 starts with s1, s1 ends after s2
+            TR_TRY(tdm_stream_wait_event(b->s2, b->e0));
+            TR_TRY(tdm_tensor_copy_async(b->dev_a, b->host, b->s1));
+            TR_TRY(tdm_tensor_copy_async(b->host2, b->dev_b, b->s2));
+            TR_TRY(tdm_event_record(b->e2, b->s2));
+            return tdm_stream_wait_event(b->s1, b->e2);
     }
     if (c->dir == TR_D2D_KERNEL || c->mem == TDM_HOST_MAPPED)
         return tdm_tensor_copy_sm_async(dst, src, b->s1);
@@ -230,14 +245,13 @@ static void bm_transfer(tdm_gb_state *st, void *ctx) {
     while (tdm_gb_keep_running(st)) {
         if (!ok) continue;
         double seconds = 0;
-        if (b.e0) {   // GPU time between two events around the copy on its stream
+        if (b.e0) {  // GPU time between two events around the copy on its stream
             double ms = 0;
             ok = tdm_event_record(b.e0, b.s1) == TDM_OK && tr_copy(c, &b) == TDM_OK &&
-                 tdm_event_record(b.e1, b.s1) == TDM_OK &&
-                 tdm_event_synchronize(b.e1) == TDM_OK &&
+                 tdm_event_record(b.e1, b.s1) == TDM_OK && tdm_event_synchronize(b.e1) == TDM_OK &&
                  tdm_event_elapsed_ms(b.e0, b.e1, &ms) == TDM_OK;
             seconds = ms * 1e-3;
-        } else {   // the host waits for a synchronous copy
+        } else {  // the host waits for a synchronous copy
             double t0 = tr_now();
             ok = tr_copy(c, &b) == TDM_OK;
             seconds = tr_now() - t0;
@@ -246,27 +260,34 @@ static void bm_transfer(tdm_gb_state *st, void *ctx) {
             tr_fail(st, c->name);
             continue;
         }
-        if (seconds <= 0) seconds = 1e-9;   // below the clock's resolution
+        if (seconds <= 0) seconds = 1e-9;  // below the clock's resolution
         tdm_gb_set_iteration_time(st, seconds);
         total_s += seconds;
         iters++;
     }
     if (ok && !tdm_gb_error_occurred(st)) {
         switch (c->dir) {
-        case TR_H2D: tr_verify(st, b.dev_a, 1, "h2d: device buffer"); break;
-        case TR_D2H: tr_verify(st, b.host, 1, "d2h: host buffer"); break;
-        case TR_D2D:
-        case TR_D2D_KERNEL: tr_verify(st, b.dev_b, 1, "d2d: destination"); break;
-        case TR_BIDIR:
-            tr_verify(st, b.dev_a, 1, "bidir: device buffer (h2d)");
-            if (!tdm_gb_error_occurred(st)) tr_verify(st, b.host2, 2, "bidir: host buffer (d2h)");
-            break;
+            case TR_H2D:
+                tr_verify(st, b.dev_a, 1, "h2d: device buffer");
+                break;
+            case TR_D2H:
+                tr_verify(st, b.host, 1, "d2h: host buffer");
+                break;
+            case TR_D2D:
+            case TR_D2D_KERNEL:
+                tr_verify(st, b.dev_b, 1, "d2d: destination");
+                break;
+            case TR_BIDIR:
+                tr_verify(st, b.dev_a, 1, "bidir: device buffer (h2d)");
+                if (!tdm_gb_error_occurred(st))
+                    tr_verify(st, b.host2, 2, "bidir: host buffer (d2h)");
+                break;
         }
     }
     double moved = c->dir == TR_BIDIR ? 2.0 * (double)bytes : (double)bytes;
     tdm_gb_counter(st, "GB/s", moved / 1e9, TDM_GB_PER_ITERATION_RATE);
     tdm_gb_counter(st, "bytes/iteration", moved, TDM_GB_PLAIN);
-    if (c->dir == TR_D2D || c->dir == TR_D2D_KERNEL)   // read + write of device memory
+    if (c->dir == TR_D2D || c->dir == TR_D2D_KERNEL)  // read + write of device memory
         tdm_gb_counter(st, "dram_GB/s", 2.0 * moved / 1e9, TDM_GB_PER_ITERATION_RATE);
     bool over_link = c->dir == TR_H2D || c->dir == TR_D2H || c->dir == TR_BIDIR;
     if (over_link && tr_link_gbps > 0 && iters > 0 && total_s > 0) {
@@ -329,18 +350,22 @@ static void tr_describe_link(tdm_device dev) {
     tr_link_gbps = tr_pcie_gbps(gen, width);
     int node = tr_numa_node(p.pci_bus_id);
     char numa[48];
-    if (node >= 0) snprintf(numa, sizeof numa, "GPU NUMA node %d", node);
-    else snprintf(numa, sizeof numa, "GPU NUMA node unknown");
+    if (node >= 0)
+        snprintf(numa, sizeof numa, "GPU NUMA node %d", node);
+    else
+        snprintf(numa, sizeof numa, "GPU NUMA node unknown");
     if (tr_link_gbps > 0)
         snprintf(tr_where, sizeof tr_where, "PCIe gen%d x%d = %.1f GB/s per direction; %s", gen,
                  width, tr_link_gbps, numa);
-    else snprintf(tr_where, sizeof tr_where, "PCIe link unknown; %s", numa);
+    else
+        snprintf(tr_where, sizeof tr_where, "PCIe link unknown; %s", numa);
     tdm_gb_add_context("transfer.link", tr_where);
 }
 
 // ---- registration -------------------------------------------------------------------------------
 
-#define TR_CASE(name, dir, mem, async) {name, dir, mem, async}
+#define TR_CASE(name, dir, mem, async) \
+    { name, dir, mem, async }
 static const tr_case tr_cuda_cases[] = {
     TR_CASE("h2d_pageable", TR_H2D, TDM_HOST_PAGEABLE, false),
     TR_CASE("h2d_pinned", TR_H2D, TDM_HOST_PINNED, false),
@@ -374,18 +399,23 @@ static const tr_case tr_cpu_cases[] = {
 };
 
 static void tr_describe(const tr_case *c, bool gpu, char *buf, size_t n) {
-    const char *what = c->dir == TR_H2D       ? "host -> device"
-                       : c->dir == TR_D2H     ? "device -> host"
-                       : c->dir == TR_D2D     ? "device -> device by a copy engine"
+    const char *what = c->dir == TR_H2D          ? "host -> device"
+                       : c->dir == TR_D2H        ? "device -> host"
+                       : c->dir == TR_D2D        ? "device -> device by a copy engine"
                        : c->dir == TR_D2D_KERNEL ? "device -> device by a copy kernel (SMs)"
                                                  : "host -> device and device -> host at once, "
                                                    "two streams";
-    if (!gpu) what = c->dir == TR_D2D ? "cpu tensor -> cpu tensor" : c->dir == TR_H2D ? "host buffer -> cpu tensor" : "cpu tensor -> host buffer";
-    const char *how = c->mem == TDM_HOST_MAPPED ? "a kernel reading/writing mapped host memory, event-timed"
-                      : c->async || c->dir >= TR_D2D ? (gpu ? "async on a stream, event-timed" : "through the API, host-timed")
-                                                     : "synchronous copy, host-timed";
-    snprintf(buf, n, "%s%s%s, %s; GB/s = %s / t / 1e9; checks every word of the destination",
-             what, c->dir <= TR_D2H || c->dir == TR_BIDIR ? ", host memory " : "",
+    if (!gpu)
+        what = c->dir == TR_D2D   ? "cpu tensor -> cpu tensor"
+               : c->dir == TR_H2D ? "host buffer -> cpu tensor"
+                                  : "cpu tensor -> host buffer";
+    const char *how = c->mem == TDM_HOST_MAPPED
+                          ? "a kernel reading/writing mapped host memory, event-timed"
+                      : c->async || c->dir >= TR_D2D
+                          ? (gpu ? "async on a stream, event-timed" : "through the API, host-timed")
+                          : "synchronous copy, host-timed";
+    snprintf(buf, n, "%s%s%s, %s; GB/s = %s / t / 1e9; checks every word of the destination", what,
+             c->dir <= TR_D2H || c->dir == TR_BIDIR ? ", host memory " : "",
              c->dir <= TR_D2H || c->dir == TR_BIDIR ? tdm_host_kind_name(c->mem) : "", how,
              c->dir == TR_BIDIR ? "2*bytes" : "bytes");
 }
@@ -430,9 +460,10 @@ static const bench_ratio tr_ratios[] = {
 
 const bench_suite bench_suite_transfer = {
     .name = "transfer",
-    .description = "host<->device copy bandwidth and latency by direction, host memory (pageable, "
-                   "pinned, write-combined, registered, mapped), sync/async, 1 KiB..1 GiB; on "
-                   "the cpu only the host-memcpy baseline (h2d/d2h pageable and pinned, d2d)",
+    .description =
+        "host<->device copy bandwidth and latency by direction, host memory (pageable, "
+        "pinned, write-combined, registered, mapped), sync/async, 1 KiB..1 GiB; on "
+        "the cpu only the host-memcpy baseline (h2d/d2h pageable and pinned, d2d)",
     .doc = "docs/suites/transfer.md",
     .devices = BENCH_SUITE_CPU | BENCH_SUITE_CUDA,
     .ratios = tr_ratios,

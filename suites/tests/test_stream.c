@@ -13,7 +13,9 @@
 #include "kernels/host_allocator.h"
 #include "tandem/tandem.h"
 
-static bool has_msg(const char *needle) { return strstr(tdm_last_error(), needle) != NULL; }
+static bool has_msg(const char *needle) {
+    return strstr(tdm_last_error(), needle) != NULL;
+}
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -87,7 +89,7 @@ static int run_events(void) {
     tdm_event *a = tdm_event_new(TDM_CPU), *b = tdm_event_new(TDM_CPU);
     CHECK(a && b);
     bool done = false;
-    CHECK(tdm_event_query(a, &done) == TDM_OK && done);   // never recorded: done, as PyTorch
+    CHECK(tdm_event_query(a, &done) == TDM_OK && done);  // never recorded: done, as PyTorch
     CHECK(tdm_event_synchronize(a) == TDM_OK);
     double ms = -1;
     CHECK(tdm_event_elapsed_ms(a, b, &ms) == TDM_ERR_ARG && has_msg("recorded"));
@@ -129,7 +131,7 @@ static int run_pinned(void) {
     CHECK(p != NULL);
     CHECK(tdm_tensor_is_pinned(p) && tdm_tensor_host_kind(p) == TDM_HOST_PINNED);
     CHECK(tdm_device_equal(tdm_tensor_device(p), TDM_CPU));
-    CHECK(tdm_tensor_data(p) != tdm_tensor_data(t));   // a copy
+    CHECK(tdm_tensor_data(p) != tdm_tensor_data(t));  // a copy
     CHECK(same_bytes(p, t));
     CHECK(tdm_host_memory_stats_get(pin_dev, &h1) == TDM_OK);
     CHECK(h1.n_allocs == h0.n_allocs + 1 && h1.allocated == h0.allocated + pinned_bytes);
@@ -197,9 +199,8 @@ static int run_copies(void) {
     tdm_tensor *f32 = tdm_tensor_zeros(1, &n, TDM_DTYPE_F32, TDM_CPU);
     CHECK(tdm_tensor_copy_async(shorter, src, s) == TDM_ERR_SHAPE && has_msg("(4095)") &&
           has_msg("(4096)"));
-    CHECK(tdm_tensor_copy_async(square, src, s) == TDM_ERR_SHAPE);   // same numel, other shape
-    CHECK(tdm_tensor_copy_async(f32, src, s) == TDM_ERR_DTYPE && has_msg("f32") &&
-          has_msg("i64"));
+    CHECK(tdm_tensor_copy_async(square, src, s) == TDM_ERR_SHAPE);  // same numel, other shape
+    CHECK(tdm_tensor_copy_async(f32, src, s) == TDM_ERR_DTYPE && has_msg("f32") && has_msg("i64"));
     CHECK(tdm_tensor_copy_sm_async(f32, src, s) == TDM_ERR_DTYPE);
     CHECK(tdm_tensor_copy_async(NULL, src, s) == TDM_ERR_ARG && has_msg("dst is NULL"));
     CHECK(tdm_tensor_to_non_blocking(NULL, TDM_CPU, TDM_DTYPE_F32) == NULL);
@@ -223,8 +224,8 @@ static int run_loader(void) {
     tdm_tensor *x = tdm_tensor_randn(2, xs, TDM_DTYPE_F32, TDM_CPU, 11, 0);
     tdm_tensor *y = pattern(N, 0);
     for (int workers = 0; workers <= 2; workers += 2) {
-        tdm_loader_params p = {.batch_size = 16, .shuffle = true, .seed = 5, .workers = workers,
-                               .device = TDM_CPU};
+        tdm_loader_params p = {
+            .batch_size = 16, .shuffle = true, .seed = 5, .workers = workers, .device = TDM_CPU};
         tdm_loader *plain = tdm_loader_new(x, y, &p);
         p.pin_memory = true;
         tdm_loader *pinned = tdm_loader_new(x, y, &p);
@@ -306,8 +307,8 @@ static void m_event_free(void *ev, void *ctx) {
 
 static tdm_host_allocator *mock_ha(mock *m, bool caching) {
     memset(m, 0, sizeof *m);
-    tdm_host_raw_allocator raw = {m_alloc,       m_free,       m_event_new, m_event_record,
-                                  m_event_query, m_event_free, m};
+    tdm_host_raw_allocator raw = {m_alloc,      m_free, m_event_new, m_event_record, m_event_query,
+                                  m_event_free, m};
     return tdm_ha_new(&raw, caching);
 }
 
@@ -315,7 +316,7 @@ static int run_host_allocator(void) {
     mock m;
     tdm_host_allocator *ha = mock_ha(&m, true);
     tdm_host_memory_stats st;
-    int stream = 0;   // an opaque stream token
+    int stream = 0;  // an opaque stream token
 
     // rounding: 5000 bytes -> 8192, 1 byte -> 4096
     void *a = tdm_ha_alloc(ha, 5000, TDM_HOST_PINNED);
@@ -348,7 +349,7 @@ static int run_host_allocator(void) {
     CHECK(tdm_ha_process_events(ha) == 1);
     m.clock = m.next_ticket;
     CHECK(tdm_ha_process_events(ha) == 0);
-    CHECK(m.events_made == 2);   // completed events are reused
+    CHECK(m.events_made == 2);  // completed events are reused
 
     // kinds and sizes do not mix
     void *wc = tdm_ha_alloc(ha, 8192, TDM_HOST_PINNED_WC);
@@ -383,7 +384,7 @@ static int run_host_allocator(void) {
     tdm_ha_empty_cache(ha);
     tdm_ha_stats_get(ha, &st);
     CHECK(st.reserved == 0 && m.live == 0 && st.n_raw_frees == m.raw_frees);
-    CHECK(st.peak_allocated == 8192 + 8192 + 16384);   // b, wc and big at once
+    CHECK(st.peak_allocated == 8192 + 8192 + 16384);  // b, wc and big at once
     tdm_ha_destroy(ha);
     CHECK(m.events_made == m.events_freed);
 
@@ -415,7 +416,7 @@ static bool gpu_or_skip(const char *name) {
 static int run_gpu_copy(void) {
     if (!gpu_or_skip("stream.gpu.copy")) return 77;
     tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
-    int64_t n = (int64_t)1 << 22;   // 32 MiB of i64
+    int64_t n = (int64_t)1 << 22;  // 32 MiB of i64
     tdm_tensor *src = pattern(n, 5);
     tdm_tensor *pin = tdm_tensor_pin_memory(src);
     CHECK(pin && tdm_tensor_is_pinned(pin));
@@ -470,7 +471,7 @@ static int run_gpu_copy(void) {
 static int run_gpu_host_reuse(void) {
     if (!gpu_or_skip("stream.gpu.host_reuse")) return 77;
     tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
-    int64_t n = (int64_t)1 << 25;   // 256 MiB of i64: copies take milliseconds
+    int64_t n = (int64_t)1 << 25;  // 256 MiB of i64: copies take milliseconds
     tdm_stream *s = tdm_stream_new(cuda0);
     tdm_tensor *busy_a = tdm_tensor_zeros(1, &n, TDM_DTYPE_I64, cuda0);
     tdm_tensor *busy_b = tdm_tensor_zeros(1, &n, TDM_DTYPE_I64, cuda0);
@@ -494,7 +495,7 @@ static int run_gpu_host_reuse(void) {
     CHECK(q && tdm_tensor_data(q) != old);
     CHECK(tdm_stream_synchronize(s) == TDM_OK);
     tdm_tensor *r = tdm_tensor_empty_host(1, &m, TDM_DTYPE_I64, TDM_HOST_PINNED, cuda0);
-    CHECK(r && tdm_tensor_data(r) == old);   // the copy is done: the block is reused
+    CHECK(r && tdm_tensor_data(r) == old);  // the copy is done: the block is reused
     CHECK(tdm_host_memory_stats_get(cuda0, &h1) == TDM_OK);
     CHECK(h1.n_cache_hits >= h0.n_cache_hits + 1 && h1.n_blocks_pending == h0.n_blocks_pending);
     tdm_tensor_free(r);
@@ -516,7 +517,8 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "host_allocator")) return run_host_allocator();
     if (!strcmp(what, "gpu_copy")) return run_gpu_copy();
     if (!strcmp(what, "gpu_host_reuse")) return run_gpu_host_reuse();
-    fprintf(stderr, "usage: test_stream streams|events|pinned|copies|loader|host_allocator|"
-                    "gpu_copy|gpu_host_reuse\n");
+    fprintf(stderr,
+            "usage: test_stream streams|events|pinned|copies|loader|host_allocator|"
+            "gpu_copy|gpu_host_reuse\n");
     return 2;
 }
