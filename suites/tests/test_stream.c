@@ -3,7 +3,7 @@
  * (kernels/host_allocator.c) over a mock raw allocator and mock events, and on cuda:0 (skipping
  * with exit 77 without one) an async round trip from pinned memory and the allocator's reuse rule.
  * Usage: test_stream streams | events | pinned | copies | loader | host_allocator | gpu_copy |
- *        gpu_host_reuse */
+ *        gpu_host_reuse | gpu_loader */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,6 +507,40 @@ static int run_gpu_host_reuse(void) {
     CHECK_DONE("stream.gpu.host_reuse");
 }
 
+// The loader delivering pinned batches to cuda:0 without blocking: the same bytes as on the cpu.
+static int run_gpu_loader(void) {
+    if (!gpu_or_skip("stream.gpu.loader")) return 77;
+    tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
+    int64_t xs[2] = {300, 33};
+    tdm_tensor *x = tdm_tensor_randn(2, xs, TDM_DTYPE_F32, TDM_CPU, 12, 0);
+    tdm_tensor *y = pattern(300, 1);
+    tdm_loader_params p = {.batch_size = 32, .shuffle = true, .seed = 3, .workers = 2,
+                           .device = TDM_CPU};
+    tdm_loader *ref = tdm_loader_new(x, y, &p);
+    p.device = cuda0;
+    p.pin_memory = true;
+    tdm_loader *gpu = tdm_loader_new(x, y, &p);
+    CHECK(ref && gpu);
+    tdm_tensor *ax, *ay, *bx, *by;
+    int64_t batches = 0;
+    while (ref && gpu && tdm_loader_next(ref, &ax, &ay)) {
+        CHECK(tdm_loader_next(gpu, &bx, &by));
+        CHECK(tdm_tensor_device(bx).type == TDM_DEVICE_CUDA);
+        CHECK(same_bytes(ax, bx) && same_bytes(ay, by));   // reads on the same (current) stream
+        tdm_tensor_free(ax);
+        tdm_tensor_free(ay);
+        tdm_tensor_free(bx);
+        tdm_tensor_free(by);
+        batches++;
+    }
+    CHECK(batches == 10);
+    tdm_loader_free(ref);
+    tdm_loader_free(gpu);
+    tdm_tensor_free(x);
+    tdm_tensor_free(y);
+    CHECK_DONE("stream.gpu.loader");
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "";
     if (!strcmp(what, "streams")) return run_streams();
@@ -517,8 +551,9 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "host_allocator")) return run_host_allocator();
     if (!strcmp(what, "gpu_copy")) return run_gpu_copy();
     if (!strcmp(what, "gpu_host_reuse")) return run_gpu_host_reuse();
+    if (!strcmp(what, "gpu_loader")) return run_gpu_loader();
     fprintf(stderr,
             "usage: test_stream streams|events|pinned|copies|loader|host_allocator|"
-            "gpu_copy|gpu_host_reuse\n");
+            "gpu_copy|gpu_host_reuse|gpu_loader\n");
     return 2;
 }
