@@ -240,7 +240,7 @@ void tdm_profile_op_begin(tdm_profile_scope *s, const char *name, int n,
     }
     int64_t reserved;
     if (!memory_now(e, &e->mem_start, &reserved)) e->mem_start = 0;
-    if (e->has_device && e->be->event_record) e->ev_start = e->be->event_record(device_index(e));
+    if (e->has_device && e->be->prof_event_record) e->ev_start = e->be->prof_event_record(device_index(e));
     s->frame = t->depth++;
     e->start_ns = now_ns() - session_t0;   // last: the op's own time starts here
 }
@@ -250,13 +250,13 @@ static void frame_close(prof_thread *t, uint64_t gen, int k, double flops) {
     int64_t end = now_ns() - session_t0;
     prof_event *e = &t->frames[k];
     for (int j = t->depth - 1; j > k; j--)   // unbalanced ranges inside: dropped
-        if (t->frames[j].ev_start && t->frames[j].be->event_free)
-            t->frames[j].be->event_free(t->frames[j].ev_start);
+        if (t->frames[j].ev_start && t->frames[j].be->prof_event_free)
+            t->frames[j].be->prof_event_free(t->frames[j].ev_start);
     t->depth = k;
     e->end_ns = end;
     e->flops = flops;
-    if (e->has_device && e->be->event_record && e->ev_start)
-        e->ev_end = e->be->event_record(device_index(e));
+    if (e->has_device && e->be->prof_event_record && e->ev_start)
+        e->ev_end = e->be->prof_event_record(device_index(e));
     int64_t allocated, reserved;
     if (memory_now(e, &allocated, &reserved)) {
         e->bytes = allocated - e->mem_start;
@@ -349,7 +349,7 @@ static void resolve_device_times(tdm_profile *p) {
     for (int64_t i = 0; i < p->n; i++) {
         prof_event *e = &p->events[i];
         if (!e->ev_start || !e->ev_end) continue;
-        double ms = e->be->event_elapsed_ms(e->ev_start, e->ev_end);
+        double ms = e->be->prof_event_elapsed_ms(e->ev_start, e->ev_end);
         if (ms < 0) continue;
         e->device_us = ms * 1e3;
         int k = 0;
@@ -364,14 +364,14 @@ static void resolve_device_times(tdm_profile *p) {
         p->device_measured = true;
         for (int k = 0; k < n_ref; k++) {
             if (ref[k]->be != e->be || !tdm_device_equal(ref[k]->device, e->device)) continue;
-            double ms = ref[k] == e ? 0 : e->be->event_elapsed_ms(ref[k]->ev_start, e->ev_start);
+            double ms = ref[k] == e ? 0 : e->be->prof_event_elapsed_ms(ref[k]->ev_start, e->ev_start);
             if (ms >= 0) e->device_start_us = (double)ref[k]->start_ns / 1e3 + ms * 1e3;
         }
     }
     for (int64_t i = 0; i < p->n; i++) {
         prof_event *e = &p->events[i];
-        if (e->ev_start && e->be->event_free) e->be->event_free(e->ev_start);
-        if (e->ev_end && e->be->event_free) e->be->event_free(e->ev_end);
+        if (e->ev_start && e->be->prof_event_free) e->be->prof_event_free(e->ev_start);
+        if (e->ev_end && e->be->prof_event_free) e->be->prof_event_free(e->ev_end);
         e->ev_start = e->ev_end = NULL;
     }
 }
@@ -447,8 +447,8 @@ tdm_profile *tdm_profile_stop(void) {
         if (oom)   // nothing can be kept: release the device events
             for (int64_t i = 0; i < t->n; i++) {
                 prof_event *e = &t->events[i];
-                if (e->ev_start && e->be->event_free) e->be->event_free(e->ev_start);
-                if (e->ev_end && e->be->event_free) e->be->event_free(e->ev_end);
+                if (e->ev_start && e->be->prof_event_free) e->be->prof_event_free(e->ev_start);
+                if (e->ev_end && e->be->prof_event_free) e->be->prof_event_free(e->ev_end);
             }
         t->n = 0;
         free(t->events);   // a session's buffers go with it: nothing stays allocated when off

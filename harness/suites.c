@@ -7,6 +7,8 @@
 static const bench_suite *const all_suites[] = {
     &bench_suite_ops,
     &bench_suite_cudnn,
+    &bench_suite_transfer,
+    &bench_suite_pipeline,
 };
 
 int bench_suite_count(void) { return (int)(sizeof all_suites / sizeof *all_suites); }

@@ -16,7 +16,7 @@
  * Per device: one cuBLASLt handle, and a cache of (descriptors, heuristic algorithm, workspace
  * size) keyed by everything cublasLtMatmulAlgoGetHeuristic depends on (kernels/plan_cache.h); a
  * key with no algorithm is cached as such. Workspace comes from the caching allocator. Work runs
- * on the default stream, like the rest of the backend. */
+ * on the calling thread's current stream (kernels/cuda_stream.h), like the rest of the backend. */
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda_bf16.h>
@@ -27,6 +27,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_libs.h"
+#include "kernels/cuda_stream.h"
 #include "kernels/plan_cache.h"
 
 static tdm_status cublas_check(cublasStatus_t st, const char *call, const char *file, int line) {
@@ -82,16 +83,16 @@ tdm_status tdm_cuda_bias_fill(void *y, const void *b, tdm_dtype dt, int64_t oute
     const unsigned grid = grid_for(n, 256);
     switch (dt) {
     case TDM_DTYPE_F32:
-        bias_fill_kernel<<<grid, 256>>>((float *)y, (const float *)b, n, c, inner);
+        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((float *)y, (const float *)b, n, c, inner);
         break;
     case TDM_DTYPE_F64:
-        bias_fill_kernel<<<grid, 256>>>((double *)y, (const double *)b, n, c, inner);
+        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((double *)y, (const double *)b, n, c, inner);
         break;
     case TDM_DTYPE_F16:
-        bias_fill_kernel<<<grid, 256>>>((__half *)y, (const __half *)b, n, c, inner);
+        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((__half *)y, (const __half *)b, n, c, inner);
         break;
     case TDM_DTYPE_BF16:
-        bias_fill_kernel<<<grid, 256>>>((__nv_bfloat16 *)y, (const __nv_bfloat16 *)b, n, c,
+        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((__nv_bfloat16 *)y, (const __nv_bfloat16 *)b, n, c,
                                         inner);
         break;
     default: return tdm_error_set(TDM_ERR_DTYPE, "bias fill: dtype %s", tdm_dtype_name(dt));
@@ -140,10 +141,10 @@ __global__ void sum_channel_kernel(const TI *x, TO *out, int64_t outer, int64_t 
 template <typename TI, typename TO, typename A>
 static tdm_status sum_launch(const void *x, void *out, int64_t outer, int64_t c, int64_t inner) {
     if (inner == 1) {
-        sum_columns_kernel<TI, TO, A><<<(unsigned)((c + 31) / 32), dim3(32, 8)>>>(
+        sum_columns_kernel<TI, TO, A><<<(unsigned)((c + 31) / 32), dim3(32, 8), 0, tdm_cuda_stream_here()>>>(
             (const TI *)x, (TO *)out, outer, c);
     } else {
-        sum_channel_kernel<TI, TO, A><<<(unsigned)c, 256>>>((const TI *)x, (TO *)out, outer, c,
+        sum_channel_kernel<TI, TO, A><<<(unsigned)c, 256, 0, tdm_cuda_stream_here()>>>((const TI *)x, (TO *)out, outer, c,
                                                             inner);
     }
     return CUDA_CHECK(cudaGetLastError());
@@ -416,8 +417,8 @@ static tdm_status lt_gemm_run(int dev, const lt_gemm *g, bool *ran) {
         if (s == TDM_OK)
             s = CUBLAS_CHECK(cublasLtMatmul(d->lt, p->op, alpha, g->a, p->la, g->b, p->lb, beta,
                                             g->d, p->ld, g->d, p->ld, &p->algo, ws, p->workspace,
-                                            0));
-        // stream-ordered: the block is reused only by later work on the same (default) stream
+                                            tdm_cuda_current_stream(dev)));
+        // stream-ordered: the block is reused only by later work on the same (current) stream
         if (ws) tdm_cuda_backend.free(ws, p->workspace, dev);
         if (s == TDM_OK) *ran = true;
     }

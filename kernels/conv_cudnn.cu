@@ -18,7 +18,7 @@
  *
  * A bias is pre-filled into y and the convolution accumulates into it (beta = 1), so y is
  * rounded once; the bias gradient is the sum kernel of blas.cu. Workspace comes from the caching
- * allocator, per execution. Work runs on the default stream.
+ * allocator, per execution. Work runs on the calling thread's current stream.
  *
  * cuDNN 9.8 deprecated the HANDLE attributes of the operation graph and the execution plan in
  * favour of a DEVICEPROP descriptor that older cuDNN 9 runtimes lack; the HANDLE attributes work
@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "kernels/cuda_libs.h"
+#include "kernels/cuda_stream.h"
 
 #ifndef TDM_HAVE_CUDNN
 
@@ -381,9 +382,10 @@ static tdm_status plan_execute(conv_device *d, int dev, bdesc plan, int64_t work
     if (s == TDM_OK)
         s = set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
     if (s == TDM_OK) s = CUDNN_CHECK(cudnnBackendFinalize(pack));
+    if (s == TDM_OK) s = CUDNN_CHECK(cudnnSetStream(d->handle, tdm_cuda_current_stream(dev)));
     if (s == TDM_OK) s = CUDNN_CHECK(cudnnBackendExecute(d->handle, plan, pack));
     destroy(&pack);
-    // stream-ordered: the block is reused only by later work on the same (default) stream
+    // stream-ordered: the block is reused only by later work on the same (current) stream
     if (ws) tdm_cuda_backend.free(ws, (size_t)workspace, dev);
     return s;
 }
@@ -402,9 +404,9 @@ static double plan_time(conv_device *d, int dev, bdesc plan, int64_t workspace,
     double best = -1;
     for (int r = 0; r < 3; r++) {
         float ms = 0;
-        if (CUDA_CHECK(cudaEventRecord(ev[0], 0)) != TDM_OK ||
+        if (CUDA_CHECK(cudaEventRecord(ev[0], tdm_cuda_current_stream(dev))) != TDM_OK ||
             plan_execute(d, dev, plan, workspace, c) != TDM_OK ||
-            CUDA_CHECK(cudaEventRecord(ev[1], 0)) != TDM_OK ||
+            CUDA_CHECK(cudaEventRecord(ev[1], tdm_cuda_current_stream(dev))) != TDM_OK ||
             CUDA_CHECK(cudaEventSynchronize(ev[1])) != TDM_OK ||
             CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1])) != TDM_OK) {
             best = -1;

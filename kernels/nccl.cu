@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_stream.h"
 #include "kernels/nccl.h"
 
 static tdm_status nccl_check(ncclResult_t r, const char *call, const char *file, int line) {
@@ -38,12 +39,8 @@ typedef struct {
     tdm_status failed;        // the first failure of an all-reduce since the last wait
 } cuda_comm;
 
-// The stream this thread's compute on `device` goes to: the default stream until the backend has
-// per-thread current streams.
-static cudaStream_t comm_compute_stream(int device) {
-    (void)device;
-    return 0;
-}
+// The stream this thread's compute on `device` goes to (tandem/stream.h's current stream).
+static cudaStream_t comm_compute_stream(int device) { return tdm_cuda_current_stream(device); }
 
 tdm_status tdm_cuda_comm_unique_id(void *id) {
     ncclUniqueId u;

@@ -443,9 +443,9 @@ static void fake_event_free(void *ev) {
 
 static void test_device_time(const char *dir) {
     timed_backend = tdm_ref_backend;
-    timed_backend.event_record = fake_event_record;
-    timed_backend.event_elapsed_ms = fake_event_elapsed_ms;
-    timed_backend.event_free = fake_event_free;
+    timed_backend.prof_event_record = fake_event_record;
+    timed_backend.prof_event_elapsed_ms = fake_event_elapsed_ms;
+    timed_backend.prof_event_free = fake_event_free;
     int64_t s = 256;
     tdm_tensor *x = tdm_tensor_randn(1, &s, TDM_DTYPE_F32, TDM_CPU, 3, 0);
     if (!x) return;
