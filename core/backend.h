@@ -132,6 +132,13 @@ struct tdm_backend_ops {
                            bool buf_initialized, const tdm_sgd_params *p);
     tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
                             tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+
+    // optional: the grad scaler's unscale, in place: each grads[i] (NULL skipped) *= inv_scale
+    // rounded to its dtype (one rounding of the product); found_inf, a 1-element f32 tensor on the
+    // same device, is set to 1 where a result is not finite (left as is otherwise). Lets the CUDA
+    // backend check without a host sync per tensor; core reads found_inf once per step.
+    tdm_status (*amp_unscale_check)(tdm_tensor *const *grads, int n, double inv_scale,
+                                    tdm_tensor *found_inf);
 };
 
 // ---- memory accounting shared by the backends (core/memory.c) ----

@@ -1,7 +1,8 @@
 /* cuda_backend.cu — the CUDA backend's table. So far: devices, memory (the caching allocator of
  * kernels/caching_allocator.h over cudaMalloc) and copies, and what each device is (runtime
- * properties + NVML); kernels, cuBLAS/cuDNN and NCCL come with the CUDA backend issue. Compute
- * slots are NULL, which core reports as "not supported by the cuda backend". */
+ * properties + NVML), and the table, whose compute slots point at the kernels' launchers
+ * (kernels/cuda_kernels.h, kernels/k_*.cu). Slots still NULL (cuBLAS/cuDNN ops) are reported by
+ * core as "not supported by the cuda backend". */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_kernels.h"
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -327,19 +329,49 @@ static tdm_status cuda_memset_zero(void *dst, size_t nbytes, int device_index) {
 }
 
 
+// Designated initializers in the order of struct tdm_backend_ops (C++ requires the order).
 extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
-    "cuda",                 // name
-    cuda_device_count,      // device_count
-    cuda_device_props,      // device_props
-    cuda_alloc,             // alloc
-    cuda_free,              // free
-    cuda_memory_stats,      // memory_stats
-    cuda_memory_reset_peak, // memory_reset_peak
-    cuda_empty_cache,       // empty_cache
-    cuda_memory_summary,    // memory_summary
-    cuda_set_caching,       // set_caching
-    cuda_copy_from_host,    // copy_from_host
-    cuda_copy_to_host,      // copy_to_host
-    cuda_memset_zero,       // memset_zero
-    // every later slot (cast, rand, ops) is NULL: optional until the CUDA backend issue lands
+    .name = "cuda",
+    .device_count = cuda_device_count,
+    .device_props = cuda_device_props,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .memory_stats = cuda_memory_stats,
+    .memory_reset_peak = cuda_memory_reset_peak,
+    .empty_cache = cuda_empty_cache,
+    .memory_summary = cuda_memory_summary,
+    .set_caching = cuda_set_caching,
+    .copy_from_host = cuda_copy_from_host,
+    .copy_to_host = cuda_copy_to_host,
+    .memset_zero = cuda_memset_zero,
+    .cast = cuda_cast,
+    .rand_uniform = cuda_rand_uniform,
+    .rand_normal = cuda_rand_normal,
+    // linear, linear_backward, matmul, matmul_backward, conv2d, conv2d_backward: cuBLASLt/cuDNN
+    .max_pool2d = cuda_max_pool2d,
+    .max_pool2d_backward = cuda_max_pool2d_backward,
+    .avg_pool2d = cuda_avg_pool2d,
+    .avg_pool2d_backward = cuda_avg_pool2d_backward,
+    .unary = cuda_unary,
+    .unary_backward = cuda_unary_backward,
+    .binary = cuda_binary,
+    .dropout = cuda_dropout,
+    .reduce = cuda_reduce,
+    .sum_to = cuda_sum_to,
+    .expand = cuda_expand,
+    .softmax = cuda_softmax,
+    .softmax_backward = cuda_softmax_backward,
+    .cross_entropy = cuda_cross_entropy,
+    .cross_entropy_backward = cuda_cross_entropy_backward,
+    .mse_loss = cuda_mse_loss,
+    .mse_loss_backward = cuda_mse_loss_backward,
+    .layer_norm = cuda_layer_norm,
+    .layer_norm_backward = cuda_layer_norm_backward,
+    .batch_norm = cuda_batch_norm,
+    .batch_norm_backward = cuda_batch_norm_backward,
+    .embedding = cuda_embedding,
+    .embedding_backward = cuda_embedding_backward,
+    .sgd_step = cuda_sgd_step,
+    .adam_step = cuda_adam_step,
+    .amp_unscale_check = cuda_amp_unscale_check,
 };

@@ -192,4 +192,5 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .embedding_backward = ref_embedding_backward,
     .sgd_step = ref_sgd_step,
     .adam_step = ref_adam_step,
+    .amp_unscale_check = ref_amp_unscale_check,
 };
