@@ -175,7 +175,8 @@ template <typename A> __device__ A block_max(A v, A *sh) {
          i += (int64_t)gridDim.x * blockDim.x)
 
 // ---- elementwise map: out[k][i] = f(i, in[.][i]) over n elements of one dtype T -------------
-// f is a functor: __device__ void operator()(int64_t i, const A *in, A *out) const, A = acc_t<T>.
+// f is a functor: __device__ void operator()(int64_t i, const A *in, A *out) const; A is the
+// compute type, acc_t<T> unless given (the optimizer steps compute in f64: k_optim.cu).
 // Aligned tensors go 16 bytes at a time with a scalar tail; an out pointer may be NULL (not
 // stored); an out pointer may equal an in pointer (in place: each element is read first).
 
@@ -184,9 +185,8 @@ template <typename T, int NI, int NO> struct map_ptrs {
     T *out[NO];
 };
 
-template <typename T, int NI, int NO, typename F>
+template <typename T, int NI, int NO, typename F, typename A>
 __global__ void k_map(int64_t n, map_ptrs<T, NI, NO> p, F f, bool vec) {
-    typedef acc_t<T> A;
     constexpr int V = vec_width<T>::n;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -199,7 +199,7 @@ __global__ void k_map(int64_t n, map_ptrs<T, NI, NO> p, F f, bool vec) {
         for (int j = 0; j < V; j++) {
             A a[NI > 0 ? NI : 1], o[NO];
 #pragma unroll
-            for (int k = 0; k < NI; k++) a[k] = ld(x[k].v[j]);
+            for (int k = 0; k < NI; k++) a[k] = (A)ld(x[k].v[j]);
             f(v * V + j, a, o);
 #pragma unroll
             for (int k = 0; k < NO; k++) y[k].v[j] = st<T>(o[k]);
@@ -211,7 +211,7 @@ __global__ void k_map(int64_t n, map_ptrs<T, NI, NO> p, F f, bool vec) {
     for (int64_t i = nv * V + tid; i < n; i += stride) {
         A a[NI > 0 ? NI : 1], o[NO];
 #pragma unroll
-        for (int k = 0; k < NI; k++) a[k] = ld(p.in[k][i]);
+        for (int k = 0; k < NI; k++) a[k] = (A)ld(p.in[k][i]);
         f(i, a, o);
 #pragma unroll
         for (int k = 0; k < NO; k++)
@@ -219,7 +219,7 @@ __global__ void k_map(int64_t n, map_ptrs<T, NI, NO> p, F f, bool vec) {
     }
 }
 
-template <typename T, int NI, int NO, typename F>
+template <typename T, int NI, int NO, typename F, typename A = acc_t<T>>
 tdm_status launch_map(int64_t n, map_ptrs<T, NI, NO> p, F f) {
     if (n <= 0) return TDM_OK;
     bool vec = true;
@@ -227,7 +227,7 @@ tdm_status launch_map(int64_t n, map_ptrs<T, NI, NO> p, F f) {
     for (int k = 0; k < NO; k++) vec = vec && (!p.out[k] || aligned16(p.out[k]));
     const int threads = 256;
     const int64_t items = vec ? n / vec_width<T>::n + n % vec_width<T>::n : n;
-    k_map<T, NI, NO, F><<<cuda_grid_blocks(items, threads), threads, 0, cuda_stream_current()>>>(
+    k_map<T, NI, NO, F, A><<<cuda_grid_blocks(items, threads), threads, 0, cuda_stream_current()>>>(
         n, p, f, vec);
     return CUDA_LAUNCH_CHECK();
 }
