@@ -198,6 +198,12 @@ struct tdm_backend_ops {
     // ---- optional: the convolution algorithm choice (tandem/backends.h); index checked ----
     tdm_status (*conv_algo_last)(int device_index, tdm_conv_pass pass, tdm_conv_algo_info *out);
     tdm_status (*conv_algo_cache_clear)(int device_index);
+    // optional: the grad scaler's unscale, in place: each grads[i] (NULL skipped) *= inv_scale
+    // rounded to its dtype (one rounding of the product); found_inf, a 1-element f32 tensor on the
+    // same device, is set to 1 where a result is not finite (left as is otherwise). Lets the CUDA
+    // backend check without a host sync per tensor; core reads found_inf once per step.
+    tdm_status (*amp_unscale_check)(tdm_tensor *const *grads, int n, double inv_scale,
+                                    tdm_tensor *found_inf);
 };
 
 enum { TDM_COMM_ID_BYTES = 128 };   // NCCL_UNIQUE_ID_BYTES

@@ -303,11 +303,48 @@ tdm_tensor *tdm_grad_scaler_scale(tdm_grad_scaler *s, const tdm_tensor *loss) {
     return out;
 }
 
+// Through the backend's amp_unscale_check when every gradient is on one device whose backend has
+// it: in place, the verdict in a device flag read once. *done = false: not applicable.
+static tdm_status unscale_fused(tdm_grad_scaler *s, tdm_optimizer *o, float inv, bool *done) {
+    *done = false;
+    tdm_tensor **gs = malloc((size_t)(o->n ? o->n : 1) * sizeof *gs);
+    if (!gs) return tdm_error_set(TDM_ERR_OOM, "grad_scaler: out of memory");
+    int n = 0;
+    bool one_device = true;
+    for (int i = 0; i < o->n; i++) {
+        tdm_tensor *g = tdm_tensor_grad(o->slots[i].param);
+        if (!g) continue;
+        if (n && (g->device.type != gs[0]->device.type || g->device.index != gs[0]->device.index))
+            one_device = false;
+        gs[n++] = g;
+    }
+    const struct tdm_backend_ops *be = n ? tdm_backend_of(gs[0]) : NULL;
+    tdm_status st = TDM_OK;
+    if (n && one_device && be->amp_unscale_check) {
+        int64_t one = 1;
+        tdm_tensor *flag = tdm_tensor_zeros(1, &one, TDM_DTYPE_F32, gs[0]->device);
+        double v = 0;
+        st = flag ? be->amp_unscale_check(gs, n, (double)inv, flag) : tdm_last_status();
+        if (st == TDM_OK) st = tdm_tensor_to_host_f64(flag, &v);   // the step's one host read
+        if (st == TDM_OK) s->found_inf = v != 0;
+        tdm_tensor_free(flag);
+        *done = true;
+    } else if (!n) {
+        *done = true;
+    }
+    free(gs);
+    return st;
+}
+
 // grad *= 1/scale (the reciprocal rounded to f32, as PyTorch does); any non-finite -> found_inf.
-// On the cpu the check reads the values; the CUDA backend will do it on the device, without a sync.
+// With the backend's amp_unscale_check (cpu and cuda) in place and one host read per step;
+// otherwise by tdm_mul and reading every gradient back.
 static tdm_status unscale(tdm_grad_scaler *s, tdm_optimizer *o) {
     float inv = (float)(1.0 / s->scale);
     s->found_inf = false;
+    bool done;
+    TDM_TRY(unscale_fused(s, o, inv, &done));
+    if (done) return TDM_OK;
     bool prev = tdm_grad_set_enabled(false);
     tdm_status st = TDM_OK;
     for (int i = 0; i < o->n && st == TDM_OK; i++) {

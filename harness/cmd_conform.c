@@ -13,6 +13,7 @@
 
 #include "bench.h"
 #include "case.h"
+#include "exact.h"
 #include "random.h"
 
 static void conform_usage(FILE *f) {
@@ -24,10 +25,11 @@ static void conform_usage(FILE *f) {
             "  of docs/CONFORMANCE.md, with NaN-poisoned allocations and guard regions. A failing\n"
             "  case is written to DIR (default ./conform-failures) for `bench replay`.\n"
             "  Ops: %s\n"
+            "  and the slots checked bitwise against the reference: %s\n"
             "  --plant-error (for testing this command): every case's expected output.0[0] is\n"
             "  moved by 1 + 4|e|, far over any bound, so every case must fail and be written.\n"
             "  Exit: 0 all pass, 1 a failure or guard violation, 2 bad arguments.\n",
-            tdm_random_ops());
+            tdm_random_ops(), tdm_exact_ops());
 }
 
 static bool in_list(const char *list, const char *name) {
@@ -151,9 +153,9 @@ int bench_conform(int argc, char **argv) {
         char buf[1024];
         snprintf(buf, sizeof buf, "%s", ops);
         for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            if (!tdm_random_has(t)) {
-                fprintf(stderr, "bench conform: no generator for op '%s' (ops: %s)\n", t,
-                        tdm_random_ops());
+            if (!tdm_random_has(t) && !tdm_exact_has(t)) {
+                fprintf(stderr, "bench conform: no generator for op '%s' (ops: %s %s)\n", t,
+                        tdm_random_ops(), tdm_exact_ops());
                 return 2;
             }
         }
@@ -215,6 +217,12 @@ int bench_conform(int argc, char **argv) {
             }
         }
     }
+    // The slots that are not case ops (cast, rand, randn, amp_unscale): bitwise, once per run.
+    char exact_ops[128];
+    snprintf(exact_ops, sizeof exact_ops, "%s", tdm_exact_ops());
+    for (char *save = NULL, *op = strtok_r(exact_ops, " ", &save); op && n_cases > 0;
+         op = strtok_r(NULL, " ", &save))
+        if (!ops || in_list(ops, op)) tdm_exact_check(op, dev, seed, quiet, &n_pass, &n_fail, &n_err);
     int64_t guard_bad = tdm_debug_guard_violations() - guards_before;
     tdm_debug_set_poison(old_poison);
     tdm_debug_set_guards(old_guards);

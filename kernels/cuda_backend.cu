@@ -1,8 +1,10 @@
 /* cuda_backend.cu — the CUDA backend's table. So far: devices, memory (the caching allocator of
  * kernels/caching_allocator.h over cudaMalloc) and copies, and what each device is (runtime
- * properties + NVML); matrix products through cuBLASLt (kernels/blas.cu) and convolutions through
- * cuDNN (kernels/conv_cudnn.cu). The other compute slots are NULL for now, which core reports as
- * "not supported by the cuda backend". */
+ * properties + NVML), and the table: the compute slots point at the kernels' launchers
+ * (kernels/cuda_kernels.h, kernels/k_*.cu), matrix products at cuBLASLt (kernels/blas.cu),
+ * convolutions at cuDNN (kernels/conv_cudnn.cu), streams/events/pinned memory at
+ * kernels/streams.cu, collectives at NCCL (kernels/nccl.cu), profiling at NVTX and CUDA events
+ * (kernels/nvtx.cu). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "kernels/nvtx.h"
 #include "kernels/cuda_libs.h"
 #include "kernels/cuda_stream.h"
+#include "kernels/cuda_kernels.h"
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -379,6 +382,10 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .host_empty_cache = tdm_cuda_host_empty_cache,
     .copy_async = tdm_cuda_copy_async,
     .copy_sm_async = tdm_cuda_copy_sm_async,
+    // kernels/k_*.cu (cuda_kernels.h)
+    .cast = cuda_cast,
+    .rand_uniform = cuda_rand_uniform,
+    .rand_normal = cuda_rand_normal,
     // kernels/blas.cu (cuBLASLt) and kernels/conv_cudnn.cu (cuDNN; NULL in a build without it)
     .linear = tdm_cuda_linear,
     .linear_backward = tdm_cuda_linear_backward,
@@ -386,6 +393,31 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .matmul_backward = tdm_cuda_matmul_backward,
     .conv2d = TDM_CUDA_CONV2D,
     .conv2d_backward = TDM_CUDA_CONV2D_BACKWARD,
+    .max_pool2d = cuda_max_pool2d,
+    .max_pool2d_backward = cuda_max_pool2d_backward,
+    .avg_pool2d = cuda_avg_pool2d,
+    .avg_pool2d_backward = cuda_avg_pool2d_backward,
+    .unary = cuda_unary,
+    .unary_backward = cuda_unary_backward,
+    .binary = cuda_binary,
+    .dropout = cuda_dropout,
+    .reduce = cuda_reduce,
+    .sum_to = cuda_sum_to,
+    .expand = cuda_expand,
+    .softmax = cuda_softmax,
+    .softmax_backward = cuda_softmax_backward,
+    .cross_entropy = cuda_cross_entropy,
+    .cross_entropy_backward = cuda_cross_entropy_backward,
+    .mse_loss = cuda_mse_loss,
+    .mse_loss_backward = cuda_mse_loss_backward,
+    .layer_norm = cuda_layer_norm,
+    .layer_norm_backward = cuda_layer_norm_backward,
+    .batch_norm = cuda_batch_norm,
+    .batch_norm_backward = cuda_batch_norm_backward,
+    .embedding = cuda_embedding,
+    .embedding_backward = cuda_embedding_backward,
+    .sgd_step = cuda_sgd_step,
+    .adam_step = cuda_adam_step,
 #ifdef TDM_HAVE_NCCL
     .comm_unique_id = tdm_cuda_comm_unique_id,
     .comm_new = tdm_cuda_comm_new,
@@ -402,4 +434,5 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     // the convolution algorithm choice (kernels/conv_cudnn.cu)
     .conv_algo_last = TDM_CUDA_CONV_ALGO_LAST,
     .conv_algo_cache_clear = TDM_CUDA_CONV_ALGO_CACHE_CLEAR,
+    .amp_unscale_check = cuda_amp_unscale_check,
 };

@@ -115,5 +115,7 @@ tdm_status ref_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *b
                         bool buf_initialized, const tdm_sgd_params *p);
 tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m, tdm_tensor *v,
                          int64_t step, const tdm_adam_params *p);
+tdm_status ref_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
+                                 tdm_tensor *found_inf);
 
 #endif

@@ -225,4 +225,5 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .sgd_step = ref_sgd_step,
     .adam_step = ref_adam_step,
     .conv_algo_last = ref_conv_algo_last,
+    .amp_unscale_check = ref_amp_unscale_check,
 };

@@ -57,3 +57,38 @@ tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *
     ref_store(&A, v, NV);
     return ref_finish(&A);
 }
+
+// v rounded to dtype dt (as a stored element of that dtype reads back).
+static double round_to(tdm_dtype dt, double v) {
+    switch (dt) {
+    case TDM_DTYPE_F32: return (float)v;
+    case TDM_DTYPE_F16: return tdm_f16_to_f32(tdm_f64_to_f16(v));
+    case TDM_DTYPE_BF16: return tdm_bf16_to_f32(tdm_f64_to_bf16(v));
+    default: return v;
+    }
+}
+
+// The grad scaler's unscale (backend.h's amp_unscale_check): g = g * k with k = inv_scale
+// rounded to g's dtype, the product rounded once; found_inf (f32, 1 element) = 1 when a stored
+// result is not finite.
+tdm_status ref_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
+                                 tdm_tensor *found_inf) {
+    bool bad = false;
+    for (int j = 0; j < n; j++) {
+        tdm_tensor *g = grads[j];
+        if (!g) continue;
+        ref_arena A = {0};
+        const double *G = ref_in(&A, g);
+        double *V = ref_new(&A, g->numel);
+        if (A.failed) return ref_finish(&A);
+        const double k = round_to(g->dtype, inv_scale);
+        for (int64_t i = 0; i < g->numel; i++) {
+            V[i] = G[i] * k;
+            bad = bad || !isfinite(round_to(g->dtype, V[i]));
+        }
+        ref_store(&A, g, V);
+        ref_finish(&A);
+    }
+    if (bad) ((float *)tdm_data(found_inf))[0] = 1.0f;
+    return TDM_OK;
+}

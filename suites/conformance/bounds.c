@@ -157,12 +157,23 @@ static tdm_status bound_conv2d(bctx *b) {
     return multilinear(b, (double)positions, 0);
 }
 
+static int gcd_int(int a, int b) { return b ? gcd_int(b, a % b) : a; }
+
+// Along one axis, the windows that hold a given input are those whose tap t < k satisfies
+// o*s = i + p - t*d: the t in one residue class of t*d mod s, whose period is s / gcd(s, d), so
+// at most ceil(k / (s / gcd(s, d))) of them (ceil(k/s) without dilation). E.g. k=5, s=2, d=2:
+// all 5 taps land on outputs, where ceil(k/s) = 3 would undercount.
 static tdm_status pool_windows(const tdm_case *c, double *per_window, double *overlap) {
-    int k[2], s[2];
+    int k[2], s[2], d[2];
     TDM_TRY(tdm_attr_pair(c, "kernel_size", (int[2]){1, 1}, k));
     TDM_TRY(tdm_attr_pair(c, "stride", k, s));
+    TDM_TRY(tdm_attr_pair(c, "dilation", (int[2]){1, 1}, d));
     *per_window = (double)k[0] * k[1];
-    *overlap = ceil((double)k[0] / s[0]) * ceil((double)k[1] / s[1]);
+    *overlap = 1;
+    for (int a = 0; a < 2; a++) {
+        int period = s[a] > 0 && d[a] > 0 ? s[a] / gcd_int(s[a], d[a]) : 1;
+        *overlap *= ceil((double)k[a] / period);
+    }
     return TDM_OK;
 }
 

@@ -22,5 +22,5 @@ add_test(NAME conform.bad_args
 
 # GPU: cuda:0 against the reference. Skips (exit 77) with one line when there is no CUDA device.
 add_test(NAME gpu.conform.cuda0
-         COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $(echo \"$out\" | head -n1)\"; exit 77;; esac; exec $<TARGET_FILE:bench> conform --device cuda:0 --cases 3 --seed 1 --quiet --failures ${TEST_TMP}/conform-cuda0")
+         COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $(echo \"$out\" | head -n1)\"; exit 77;; esac; exec $<TARGET_FILE:bench> conform --device cuda:0 --cases 3 --seed 1 --dtypes f32,f16,bf16,f64 --quiet --failures ${TEST_TMP}/conform-cuda0")
 set_tests_properties(gpu.conform.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -1,0 +1,110 @@
+/* cuda_kernels.h — the CUDA backend's compute: one launcher per slot of struct tdm_backend_ops
+ * (core/backend.h), each in the kernels/k_*.cu file of its concern and each pairing a kernel
+ * with the host code that sizes its grid. The launchers have the slots' signatures, so
+ * kernels/cuda_backend.cu puts them straight into its table. Also the few host helpers every
+ * launcher uses: the device of a call, the stream, the grid size, launch checks, scratch. */
+#ifndef TANDEM_CUDA_KERNELS_H
+#define TANDEM_CUDA_KERNELS_H
+
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_stream.h"
+
+// ---- host helpers (k_common.cu) ----------------------------------------------------------
+
+// The stream every launch and async copy goes on: the calling thread's current stream on the
+// current device (tandem/stream.h; the default stream unless one was set). Launchers call
+// cuda_use_device first, so the current device is the tensor's.
+static inline cudaStream_t cuda_stream_current(void) { return tdm_cuda_stream_here(); }
+
+// Makes t's device current (every launcher's first call).
+tdm_status cuda_use_device(const tdm_tensor *t);
+
+// Blocks for a grid-stride loop over `items` work items of `threads` threads each: enough to
+// fill the current device (its SM count × resident blocks), never more than the work needs.
+unsigned cuda_grid_blocks(int64_t items, int threads);
+int cuda_sm_count(void);   // of the current device
+
+// A launch's own errors (bad configuration) and any earlier asynchronous one, with file/line.
+#define CUDA_LAUNCH_CHECK() tdm_cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+// Scratch memory on t's device through the caching allocator (a tensor of n elements of dt,
+// freed with tdm_tensor_free: stream-ordered, so freeing right after the launches that use it is
+// safe). NULL + error when out of memory.
+tdm_tensor *cuda_scratch(const tdm_tensor *like, int64_t n, tdm_dtype dt);
+
+// Index validation on the device (cross_entropy targets, embedding indices): a kernel given a
+// zeroed i64 scratch `flag` (cuda_flag_new) stores {1, the bad index} on a bad index;
+// cuda_flag_read copies it back (a synchronizing read) and frees it. An error flag cannot be
+// raised from a kernel without stopping the context, so the backend pays this one read.
+tdm_tensor *cuda_flag_new(const tdm_tensor *like, int64_t n);   // n >= 2 zeroed i64, or NULL
+tdm_status cuda_flag_read(tdm_tensor *flag, int64_t out[2]);
+
+// ---- the slots ---------------------------------------------------------------------------
+// k_elementwise.cu
+tdm_status cuda_cast(tdm_tensor *dst, const tdm_tensor *src);
+tdm_status cuda_unary(tdm_unary_op op, const tdm_tensor *x, tdm_tensor *y);
+tdm_status cuda_unary_backward(tdm_unary_op op, const tdm_tensor *gy, const tdm_tensor *x,
+                               tdm_tensor *gx);
+tdm_status cuda_binary(tdm_binary_op op, const tdm_tensor *a, const tdm_tensor *b, double alpha,
+                       tdm_tensor *y);
+tdm_status cuda_expand(const tdm_tensor *x, double scale, tdm_tensor *y);
+// k_random.cu
+tdm_status cuda_rand_uniform(tdm_tensor *t, uint64_t seed, uint64_t offset);
+tdm_status cuda_rand_normal(tdm_tensor *t, uint64_t seed, uint64_t offset);
+tdm_status cuda_dropout(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,
+                        tdm_tensor *y);
+// k_reduce.cu
+tdm_status cuda_reduce(tdm_reduce_op op, const tdm_tensor *x, unsigned reduce_mask,
+                       tdm_tensor *y);
+tdm_status cuda_sum_to(const tdm_tensor *gy, double scale, tdm_tensor *gx);
+// k_softmax_loss.cu
+tdm_status cuda_softmax(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
+tdm_status cuda_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log,
+                                 tdm_tensor *gx);
+tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
+                              tdm_reduction red, double smoothing, int64_t ignore_index,
+                              tdm_tensor *loss);
+tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                       const tdm_tensor *target, tdm_reduction red,
+                                       double smoothing, int64_t ignore_index,
+                                       tdm_tensor *glogits);
+tdm_status cuda_mse_loss(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
+                         tdm_tensor *loss);
+tdm_status cuda_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *a,
+                                  const tdm_tensor *b, tdm_reduction red, tdm_tensor *ga,
+                                  tdm_tensor *gb);
+// k_norm.cu
+tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                           double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd);
+tdm_status cuda_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                    const tdm_tensor *w, const tdm_tensor *mean,
+                                    const tdm_tensor *rstd, tdm_tensor *gx, tdm_tensor *gw,
+                                    tdm_tensor *gb);
+tdm_status cuda_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean,
+                           tdm_tensor *running_var, const tdm_tensor *w, const tdm_tensor *b,
+                           bool training, double momentum, double eps, tdm_tensor *y,
+                           tdm_tensor *save_mean, tdm_tensor *save_invstd);
+tdm_status cuda_batch_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                    const tdm_tensor *w, const tdm_tensor *save_mean,
+                                    const tdm_tensor *save_invstd, bool training, tdm_tensor *gx,
+                                    tdm_tensor *gw, tdm_tensor *gb);
+// k_pool.cu
+tdm_status cuda_max_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
+tdm_status cuda_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                    const tdm_pool2d_params *p, tdm_tensor *gx);
+tdm_status cuda_avg_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
+tdm_status cuda_avg_pool2d_backward(const tdm_tensor *gy, const tdm_pool2d_params *p,
+                                    tdm_tensor *gx);
+// k_embedding.cu
+tdm_status cuda_embedding(const tdm_tensor *idx, const tdm_tensor *w, tdm_tensor *y);
+tdm_status cuda_embedding_backward(const tdm_tensor *gy, const tdm_tensor *idx,
+                                   int64_t padding_idx, tdm_tensor *gw);
+// k_optim.cu
+tdm_status cuda_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
+                         bool buf_initialized, const tdm_sgd_params *p);
+tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
+                          tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+tdm_status cuda_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
+                                  tdm_tensor *found_inf);
+
+#endif

@@ -1,0 +1,408 @@
+/* k_norm.cu — layer_norm and batch_norm, forward and backward. Statistics are two-pass per group
+ * (mean, then the mean of squared deviations), as in the reference and docs/CONFORMANCE.md's
+ * bound, accumulated in f32 (f64 for f64). Weights, biases and running/saved statistics are read
+ * and written through their own dtype (they may be f32 beside an f16/bf16 input).
+ *   layer_norm: x (R,K); a warp per row (K <= 1024) or a block; weight/bias grads are column sums
+ *     over rows by (32 x 8) blocks, split over rows when K is small, added up in a fixed order.
+ *   batch_norm: x (N,C,S); a block per channel computes its statistics (and updates the running
+ *     ones), then an elementwise pass normalizes. */
+#include "kernels/k_common.cuh"
+
+template <bool WARP> struct grp {
+    static __device__ __forceinline__ int rank() { return WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x; }
+    static __device__ __forceinline__ int size() { return WARP ? 32 : (int)blockDim.x; }
+    static __device__ __forceinline__ int64_t first() {
+        return WARP ? ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5 : (int64_t)blockIdx.x;
+    }
+    static __device__ __forceinline__ int64_t step() {
+        return WARP ? ((int64_t)gridDim.x * blockDim.x) >> 5 : (int64_t)gridDim.x;
+    }
+    template <typename A> static __device__ __forceinline__ A sum(A v, A *sh) {
+        return WARP ? warp_sum(v) : block_sum(v, sh);
+    }
+};
+
+static const int NORM_THREADS = 256;
+
+static unsigned group_blocks(int64_t groups, bool warp) {
+    return warp ? cuda_grid_blocks(groups * 32, NORM_THREADS)
+                : (unsigned)(groups < 2147483647LL ? groups : 2147483647LL);
+}
+
+static tdm_dtype acc_dtype(tdm_dtype x) { return x == TDM_DTYPE_F64 ? TDM_DTYPE_F64 : TDM_DTYPE_F32; }
+
+// ---- layer_norm ----------------------------------------------------------------------------
+// x (R,K), w (K)?, b (K)?, y (R,K), mean (R)?, rstd (R)?
+// mean = sum x / K, var = sum (x - mean)^2 / K, rstd = 1 / sqrt(var + eps),
+// y = (x - mean) * rstd * w + b.
+
+template <bool WARP, typename T>
+__global__ void k_layer_norm(int64_t R, int64_t K, const T *x, any_cptr w, any_cptr b,
+                             acc_t<T> eps, T *y, any_ptr mean, any_ptr rstd) {
+    typedef acc_t<T> A;
+    typedef grp<WARP> G;
+    __shared__ A sh[32];
+    for (int64_t r = G::first(); r < R; r += G::step()) {
+        const T *xr = x + r * K;
+        A sum = 0;
+        for (int64_t k = G::rank(); k < K; k += G::size()) sum += ld(xr[k]);
+        const A mu = G::sum(sum, sh) / (A)K;
+        A sq = 0;
+        for (int64_t k = G::rank(); k < K; k += G::size()) {
+            const A d = ld(xr[k]) - mu;
+            sq += d * d;
+        }
+        const A rs = (A)1 / k_sqrt(G::sum(sq, sh) / (A)K + eps);
+        for (int64_t k = G::rank(); k < K; k += G::size())
+            y[r * K + k] = st<T>((ld(xr[k]) - mu) * rs * any_ld(w, k, (A)1) + any_ld(b, k, (A)0));
+        if (G::rank() == 0) {
+            any_st(mean, r, mu);
+            any_st(rstd, r, rs);
+        }
+    }
+}
+
+tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                           double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd) {
+    const int64_t R = x->shape[0], K = x->shape[1];
+    if (R == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(x));
+    const bool warp = K <= 1024;
+    const cudaStream_t s = cuda_stream_current();
+    TDM_DISPATCH_FLOAT(x->dtype, "layer_norm", T, {
+        if (warp)
+            k_layer_norm<true, T><<<group_blocks(R, true), NORM_THREADS, 0, s>>>(
+                R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
+                any_m(rstd));
+        else
+            k_layer_norm<false, T><<<group_blocks(R, false), NORM_THREADS, 0, s>>>(
+                R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
+                any_m(rstd));
+    });
+    return CUDA_LAUNCH_CHECK();
+}
+
+// gy, x (R,K), w (K)?, mean, rstd (R); gx (R,K):
+// xhat = (x - mean) rstd, g = gy w; gx = rstd (g - mean(g) - xhat mean(g xhat)).
+template <bool WARP, typename T>
+__global__ void k_layer_norm_bwd(int64_t R, int64_t K, const T *gy, const T *x, any_cptr w,
+                                 any_cptr mean, any_cptr rstd, T *gx) {
+    typedef acc_t<T> A;
+    typedef grp<WARP> G;
+    __shared__ A sh[32];
+    for (int64_t r = G::first(); r < R; r += G::step()) {
+        const A mu = any_ld(mean, r, (A)0), rs = any_ld(rstd, r, (A)1);
+        const int64_t o = r * K;
+        A mg = 0, mgx = 0;
+        for (int64_t k = G::rank(); k < K; k += G::size()) {
+            const A g = ld(gy[o + k]) * any_ld(w, k, (A)1);
+            mg += g;
+            mgx += g * ((ld(x[o + k]) - mu) * rs);
+        }
+        mg = G::sum(mg, sh) / (A)K;
+        mgx = G::sum(mgx, sh) / (A)K;
+        for (int64_t k = G::rank(); k < K; k += G::size()) {
+            const A xh = (ld(x[o + k]) - mu) * rs;
+            gx[o + k] = st<T>(rs * (ld(gy[o + k]) * any_ld(w, k, (A)1) - mg - xh * mgx));
+        }
+    }
+}
+
+// gw[k] = sum_r gy xhat, gb[k] = sum_r gy: block (32 x 8), column k = blockIdx.x * 32 + tx, rows
+// of split blockIdx.y. splits == 1: stores gw/gb; else part[(k * splits + s) * 2 + {0,1}].
+template <typename T>
+__global__ void k_layer_norm_params(int64_t R, int64_t K, const T *gy, const T *x, any_cptr mean,
+                                    any_cptr rstd, any_ptr gw, any_ptr gb, acc_t<T> *part,
+                                    int64_t splits) {
+    typedef acc_t<T> A;
+    __shared__ A shw[8][33], shb[8][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t k = (int64_t)blockIdx.x * 32 + tx, s = blockIdx.y;
+    const int64_t chunk = (R + splits - 1) / splits, r1 = min(R, (s + 1) * chunk);
+    A aw = 0, ab = 0;
+    if (k < K)
+        for (int64_t r = s * chunk + ty; r < r1; r += 8) {
+            const A g = ld(gy[r * K + k]);
+            aw += g * ((ld(x[r * K + k]) - any_ld(mean, r, (A)0)) * any_ld(rstd, r, (A)1));
+            ab += g;
+        }
+    shw[ty][tx] = aw;
+    shb[ty][tx] = ab;
+    __syncthreads();
+    if (ty == 0 && k < K) {
+        for (int j = 1; j < 8; j++) {
+            aw += shw[j][tx];
+            ab += shb[j][tx];
+        }
+        if (splits == 1) {
+            any_st(gw, k, aw);
+            any_st(gb, k, ab);
+        } else {
+            part[(k * splits + s) * 2] = aw;
+            part[(k * splits + s) * 2 + 1] = ab;
+        }
+    }
+}
+
+template <typename A>
+__global__ void k_layer_norm_params_finish(int64_t K, int64_t splits, const A *part, any_ptr gw,
+                                           any_ptr gb) {
+    GRID_STRIDE(k, K) {
+        A aw = 0, ab = 0;
+        for (int64_t s = 0; s < splits; s++) {
+            aw += part[(k * splits + s) * 2];
+            ab += part[(k * splits + s) * 2 + 1];
+        }
+        any_st(gw, k, aw);
+        any_st(gb, k, ab);
+    }
+}
+
+template <typename T>
+static tdm_status layer_norm_bwd_t(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                                   const tdm_tensor *mean, const tdm_tensor *rstd, tdm_tensor *gx,
+                                   tdm_tensor *gw, tdm_tensor *gb) {
+    typedef acc_t<T> A;
+    const int64_t R = x->shape[0], K = x->shape[1];
+    const cudaStream_t s = cuda_stream_current();
+    if (gx && R > 0) {
+        if (K <= 1024)
+            k_layer_norm_bwd<true, T><<<group_blocks(R, true), NORM_THREADS, 0, s>>>(
+                R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
+        else
+            k_layer_norm_bwd<false, T><<<group_blocks(R, false), NORM_THREADS, 0, s>>>(
+                R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
+        TDM_TRY(CUDA_LAUNCH_CHECK());
+    }
+    if ((!gw && !gb) || K == 0) return TDM_OK;
+    const int64_t bx = (K + 31) / 32, target = (int64_t)cuda_sm_count() * 8;
+    int64_t splits = 1;
+    if (bx < target && R > 64) {
+        splits = (target + bx - 1) / bx;
+        if (splits > (R + 63) / 64) splits = (R + 63) / 64;
+        if (splits > 65535) splits = 65535;
+    }
+    tdm_tensor *part = NULL;
+    if (splits > 1 && !(part = cuda_scratch(x, K * splits * 2, acc_dtype(x->dtype))))
+        return tdm_last_status();
+    A *pp = part ? (A *)tdm_data(part) : NULL;
+    k_layer_norm_params<T><<<dim3((unsigned)bx, (unsigned)splits), dim3(32, 8), 0, s>>>(
+        R, K, cptr<T>(gy), cptr<T>(x), any_c(mean), any_c(rstd), any_m(gw), any_m(gb), pp, splits);
+    tdm_status st_ = CUDA_LAUNCH_CHECK();
+    if (st_ == TDM_OK && splits > 1) {
+        k_layer_norm_params_finish<A><<<cuda_grid_blocks(K, 256), 256, 0, s>>>(K, splits, pp,
+                                                                             any_m(gw), any_m(gb));
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(part);
+    return st_;
+}
+
+tdm_status cuda_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                    const tdm_tensor *w, const tdm_tensor *mean,
+                                    const tdm_tensor *rstd, tdm_tensor *gx, tdm_tensor *gw,
+                                    tdm_tensor *gb) {
+    TDM_TRY(cuda_use_device(x));
+    TDM_DISPATCH_FLOAT(x->dtype, "layer_norm_backward", T,
+                       return layer_norm_bwd_t<T>(gy, x, w, mean, rstd, gx, gw, gb));
+    return TDM_OK;
+}
+
+// ---- batch_norm ----------------------------------------------------------------------------
+// x (N,C,S), running_mean/var (C)?, w (C)?, b (C)?, y (N,C,S), save_mean/save_invstd (C)?
+// Training: per channel over its n = N*S values, mean and biased var; invstd = 1/sqrt(var+eps);
+// running stats become (1-m) r + m stat, with the unbiased var * n/(n-1).
+// Eval: mean = running_mean, invstd = 1/sqrt(running_var + eps).
+// y = (x - mean) * invstd * w + b.
+
+// A block per channel: its statistics into ch[c*4 + {mean, invstd, w, b}] (A), the saved and
+// running statistics through their dtypes.
+template <typename T>
+__global__ void k_bn_stats(int64_t N, int64_t C, int64_t S, const T *x, any_ptr rmean,
+                           any_ptr rvar, any_cptr w, any_cptr b, bool training, double momentum,
+                           acc_t<T> eps, any_ptr save_mean, any_ptr save_invstd, acc_t<T> *ch) {
+    typedef acc_t<T> A;
+    __shared__ A sh[32];
+    const int64_t n = N * S;
+    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+        A mu, var;
+        if (training) {
+            A sum = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+                sum += ld(x[((j / S) * C + c) * S + j % S]);
+            mu = block_sum(sum, sh) / (A)n;
+            A sq = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                const A d = ld(x[((j / S) * C + c) * S + j % S]) - mu;
+                sq += d * d;
+            }
+            var = block_sum(sq, sh) / (A)n;
+        } else {
+            mu = any_ld(any_cm(rmean), c, (A)0);
+            var = any_ld(any_cm(rvar), c, (A)1);
+        }
+        if (threadIdx.x == 0) {
+            const A is = (A)1 / k_sqrt(var + eps);
+            if (training) {   // in f64: only the statistics' own error is left (bound: 2u/term)
+                const double m = momentum;
+                if (rmean.p)
+                    any_st(rmean, c, (1 - m) * any_ld(any_cm(rmean), c, 0.0) + m * (double)mu);
+                if (rvar.p)
+                    any_st(rvar, c, (1 - m) * any_ld(any_cm(rvar), c, 0.0) +
+                                        m * (double)var * (double)n / (double)(n - 1));
+            }
+            any_st(save_mean, c, mu);
+            any_st(save_invstd, c, is);
+            ch[c * 4] = mu;
+            ch[c * 4 + 1] = is;
+            ch[c * 4 + 2] = any_ld(w, c, (A)1);
+            ch[c * 4 + 3] = any_ld(b, c, (A)0);
+        }
+    }
+}
+
+template <typename T>
+__global__ void k_bn_apply(int64_t total, int64_t C, int64_t S, const T *x, const acc_t<T> *ch,
+                           T *y) {
+    GRID_STRIDE(i, total) {
+        const int64_t c = (i / S) % C;
+        y[i] = st<T>((ld(x[i]) - ch[c * 4]) * ch[c * 4 + 1] * ch[c * 4 + 2] + ch[c * 4 + 3]);
+    }
+}
+
+tdm_status cuda_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean,
+                           tdm_tensor *running_var, const tdm_tensor *w, const tdm_tensor *b,
+                           bool training, double momentum, double eps, tdm_tensor *y,
+                           tdm_tensor *save_mean, tdm_tensor *save_invstd) {
+    const int64_t N = x->shape[0], C = x->shape[1], S = x->shape[2];
+    if (C == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(x));
+    tdm_tensor *ch = cuda_scratch(x, 4 * C, acc_dtype(x->dtype));
+    if (!ch) return tdm_last_status();
+    const cudaStream_t s = cuda_stream_current();
+    const unsigned cb = (unsigned)(C < 65535 * 16 ? C : 65535 * 16);
+    tdm_status st_ = TDM_OK;
+    switch (x->dtype) {
+#define BN_FWD(DT, T)                                                                          \
+    case DT: {                                                                                 \
+        typedef acc_t<T> A;                                                                    \
+        k_bn_stats<T><<<cb, 512, 0, s>>>(N, C, S, cptr<T>(x), any_m(running_mean),             \
+                                         any_m(running_var), any_c(w), any_c(b), training,     \
+                                         momentum, (A)eps, any_m(save_mean),                 \
+                                         any_m(save_invstd), (A *)tdm_data(ch));               \
+        st_ = CUDA_LAUNCH_CHECK();                                                             \
+        if (st_ == TDM_OK && x->numel > 0) {                                                   \
+            k_bn_apply<T><<<cuda_grid_blocks(x->numel, 256), 256, 0, s>>>(                    \
+                x->numel, C, S, cptr<T>(x), (const A *)tdm_data_c(ch), mptr<T>(y));            \
+            st_ = CUDA_LAUNCH_CHECK();                                                         \
+        }                                                                                      \
+    } break;
+        BN_FWD(TDM_DTYPE_F32, float)
+        BN_FWD(TDM_DTYPE_F16, __half)
+        BN_FWD(TDM_DTYPE_BF16, bf16_t)
+        BN_FWD(TDM_DTYPE_F64, double)
+#undef BN_FWD
+    default:
+        st_ = tdm_error_set(TDM_ERR_DTYPE, "batch_norm: dtype %s not supported by the cuda backend",
+                            tdm_dtype_name(x->dtype));
+    }
+    tdm_tensor_free(ch);
+    return st_;
+}
+
+// gy, x (N,C,S), w (C)?, save_mean/save_invstd (C); gx (N,C,S)?, gw, gb (C)?
+// xhat = (x - mean) invstd; per channel: sg = sum gy, sgx = sum gy xhat; gw = sgx, gb = sg;
+// training: gx = w invstd / n (n gy - sg - xhat sgx), evaluated as layer_norm's
+//   invstd (gy w - mean(gy w) - xhat mean(gy w xhat)) with the two means w sg / n, w sgx / n
+//   formed per channel in f64 (docs/CONFORMANCE.md's bound counts the roundings of this form);
+// eval: gx = gy w invstd.
+template <typename T>
+__global__ void k_bn_bwd_stats(int64_t N, int64_t C, int64_t S, const T *gy, const T *x,
+                               any_cptr w, any_cptr mean, any_cptr invstd, any_ptr gw, any_ptr gb,
+                               acc_t<T> *ch) {
+    typedef acc_t<T> A;
+    __shared__ A sh[32];
+    const int64_t n = N * S;
+    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+        const A mu = any_ld(mean, c, (A)0), is = any_ld(invstd, c, (A)1);
+        A sg = 0, sgx = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            const int64_t i = ((j / S) * C + c) * S + j % S;
+            const A g = ld(gy[i]);
+            sg += g;
+            sgx += g * ((ld(x[i]) - mu) * is);
+        }
+        sg = block_sum(sg, sh);
+        sgx = block_sum(sgx, sh);
+        if (threadIdx.x == 0) {
+            any_st(gw, c, sgx);
+            any_st(gb, c, sg);
+            ch[c * 5] = mu;
+            ch[c * 5 + 1] = is;
+            ch[c * 5 + 2] = any_ld(w, c, (A)1);
+            const double wd = any_ld(w, c, 1.0);
+            ch[c * 5 + 3] = (A)(wd * (double)sg / (double)n);    // mean(gy w)
+            ch[c * 5 + 4] = (A)(wd * (double)sgx / (double)n);   // mean(gy w xhat)
+        }
+    }
+}
+
+template <typename T>
+__global__ void k_bn_bwd_apply(int64_t total, int64_t C, int64_t S, const T *gy, const T *x,
+                               const acc_t<T> *ch, bool training, T *gx) {
+    typedef acc_t<T> A;
+    GRID_STRIDE(i, total) {
+        const int64_t c = (i / S) % C;
+        const A mu = ch[c * 5], is = ch[c * 5 + 1], wc = ch[c * 5 + 2];
+        const A gh = ld(gy[i]) * wc;
+        A v;
+        if (training) {
+            const A xh = (ld(x[i]) - mu) * is;
+            v = is * (gh - ch[c * 5 + 3] - xh * ch[c * 5 + 4]);
+        } else {
+            v = gh * is;
+        }
+        gx[i] = st<T>(v);
+    }
+}
+
+tdm_status cuda_batch_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
+                                    const tdm_tensor *w, const tdm_tensor *save_mean,
+                                    const tdm_tensor *save_invstd, bool training, tdm_tensor *gx,
+                                    tdm_tensor *gw, tdm_tensor *gb) {
+    const int64_t N = x->shape[0], C = x->shape[1], S = x->shape[2];
+    if (C == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(x));
+    tdm_tensor *ch = cuda_scratch(x, 5 * C, acc_dtype(x->dtype));
+    if (!ch) return tdm_last_status();
+    const cudaStream_t s = cuda_stream_current();
+    const unsigned cb = (unsigned)(C < 65535 * 16 ? C : 65535 * 16);
+    tdm_status st_ = TDM_OK;
+    switch (x->dtype) {
+#define BN_BWD(DT, T)                                                                          \
+    case DT: {                                                                                 \
+        typedef acc_t<T> A;                                                                    \
+        k_bn_bwd_stats<T><<<cb, 512, 0, s>>>(N, C, S, cptr<T>(gy), cptr<T>(x), any_c(w),       \
+                                             any_c(save_mean), any_c(save_invstd), any_m(gw),   \
+                                             any_m(gb), (A *)tdm_data(ch));                    \
+        st_ = CUDA_LAUNCH_CHECK();                                                             \
+        if (st_ == TDM_OK && gx && x->numel > 0) {                                             \
+            k_bn_bwd_apply<T><<<cuda_grid_blocks(x->numel, 256), 256, 0, s>>>(                 \
+                x->numel, C, S, cptr<T>(gy), cptr<T>(x), (const A *)tdm_data_c(ch),            \
+                training, mptr<T>(gx));                                                        \
+            st_ = CUDA_LAUNCH_CHECK();                                                         \
+        }                                                                                      \
+    } break;
+        BN_BWD(TDM_DTYPE_F32, float)
+        BN_BWD(TDM_DTYPE_F16, __half)
+        BN_BWD(TDM_DTYPE_BF16, bf16_t)
+        BN_BWD(TDM_DTYPE_F64, double)
+#undef BN_BWD
+    default:
+        st_ = tdm_error_set(TDM_ERR_DTYPE,
+                            "batch_norm_backward: dtype %s not supported by the cuda backend",
+                            tdm_dtype_name(x->dtype));
+    }
+    tdm_tensor_free(ch);
+    return st_;
+}

@@ -1,0 +1,113 @@
+/* k_optim.cu — the fused optimizer updates (one pass over param, grad and state per parameter,
+ * torch.optim's single-tensor formulas as ref/ref_optim.c writes them), and the grad scaler's
+ * unscale + non-finite check that leaves its verdict on the device (no host sync per tensor).
+ * The steps compute in f64 for every dtype, as the reference: a step chains up to ~11 roundings
+ * (hyperparameters that f32 cannot hold exactly, decay, momentum, dampening, nesterov, lr, the
+ * subtraction), more than docs/CONFORMANCE.md's gamma_6 allows in f32 when |param| is small; in
+ * f64 only the final rounding is left. These passes are memory-bound: A100/H100 f64 throughput
+ * (1/2 of f32) is not the limit. One rounding per stored tensor. */
+#include <math.h>
+
+#include "kernels/k_common.cuh"
+
+// ---- sgd ---------------------------------------------------------------------------------------
+// d = grad + wd param; with momentum: buf = initialized ? momentum buf + (1 - dampening) d : d,
+// d = nesterov ? d + momentum buf : buf; param -= lr d.  in: param, grad[, buf]; out: param[, buf]
+template <bool MOM> struct sgd_fn {
+    double lr, momentum, dampening, wd;
+    bool nesterov, initialized;
+    template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
+        A d = in[1];
+        if (wd != 0) d += (A)wd * in[0];
+        if (MOM) {
+            const A b = initialized ? (A)momentum * in[2] + (A)(1 - dampening) * d : d;
+            d = nesterov ? d + (A)momentum * b : b;
+            out[1] = b;
+        }
+        out[0] = in[0] - (A)lr * d;
+    }
+};
+
+tdm_status cuda_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
+                         bool buf_initialized, const tdm_sgd_params *p) {
+    if (param->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(param));
+    const bool mom = p->momentum != 0;
+    TDM_DISPATCH_FLOAT(param->dtype, "sgd_step", T, {
+        if (mom) {
+            map_ptrs<T, 3, 2> ptr = {{cptr<T>(param), cptr<T>(grad), cptr<T>(buf)},
+                                     {mptr<T>(param), mptr<T>(buf)}};
+            sgd_fn<true> f = {p->lr, p->momentum, p->dampening, p->weight_decay, p->nesterov,
+                              buf_initialized};
+            return launch_map<T, 3, 2, sgd_fn<true>, double>(param->numel, ptr, f);
+        }
+        map_ptrs<T, 2, 1> ptr = {{cptr<T>(param), cptr<T>(grad)}, {mptr<T>(param)}};
+        sgd_fn<false> f = {p->lr, p->momentum, p->dampening, p->weight_decay, p->nesterov,
+                           buf_initialized};
+        return launch_map<T, 2, 1, sgd_fn<false>, double>(param->numel, ptr, f);
+    });
+    return TDM_OK;
+}
+
+// ---- adam / adamw --------------------------------------------------------------------------------
+// AdamW: param *= 1 - lr wd.  Adam: g = grad + wd param.  m = b1 m + (1-b1) g;
+// v = b2 v + (1-b2) g^2; param -= lr/(1-b1^step) m / (sqrt(v)/sqrt(1-b2^step) + eps).
+// in: param, grad, m, v; out: param, m, v.
+struct adam_fn {
+    double decay, wd, b1, b2, step_size, bc2_sqrt, eps;
+    bool decoupled;
+    template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
+        A x = in[0], g = in[1];
+        if (decoupled) x *= (A)decay;
+        else if (wd != 0) g += (A)wd * x;
+        const A m = (A)b1 * in[2] + (A)(1 - b1) * g;
+        const A v = (A)b2 * in[3] + (A)(1 - b2) * g * g;
+        out[0] = x - (A)step_size * m / (k_sqrt(v) / (A)bc2_sqrt + (A)eps);
+        out[1] = m;
+        out[2] = v;
+    }
+};
+
+tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
+                          tdm_tensor *v, int64_t step, const tdm_adam_params *p) {
+    if (param->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(param));
+    const double bc1 = 1 - pow(p->beta1, (double)step), bc2 = 1 - pow(p->beta2, (double)step);
+    adam_fn f = {1 - p->lr * p->weight_decay, p->weight_decay, p->beta1, p->beta2, p->lr / bc1,
+                 sqrt(bc2), p->eps, p->decoupled_weight_decay};
+    TDM_DISPATCH_FLOAT(param->dtype, "adam_step", T, {
+        map_ptrs<T, 4, 3> ptr = {{cptr<T>(param), cptr<T>(grad), cptr<T>(m), cptr<T>(v)},
+                                 {mptr<T>(param), mptr<T>(m), mptr<T>(v)}};
+        return launch_map<T, 4, 3, adam_fn, double>(param->numel, ptr, f);
+    });
+    return TDM_OK;
+}
+
+// ---- grad scaler: unscale in place, flag non-finite ---------------------------------------------
+// g = g * k, k = inv_scale rounded to g's dtype; the product is exact in A and rounds once, as the
+// reference's. found_inf[0] (f32) = 1 when a rounded result is not finite (racing stores all
+// write 1).
+template <typename T> struct unscale_fn {
+    double k;
+    float *found_inf;
+    template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
+        const A r = ld(st<T>(in[0] * ld(st<T>((A)k))));
+        if (!isfinite(r)) *found_inf = 1.0f;
+        out[0] = r;
+    }
+};
+
+tdm_status cuda_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
+                                  tdm_tensor *found_inf) {
+    TDM_TRY(cuda_use_device(found_inf));
+    for (int i = 0; i < n; i++) {
+        tdm_tensor *g = grads[i];
+        if (!g || g->numel == 0) continue;
+        TDM_DISPATCH_FLOAT(g->dtype, "amp_unscale_check", T, {
+            map_ptrs<T, 1, 1> ptr = {{cptr<T>(g)}, {mptr<T>(g)}};
+            unscale_fn<T> f = {inv_scale, mptr<float>(found_inf)};
+            TDM_TRY(launch_map(g->numel, ptr, f));
+        });
+    }
+    return TDM_OK;
+}

@@ -1,0 +1,219 @@
+/* k_reduce.cu — sum and mean over any set of dims (the reduce slot), and sum_to (the backward of
+ * broadcasting: a sum over the broadcast dims, scaled). x's dims are first canonicalized: size-1
+ * dims dropped, neighbours of the same kind (kept / reduced) merged, giving nout outputs of nred
+ * terms each. Two kernels, by which kind the innermost dim is:
+ *   rows    (innermost reduced): a warp per (output, split), lanes striding the reduced elements
+ *           (coalesced), warp-shuffle sum;
+ *   columns (innermost kept):    a (32 x 8) block: 32 adjacent outputs (coalesced) by 8 rows of
+ *           the reduced range, summed through shared memory.
+ * When there are too few outputs to fill the device the reduced range is split; each split writes
+ * a partial sum (in the accumulation type) and a last kernel adds the splits in order, so the
+ * result is deterministic. Accumulation in f32 (f64 for f64): a tree order, whose error
+ * gamma_n sum|x| is within docs/CONFORMANCE.md's "reduced count + 1" bound. */
+#include "kernels/k_common.cuh"
+
+struct red_layout {
+    int nk, nr;   // kept dims, reduced dims (outermost first)
+    int64_t ksize[TDM_MAX_DIMS], kstride[TDM_MAX_DIMS], rsize[TDM_MAX_DIMS], rstride[TDM_MAX_DIMS];
+    int64_t nout, nred;
+    bool inner_reduced;
+};
+
+// x (shape[0..nd)) row-major, reduced where mask has the dim's bit.
+static red_layout red_layout_of(int nd, const int64_t *shape, unsigned mask) {
+    red_layout L;
+    L.nk = L.nr = 0;
+    L.nout = L.nred = 1;
+    L.inner_reduced = false;
+    int64_t stride = 1;
+    int last_kind = -1;   // of the dim merged last (inner side): 0 kept, 1 reduced
+    for (int d = nd - 1; d >= 0; d--) {   // inner to outer; stored outer-first after
+        const int64_t n = shape[d];
+        const int kind = (mask >> d) & 1u;
+        if (n != 1) {
+            int64_t *sz = kind ? L.rsize : L.ksize, *st_ = kind ? L.rstride : L.kstride;
+            int *cnt = kind ? &L.nr : &L.nk;
+            if (last_kind == kind) {
+                sz[*cnt - 1] *= n;   // contiguous row-major: merges with its inner neighbour
+            } else {
+                sz[*cnt] = n;
+                st_[*cnt] = stride;
+                (*cnt)++;
+            }
+            if (last_kind < 0) L.inner_reduced = kind == 1;
+            last_kind = kind;
+            if (kind) L.nred *= n;
+            else L.nout *= n;
+        }
+        stride *= n;
+    }
+    // reverse to outer-first
+    for (int i = 0; i < L.nk / 2; i++) {
+        int64_t t = L.ksize[i]; L.ksize[i] = L.ksize[L.nk - 1 - i]; L.ksize[L.nk - 1 - i] = t;
+        t = L.kstride[i]; L.kstride[i] = L.kstride[L.nk - 1 - i]; L.kstride[L.nk - 1 - i] = t;
+    }
+    for (int i = 0; i < L.nr / 2; i++) {
+        int64_t t = L.rsize[i]; L.rsize[i] = L.rsize[L.nr - 1 - i]; L.rsize[L.nr - 1 - i] = t;
+        t = L.rstride[i]; L.rstride[i] = L.rstride[L.nr - 1 - i]; L.rstride[L.nr - 1 - i] = t;
+    }
+    return L;
+}
+
+// The offset in x of kept index o / reduced index r (row-major over their dims).
+__device__ __forceinline__ int64_t red_off(int n, const int64_t *size, const int64_t *stride,
+                                           int64_t idx) {
+    if (n == 1) return idx * stride[0];
+    int64_t off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        off += (idx % size[d]) * stride[d];
+        idx /= size[d];
+    }
+    return off;
+}
+
+template <typename A> __device__ __forceinline__ A red_final(A acc, A scale, A div) {
+    if (scale != (A)1) acc *= scale;
+    if (div != (A)1) acc /= div;
+    return acc;
+}
+
+// Rows: warp w handles task t = o * splits + s: reduced indices [s chunk, (s+1) chunk).
+// splits == 1: y[o] = final; else part[t] = the partial sum.
+template <typename T>
+__global__ void k_reduce_rows(red_layout L, const T *x, T *y, acc_t<T> *part, int64_t splits,
+                              acc_t<T> scale, acc_t<T> div) {
+    typedef acc_t<T> A;
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int64_t chunk = (L.nred + splits - 1) / splits;
+    for (int64_t t = warp; t < L.nout * splits; t += nwarps) {
+        const int64_t o = t / splits, s = t % splits;
+        const int64_t base = red_off(L.nk, L.ksize, L.kstride, o);
+        const int64_t r1 = min(L.nred, (s + 1) * chunk);
+        A acc = 0;
+        for (int64_t r = s * chunk + lane; r < r1; r += 32)
+            acc += ld(x[base + red_off(L.nr, L.rsize, L.rstride, r)]);
+        acc = warp_sum(acc);
+        if (lane == 0) {
+            if (splits == 1) y[o] = st<T>(red_final(acc, scale, div));
+            else part[t] = acc;
+        }
+    }
+}
+
+// Columns: block (32, 8); output o = blockIdx.x * 32 + tx, split s = blockIdx.y.
+template <typename T>
+__global__ void k_reduce_cols(red_layout L, const T *x, T *y, acc_t<T> *part, int64_t splits,
+                              acc_t<T> scale, acc_t<T> div) {
+    typedef acc_t<T> A;
+    __shared__ A sh[8][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t o = (int64_t)blockIdx.x * 32 + tx, s = blockIdx.y;
+    const int64_t chunk = (L.nred + splits - 1) / splits;
+    A acc = 0;
+    if (o < L.nout) {
+        const int64_t base = red_off(L.nk, L.ksize, L.kstride, o);
+        const int64_t r1 = min(L.nred, (s + 1) * chunk);
+        for (int64_t r = s * chunk + ty; r < r1; r += 8)
+            acc += ld(x[base + (L.nr ? red_off(L.nr, L.rsize, L.rstride, r) : 0)]);
+    }
+    sh[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && o < L.nout) {
+        for (int k = 1; k < 8; k++) acc += sh[k][tx];
+        if (splits == 1) y[o] = st<T>(red_final(acc, scale, div));
+        else part[o * splits + s] = acc;
+    }
+}
+
+// y[o] = final(sum over s of part[o * splits + s]), in order.
+template <typename T>
+__global__ void k_reduce_finish(int64_t nout, int64_t splits, const acc_t<T> *part, T *y,
+                                acc_t<T> scale, acc_t<T> div) {
+    typedef acc_t<T> A;
+    GRID_STRIDE(o, nout) {
+        A acc = 0;
+        for (int64_t s = 0; s < splits; s++) acc += part[o * splits + s];
+        y[o] = st<T>(red_final(acc, scale, div));
+    }
+}
+
+template <typename T>
+static tdm_status reduce_t(const tdm_tensor *x, const red_layout &L, double scale, double div,
+                           tdm_tensor *y) {
+    typedef acc_t<T> A;
+    const cudaStream_t stream = cuda_stream_current();
+    const int64_t sm = cuda_sm_count();
+    int64_t splits = 1;
+    if (L.inner_reduced) {
+        const int64_t target = sm * 64;   // resident warps
+        if (L.nout < target && L.nred > 2048) {
+            splits = (target + L.nout - 1) / L.nout;
+            const int64_t most = (L.nred + 1023) / 1024;
+            if (splits > most) splits = most;
+        }
+    } else {
+        const int64_t bx = (L.nout + 31) / 32, target = sm * 8;   // resident (32x8) blocks
+        if (bx < target && L.nred > 64) {
+            splits = (target + bx - 1) / bx;
+            const int64_t most = (L.nred + 63) / 64;
+            if (splits > most) splits = most;
+            if (splits > 65535) splits = 65535;
+        }
+    }
+    tdm_tensor *part = NULL;
+    if (splits > 1) {
+        part = cuda_scratch(y, L.nout * splits, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32);
+        if (!part) return tdm_last_status();
+    }
+    A *pp = part ? (A *)tdm_data(part) : NULL;
+    if (L.inner_reduced) {
+        const int threads = 256;
+        k_reduce_rows<T><<<cuda_grid_blocks(L.nout * splits * 32, threads), threads, 0, stream>>>(
+            L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
+    } else {
+        const int64_t bx = (L.nout + 31) / 32;
+        if (bx > 2147483647LL) {
+            tdm_tensor_free(part);
+            return tdm_error_set(TDM_ERR_ARG, "reduce: %lld outputs: too many for one launch",
+                                 (long long)L.nout);
+        }
+        k_reduce_cols<T><<<dim3((unsigned)bx, (unsigned)splits), dim3(32, 8), 0, stream>>>(
+            L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
+    }
+    tdm_status s = CUDA_LAUNCH_CHECK();
+    if (s == TDM_OK && splits > 1) {
+        k_reduce_finish<T><<<cuda_grid_blocks(L.nout, 256), 256, 0, stream>>>(
+            L.nout, splits, pp, mptr<T>(y), (A)scale, (A)div);
+        s = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(part);   // stream-ordered: the caching allocator reuses it after these
+    return s;
+}
+
+// x (d0..dk); y keepdim-shaped. sum, or mean = sum / count (NaN when count is 0).
+tdm_status cuda_reduce(tdm_reduce_op op, const tdm_tensor *x, unsigned reduce_mask,
+                       tdm_tensor *y) {
+    if (y->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(y));
+    const red_layout L = red_layout_of(x->ndim, x->shape, reduce_mask);
+    const double div = op == TDM_REDUCE_MEAN ? (double)L.nred : 1.0;
+    TDM_DISPATCH_FLOAT(x->dtype, op == TDM_REDUCE_MEAN ? "mean" : "sum", T,
+                       return reduce_t<T>(x, L, 1.0, div, y));
+    return TDM_OK;
+}
+
+// gx = scale * gy summed down to gx's shape (gx right-aligned against gy): gy's leading dims and
+// the dims where gx is 1 and gy is not are reduced; gx's flat order is gy's keepdim order.
+tdm_status cuda_sum_to(const tdm_tensor *gy, double scale, tdm_tensor *gx) {
+    if (gx->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(gx));
+    unsigned mask = 0;
+    const int lead = gy->ndim - gx->ndim;
+    for (int d = 0; d < gy->ndim; d++)
+        if (d < lead || (gx->shape[d - lead] == 1 && gy->shape[d] != 1)) mask |= 1u << d;
+    const red_layout L = red_layout_of(gy->ndim, gy->shape, mask);
+    TDM_DISPATCH_FLOAT(gy->dtype, "sum_to", T, return reduce_t<T>(gy, L, scale, 1.0, gx));
+    return TDM_OK;
+}

@@ -1,0 +1,499 @@
+/* k_softmax_loss.cu — softmax / log_softmax along a dim (forward, backward), cross_entropy over
+ * class indices (label smoothing, ignore_index, none/sum/mean) and mse_loss, forward and backward.
+ *
+ * A row (softmax along the last dim, a cross_entropy sample) goes to a warp when it is short
+ * (<= 1024) and to a block otherwise; along an inner dim, a thread per (outer, inner) column
+ * strides the dim (adjacent threads read adjacent addresses). The statistics are two-pass as in
+ * the reference (max, then sum exp(x - max)) rather than an online max/sum: an online rescaling
+ * multiplies each term by up to one exp(m_old - m_new) per new maximum, an error that
+ * docs/CONFORMANCE.md's softmax bound (one exp per term, one sum) does not cover. The row is read
+ * again from L1/L2, not from DRAM. Losses reduce over rows deterministically (per-row values,
+ * then one block sums them in a fixed order). */
+#include "kernels/k_common.cuh"
+
+// ---- groups: a warp or a block working on one row --------------------------------------------
+
+template <bool WARP> struct grp {
+    static __device__ __forceinline__ int rank() { return WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x; }
+    static __device__ __forceinline__ int size() { return WARP ? 32 : (int)blockDim.x; }
+    static __device__ __forceinline__ int64_t first() {
+        return WARP ? ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5 : (int64_t)blockIdx.x;
+    }
+    static __device__ __forceinline__ int64_t step() {
+        return WARP ? ((int64_t)gridDim.x * blockDim.x) >> 5 : (int64_t)gridDim.x;
+    }
+    template <typename A> static __device__ __forceinline__ A sum(A v, A *sh) {
+        return WARP ? warp_sum(v) : block_sum(v, sh);
+    }
+    template <typename A> static __device__ __forceinline__ A max(A v, A *sh) {
+        return WARP ? warp_max(v) : block_max(v, sh);
+    }
+};
+
+static const int ROW_THREADS = 256;
+
+// Blocks for `rows` rows of length n, warp or block per row.
+static unsigned row_blocks(int64_t rows, bool warp) {
+    return warp ? cuda_grid_blocks(rows * 32, ROW_THREADS)
+                : (unsigned)(rows < 2147483647LL ? rows : 2147483647LL);
+}
+
+// m = max_j x[j*st], s = sum_j exp(x[j*st] - m) over j < n, by the group (all threads get them).
+template <bool WARP, typename T, typename A>
+__device__ __forceinline__ void row_stats(const T *x, int64_t n, int64_t st_, A *sh, A *m, A *s) {
+    typedef grp<WARP> G;
+    A mx = -k_inf<A>();
+    for (int64_t j = G::rank(); j < n; j += G::size()) mx = k_max(mx, ld(x[j * st_]));
+    mx = G::max(mx, sh);
+    A sum = 0;
+    for (int64_t j = G::rank(); j < n; j += G::size()) sum += k_exp(ld(x[j * st_]) - mx);
+    *m = mx;
+    *s = G::sum(sum, sh);
+}
+
+// ---- softmax / log_softmax -------------------------------------------------------------------
+// x, y (outer, n, inner). softmax y = exp(x - m) / s; log_softmax y = (x - m) - log s.
+
+template <bool WARP, typename T>
+__global__ void k_softmax_rows(int64_t rows, int64_t n, const T *x, T *y, bool log_) {
+    typedef acc_t<T> A;
+    __shared__ A sh[32];
+    for (int64_t r = grp<WARP>::first(); r < rows; r += grp<WARP>::step()) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        A m, s;
+        row_stats<WARP>(xr, n, 1, sh, &m, &s);
+        const A ls = k_log(s);
+        for (int64_t j = grp<WARP>::rank(); j < n; j += grp<WARP>::size()) {
+            const A v = ld(xr[j]) - m;
+            yr[j] = st<T>(log_ ? v - ls : k_exp(v) / s);
+        }
+    }
+}
+
+template <typename T>
+__global__ void k_softmax_cols(int64_t outer, int64_t n, int64_t inner, const T *x, T *y,
+                               bool log_) {
+    typedef acc_t<T> A;
+    GRID_STRIDE(c, outer * inner) {
+        const int64_t base = (c / inner) * n * inner + c % inner;
+        A m = -k_inf<A>(), s = 0;
+        for (int64_t j = 0; j < n; j++) m = k_max(m, ld(x[base + j * inner]));
+        for (int64_t j = 0; j < n; j++) s += k_exp(ld(x[base + j * inner]) - m);
+        const A ls = k_log(s);
+        for (int64_t j = 0; j < n; j++) {
+            const A v = ld(x[base + j * inner]) - m;
+            y[base + j * inner] = st<T>(log_ ? v - ls : k_exp(v) / s);
+        }
+    }
+}
+
+// gy, y, gx (outer, n, inner): softmax gx = y (gy - sum gy y); log_softmax gx = gy - exp(y) sum gy.
+template <bool WARP, typename T>
+__global__ void k_softmax_bwd_rows(int64_t rows, int64_t n, const T *gy, const T *y, T *gx,
+                                   bool log_) {
+    typedef acc_t<T> A;
+    typedef grp<WARP> G;
+    __shared__ A sh[32];
+    for (int64_t r = G::first(); r < rows; r += G::step()) {
+        const int64_t o = r * n;
+        A s = 0;
+        for (int64_t j = G::rank(); j < n; j += G::size())
+            s += log_ ? ld(gy[o + j]) : ld(gy[o + j]) * ld(y[o + j]);
+        s = G::sum(s, sh);
+        for (int64_t j = G::rank(); j < n; j += G::size()) {
+            const A g = ld(gy[o + j]), v = ld(y[o + j]);
+            gx[o + j] = st<T>(log_ ? g - k_exp(v) * s : v * (g - s));
+        }
+    }
+}
+
+template <typename T>
+__global__ void k_softmax_bwd_cols(int64_t outer, int64_t n, int64_t inner, const T *gy,
+                                   const T *y, T *gx, bool log_) {
+    typedef acc_t<T> A;
+    GRID_STRIDE(c, outer * inner) {
+        const int64_t base = (c / inner) * n * inner + c % inner;
+        A s = 0;
+        for (int64_t j = 0; j < n; j++) {
+            const int64_t i = base + j * inner;
+            s += log_ ? ld(gy[i]) : ld(gy[i]) * ld(y[i]);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            const int64_t i = base + j * inner;
+            const A g = ld(gy[i]), v = ld(y[i]);
+            gx[i] = st<T>(log_ ? g - k_exp(v) * s : v * (g - s));
+        }
+    }
+}
+
+static void split_at(const tdm_tensor *x, int dim, int64_t *outer, int64_t *n, int64_t *inner) {
+    *outer = *inner = 1;
+    *n = x->ndim ? x->shape[dim] : 1;
+    for (int d = 0; d < dim && d < x->ndim; d++) *outer *= x->shape[d];
+    for (int d = dim + 1; d < x->ndim; d++) *inner *= x->shape[d];
+}
+
+template <typename T>
+static tdm_status softmax_t(const tdm_tensor *gy, const tdm_tensor *x, int dim, bool log_,
+                            tdm_tensor *out) {
+    int64_t outer, n, inner;
+    split_at(x, dim, &outer, &n, &inner);
+    const cudaStream_t s = cuda_stream_current();
+    const T *px = cptr<T>(x), *pg = cptr<T>(gy);
+    T *po = mptr<T>(out);
+    if (inner > 1) {
+        const unsigned b = cuda_grid_blocks(outer * inner, 256);
+        if (gy) k_softmax_bwd_cols<T><<<b, 256, 0, s>>>(outer, n, inner, pg, px, po, log_);
+        else k_softmax_cols<T><<<b, 256, 0, s>>>(outer, n, inner, px, po, log_);
+    } else if (n <= 1024) {
+        const unsigned b = row_blocks(outer, true);
+        if (gy) k_softmax_bwd_rows<true, T><<<b, ROW_THREADS, 0, s>>>(outer, n, pg, px, po, log_);
+        else k_softmax_rows<true, T><<<b, ROW_THREADS, 0, s>>>(outer, n, px, po, log_);
+    } else {
+        const unsigned b = row_blocks(outer, false);
+        if (gy) k_softmax_bwd_rows<false, T><<<b, ROW_THREADS, 0, s>>>(outer, n, pg, px, po, log_);
+        else k_softmax_rows<false, T><<<b, ROW_THREADS, 0, s>>>(outer, n, px, po, log_);
+    }
+    return CUDA_LAUNCH_CHECK();
+}
+
+tdm_status cuda_softmax(const tdm_tensor *x, int dim, bool log_, tdm_tensor *y) {
+    if (x->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(x));
+    TDM_DISPATCH_FLOAT(x->dtype, log_ ? "log_softmax" : "softmax", T,
+                       return softmax_t<T>(NULL, x, dim, log_, y));
+    return TDM_OK;
+}
+
+tdm_status cuda_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log_,
+                                 tdm_tensor *gx) {
+    if (y->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(y));
+    TDM_DISPATCH_FLOAT(y->dtype, log_ ? "log_softmax_backward" : "softmax_backward", T,
+                       return softmax_t<T>(gy, y, dim, log_, gx));
+    return TDM_OK;
+}
+
+// ---- deterministic sums over rows: per-block partials, then one block in a fixed order ------
+
+static const int SUM_THREADS = 256;
+
+// part[b] = sum of f(i) over the i of block b's grid-stride range.
+template <typename A, typename F> __global__ void k_sum_blocks(int64_t n, F f, A *part) {
+    __shared__ A sh[32];
+    A acc = 0;
+    GRID_STRIDE(i, n) acc += f(i);
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = acc;
+}
+
+// out[0] = fin(sum of part[0..nparts)): one block.
+template <typename T, typename A, typename Fin>
+__global__ void k_sum_final(int nparts, const A *part, T *out, Fin fin) {
+    __shared__ A sh[32];
+    A acc = 0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += part[i];
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) out[0] = st<T>(fin(acc));
+}
+
+template <typename T, typename F, typename Fin>
+static tdm_status sum_all(const tdm_tensor *like, int64_t n, F f, T *out, Fin fin) {
+    typedef acc_t<T> A;
+    const unsigned blocks = cuda_grid_blocks(n, SUM_THREADS);
+    tdm_tensor *part = cuda_scratch(like, blocks, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32);
+    if (!part) return tdm_last_status();
+    const cudaStream_t s = cuda_stream_current();
+    k_sum_blocks<A, F><<<blocks, SUM_THREADS, 0, s>>>(n, f, (A *)tdm_data(part));
+    tdm_status st_ = CUDA_LAUNCH_CHECK();
+    if (st_ == TDM_OK) {
+        k_sum_final<T, A, Fin><<<1, 1024, 0, s>>>((int)blocks, (const A *)tdm_data_c(part), out, fin);
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(part);
+    return st_;
+}
+
+// ---- cross_entropy ---------------------------------------------------------------------------
+// logits (N,C), target (N) i32/i64. loss_i = (1-eps)(-logp[t_i]) + eps/C sum_c(-logp[c]); rows
+// with t_i == ignore_index give 0 and are not counted. A target outside [0,C) that is not
+// ignore_index sets flag = {1, t} (the launcher reports it). flag[2] counts the rows kept.
+
+__device__ __forceinline__ bool ce_target(const void *target, bool i64, int64_t i, int64_t C,
+                                          int64_t ignore, long long *flag, int64_t *t) {
+    *t = idx_ld(target, i64, i);
+    if (*t == ignore) return false;
+    if (*t < 0 || *t >= C) {
+        flag[1] = *t;   // racing writers all store a bad target; any one is reported
+        flag[0] = 1;
+        return false;
+    }
+    return true;
+}
+
+// Per row: none -> loss[i] in T; else rowloss[i] in A (0 for ignored rows).
+template <bool WARP, typename T>
+__global__ void k_ce_rows(int64_t N, int64_t C, const T *x, const void *target, bool i64,
+                          int64_t ignore, acc_t<T> keep_w, acc_t<T> smooth_w, T *loss,
+                          acc_t<T> *rowloss, long long *flag) {
+    typedef acc_t<T> A;
+    typedef grp<WARP> G;
+    __shared__ A sh[32];
+    for (int64_t i = G::first(); i < N; i += G::step()) {
+        int64_t t;
+        A L = 0;
+        if (ce_target(target, i64, i, C, ignore, flag, &t)) {
+            const T *xr = x + i * C;
+            A m, s;
+            row_stats<WARP>(xr, C, 1, sh, &m, &s);
+            const A ls = k_log(s);
+            A smooth = 0;   // sum_c -logp[c]
+            for (int64_t c = G::rank(); c < C; c += G::size()) smooth -= (ld(xr[c]) - m) - ls;
+            smooth = G::sum(smooth, sh);
+            L = keep_w * -((ld(xr[t]) - m) - ls) + smooth_w * smooth;
+            if (G::rank() == 0) atomicAdd((unsigned long long *)&flag[2], 1ull);
+        }
+        if (G::rank() == 0) {
+            if (loss) loss[i] = st<T>(L);
+            else rowloss[i] = L;
+        }
+    }
+}
+
+template <typename A> struct read_fn {
+    const A *p;
+    __device__ A operator()(int64_t i) const { return p[i]; }
+};
+template <typename A> struct ce_final_fn {   // sum, or mean over the counted rows (NaN when 0)
+    const long long *flag;
+    bool mean;
+    __device__ A operator()(A total) const {
+        return mean ? total / (A)flag[2] : total;
+    }
+};
+
+static tdm_status ce_flag_check(tdm_tensor *flag, int64_t C) {
+    int64_t f[2];
+    TDM_TRY(cuda_flag_read(flag, f));
+    if (f[0])
+        return tdm_error_set(TDM_ERR_ARG, "cross_entropy: target %lld out of bounds for %lld classes",
+                             (long long)f[1], (long long)C);
+    return TDM_OK;
+}
+
+template <typename T>
+static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, tdm_reduction red,
+                       double smoothing, int64_t ignore, tdm_tensor *loss, tdm_tensor *flag) {
+    typedef acc_t<T> A;
+    const int64_t N = logits->shape[0], C = logits->shape[1];
+    const bool i64 = target->dtype == TDM_DTYPE_I64, warp = C <= 1024;
+    const A keep_w = (A)(1.0 - smoothing), smooth_w = (A)(smoothing / (double)C);
+    tdm_tensor *rows = NULL;
+    if (red != TDM_REDUCTION_NONE &&
+        !(rows = cuda_scratch(logits, N, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32)))
+        return tdm_last_status();
+    T *lo = red == TDM_REDUCTION_NONE ? mptr<T>(loss) : NULL;
+    A *rl = rows ? (A *)tdm_data(rows) : NULL;
+    long long *fl = (long long *)tdm_data(flag);
+    const cudaStream_t s = cuda_stream_current();
+    tdm_status st_ = TDM_OK;
+    if (N > 0) {
+        if (warp)
+            k_ce_rows<true, T><<<row_blocks(N, true), ROW_THREADS, 0, s>>>(
+                N, C, cptr<T>(logits), tdm_data_c(target), i64, ignore, keep_w, smooth_w, lo, rl, fl);
+        else
+            k_ce_rows<false, T><<<row_blocks(N, false), ROW_THREADS, 0, s>>>(
+                N, C, cptr<T>(logits), tdm_data_c(target), i64, ignore, keep_w, smooth_w, lo, rl, fl);
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    if (st_ == TDM_OK && rows) {
+        read_fn<A> f = {rl};
+        ce_final_fn<A> fin = {fl, red == TDM_REDUCTION_MEAN};
+        st_ = sum_all<T>(logits, N, f, mptr<T>(loss), fin);
+    }
+    tdm_tensor_free(rows);
+    return st_;
+}
+
+tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
+                              tdm_reduction red, double smoothing, int64_t ignore_index,
+                              tdm_tensor *loss) {
+    if (loss->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(logits));
+    tdm_tensor *flag = cuda_flag_new(logits, 3);
+    if (!flag) return tdm_last_status();
+    tdm_status s = TDM_OK;
+    switch (logits->dtype) {
+    case TDM_DTYPE_F32: s = ce_t<float>(logits, target, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_F16: s = ce_t<__half>(logits, target, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_BF16: s = ce_t<bf16_t>(logits, target, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_F64: s = ce_t<double>(logits, target, red, smoothing, ignore_index, loss, flag); break;
+    default:
+        s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy: dtype %s not supported by the cuda backend",
+                          tdm_dtype_name(logits->dtype));
+    }
+    if (s != TDM_OK) {
+        tdm_tensor_free(flag);
+        return s;
+    }
+    return ce_flag_check(flag, logits->shape[1]);
+}
+
+// Counts the rows kept (flag[2]) and validates every target, for the backward's mean.
+__global__ void k_ce_count(int64_t N, int64_t C, const void *target, bool i64, int64_t ignore,
+                           long long *flag) {
+    GRID_STRIDE(i, N) {
+        int64_t t;
+        if (ce_target(target, i64, i, C, ignore, flag, &t))
+            atomicAdd((unsigned long long *)&flag[2], 1ull);
+    }
+}
+
+// glogits[i,c] = g_i (p[i,c] - (1-eps)[c == t_i] - eps/C), 0 on ignored rows; g_i = gloss[i]
+// (none), gloss[0] (sum), gloss[0] / count (mean). p = exp(x - m) / s in A (the softmax error
+// docs/CONFORMANCE.md budgets); the epilogue g (p - target) in f64, with the targets
+// (1-eps) + eps/C and eps/C from the host in f64: docs/CONFORMANCE.md allows 3 roundings
+// there, and in f32 the targets' own roundings would make 4 or 5.
+template <bool WARP, typename T>
+__global__ void k_ce_bwd_rows(int64_t N, int64_t C, const T *gloss, const T *x, const void *target,
+                              bool i64, int64_t ignore, int red, double tgt_hit, double tgt_miss,
+                              T *gx, const long long *flag) {
+    typedef acc_t<T> A;
+    typedef grp<WARP> G;
+    __shared__ A sh[32];
+    for (int64_t i = G::first(); i < N; i += G::step()) {
+        const int64_t t = idx_ld(target, i64, i);
+        T *gr = gx + i * C;
+        if (t == ignore || t < 0 || t >= C) {   // ignored (bad targets were reported already)
+            for (int64_t c = G::rank(); c < C; c += G::size()) gr[c] = st<T>((A)0);
+            continue;
+        }
+        const double g = red == TDM_REDUCTION_NONE ? (double)ld(gloss[i])
+                         : red == TDM_REDUCTION_SUM ? (double)ld(gloss[0])
+                                                    : (double)ld(gloss[0]) / (double)flag[2];
+        const T *xr = x + i * C;
+        A m, s;
+        row_stats<WARP>(xr, C, 1, sh, &m, &s);
+        for (int64_t c = G::rank(); c < C; c += G::size()) {
+            const A p = k_exp(ld(xr[c]) - m) / s;
+            gr[c] = st<T>(g * ((double)p - (c == t ? tgt_hit : tgt_miss)));
+        }
+    }
+}
+
+template <typename T>
+static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
+                           const tdm_tensor *target, tdm_reduction red, double smoothing,
+                           int64_t ignore, tdm_tensor *glogits, tdm_tensor *flag) {
+    const int64_t N = logits->shape[0], C = logits->shape[1];
+    const bool i64 = target->dtype == TDM_DTYPE_I64, warp = C <= 1024;
+    const double tgt_hit = (1.0 - smoothing) + smoothing / (double)C, tgt_miss = smoothing / (double)C;
+    long long *fl = (long long *)tdm_data(flag);
+    const cudaStream_t s = cuda_stream_current();
+    k_ce_count<<<cuda_grid_blocks(N, 256), 256, 0, s>>>(N, C, tdm_data_c(target), i64, ignore, fl);
+    TDM_TRY(CUDA_LAUNCH_CHECK());
+    if (warp)
+        k_ce_bwd_rows<true, T><<<row_blocks(N, true), ROW_THREADS, 0, s>>>(
+            N, C, cptr<T>(gloss), cptr<T>(logits), tdm_data_c(target), i64, ignore, (int)red,
+            tgt_hit, tgt_miss, mptr<T>(glogits), fl);
+    else
+        k_ce_bwd_rows<false, T><<<row_blocks(N, false), ROW_THREADS, 0, s>>>(
+            N, C, cptr<T>(gloss), cptr<T>(logits), tdm_data_c(target), i64, ignore, (int)red,
+            tgt_hit, tgt_miss, mptr<T>(glogits), fl);
+    return CUDA_LAUNCH_CHECK();
+}
+
+tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                       const tdm_tensor *target, tdm_reduction red,
+                                       double smoothing, int64_t ignore_index,
+                                       tdm_tensor *glogits) {
+    if (glogits->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(logits));
+    tdm_tensor *flag = cuda_flag_new(logits, 3);
+    if (!flag) return tdm_last_status();
+    tdm_status s = TDM_OK;
+    switch (logits->dtype) {
+    case TDM_DTYPE_F32: s = ce_bwd_t<float>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_F16: s = ce_bwd_t<__half>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_BF16: s = ce_bwd_t<bf16_t>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_F64: s = ce_bwd_t<double>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
+    default:
+        s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy_backward: dtype %s not supported by the "
+                          "cuda backend", tdm_dtype_name(logits->dtype));
+    }
+    if (s != TDM_OK) {
+        tdm_tensor_free(flag);
+        return s;
+    }
+    return ce_flag_check(flag, logits->shape[1]);
+}
+
+// ---- mse_loss ---------------------------------------------------------------------------------
+// d = a - b; none: loss = d^2; sum: sum d^2; mean: sum d^2 / n (NaN when n = 0).
+
+struct mse_none_fn {
+    template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
+        const A d = in[0] - in[1];
+        out[0] = d * d;
+    }
+};
+template <typename T> struct mse_sq_fn {
+    const T *a, *b;
+    __device__ acc_t<T> operator()(int64_t i) const {
+        const acc_t<T> d = ld(a[i]) - ld(b[i]);
+        return d * d;
+    }
+};
+template <typename A> struct mse_final_fn {
+    int64_t n;
+    bool mean;
+    __device__ A operator()(A total) const { return mean ? total / (A)n : total; }
+};
+
+template <typename T>
+static tdm_status mse_t(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
+                        tdm_tensor *loss) {
+    if (red == TDM_REDUCTION_NONE) {
+        map_ptrs<T, 2, 1> p = {{cptr<T>(a), cptr<T>(b)}, {mptr<T>(loss)}};
+        return launch_map(a->numel, p, mse_none_fn());
+    }
+    mse_sq_fn<T> f = {cptr<T>(a), cptr<T>(b)};
+    mse_final_fn<acc_t<T>> fin = {a->numel, red == TDM_REDUCTION_MEAN};
+    return sum_all<T>(a, a->numel, f, mptr<T>(loss), fin);
+}
+
+tdm_status cuda_mse_loss(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
+                         tdm_tensor *loss) {
+    if (loss->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(a));
+    TDM_DISPATCH_FLOAT(a->dtype, "mse_loss", T, return mse_t<T>(a, b, red, loss));
+    return TDM_OK;
+}
+
+// ga = 2 d g_i (g_i = gloss[i], gloss[0], gloss[0] / n); gb = -ga. in: a, b; out: ga, gb.
+template <typename T> struct mse_bwd_fn {
+    const T *gloss;
+    int red;
+    int64_t n;
+    template <typename A> __device__ void operator()(int64_t i, const A *in, A *out) const {
+        const A g = red == TDM_REDUCTION_NONE ? ld(gloss[i])
+                    : red == TDM_REDUCTION_SUM ? ld(gloss[0])
+                                               : ld(gloss[0]) / (A)n;
+        out[0] = (A)2 * (in[0] - in[1]) * g;
+        out[1] = -out[0];
+    }
+};
+
+tdm_status cuda_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *a,
+                                  const tdm_tensor *b, tdm_reduction red, tdm_tensor *ga,
+                                  tdm_tensor *gb) {
+    if (a->numel == 0 || (!ga && !gb)) return TDM_OK;
+    TDM_TRY(cuda_use_device(a));
+    TDM_DISPATCH_FLOAT(a->dtype, "mse_loss_backward", T, {
+        map_ptrs<T, 2, 2> p = {{cptr<T>(a), cptr<T>(b)}, {mptr<T>(ga), mptr<T>(gb)}};
+        mse_bwd_fn<T> f = {cptr<T>(gloss), (int)red, a->numel};
+        return launch_map(a->numel, p, f);
+    });
+    return TDM_OK;
+}
