@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef TDM_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -42,6 +43,7 @@ struct dp_rank {
     int *ready;            // per bucket: gradients completed since its last reduce
     bool *reduced;         // per bucket: all-reduced since the last sync
     tdm_status failed;     // a failure inside a hook (reported by sync)
+    double comm_seconds;   // wall time spent in reduce_bucket since attach
 };
 
 struct tdm_dp_group {
@@ -221,7 +223,22 @@ tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n) {
 
 // All-reduces bucket b of rank r: gather its gradients (zero where a parameter has none) into
 // doubles, average across ranks, write the mean back as each parameter's gradient.
+static double dp_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static tdm_status reduce_bucket_timed(dp_rank *r, int b);
+
 static tdm_status reduce_bucket(dp_rank *r, int b) {
+    double t0 = dp_now();
+    tdm_status s = reduce_bucket_timed(r, b);
+    r->comm_seconds += dp_now() - t0;
+    return s;
+}
+
+static tdm_status reduce_bucket_timed(dp_rank *r, int b) {
     tdm_dp_group *g = r->g;
     const dp_bucket *bk = &g->buckets[b];
     double *buf = calloc((size_t)(bk->numel ? bk->numel : 1), sizeof *buf);
@@ -356,4 +373,8 @@ tdm_status tdm_dp_sync(tdm_dp_group *g, int rank) {
     memset(r->reduced, 0, (size_t)g->n_buckets * sizeof *r->reduced);
     r->failed = TDM_OK;
     return s;
+}
+
+double tdm_dp_comm_seconds(const tdm_dp_group *g, int rank) {
+    return g && rank >= 0 && rank < g->nranks ? g->ranks[rank].comm_seconds : 0;
 }

@@ -1052,6 +1052,22 @@ int bench_plot_draw(const char *cmd, const bench_results *runs, int n, const ben
             fprintf(stderr, "bench %s: %s: path too long\n", cmd, outdir);
             rc = 2;
         }
+        // A suite's own script, plots/<suite>.gp, draws its figures when it exists: it gets the
+        // variables of lines.gp or bars.gp plus kind, metric, runs and scripts (and usually
+        // sets colours and styles, then loads lines.gp or bars.gp from `scripts`).
+        char own[PATH_MAX];
+        if (!rc && snprintf(own, sizeof own, "%s/%s.gp", scripts, f->suite) < (int)sizeof own &&
+            !strchr(f->suite, '/') && access(own, R_OK) == 0) {
+            snprintf(script, sizeof script, "%s", own);
+            gp_str(&a, "kind", f->bars ? "bars" : "lines");
+            gp_str(&a, "metric", f->metric);
+            gp_str(&a, "scripts", scripts);
+            sb_add(&a, "runs=%d; ", n);
+            if (a.oom) {
+                fprintf(stderr, "bench %s: out of memory\n", cmd);
+                rc = 1;
+            }
+        }
         if (!rc) rc = write_atomic(cmd, dpath, dat.p, dat.len);
         static const char *const fmts[] = {"png", "svg"};
         for (int k = 0; k < 2 && !rc; k++) {
@@ -1108,7 +1124,8 @@ static void plot_usage(FILE *f) {
         "  --out DIR   where the figures go (made when missing)\n"
         "  --quiet     no line per figure\n"
         "  Environment: GNUPLOT the gnuplot program (default: gnuplot on PATH);\n"
-        "  TANDEM_PLOTS_DIR the directory of lines.gp and bars.gp (default: found beside bench).\n"
+        "  TANDEM_PLOTS_DIR the directory of lines.gp and bars.gp (default: found beside bench);\n"
+        "  a suite's figures are drawn by <that directory>/<suite>.gp when it exists.\n"
         "  Exit: 0 drawn, 1 gnuplot missing or failing, 2 bad arguments or results.\n");
 }
 

@@ -259,7 +259,14 @@ static bool has_error(const cJSON *list, const char *name) {
     return false;
 }
 
-static int series_from_json(const cJSON *root, series_set *ss) {
+// The unit of a plain counter the suite declares a result (bench_suite.metrics), or NULL.
+static const char *plain_metric_unit(const bench_suite *suite, const char *name) {
+    for (const bench_metric *m = suite ? suite->metrics : NULL; m && m->name; m++)
+        if (!strcmp(m->name, name)) return m->unit;
+    return NULL;
+}
+
+static int series_from_json(const cJSON *root, series_set *ss, const bench_suite *suite) {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "benchmarks");
     if (!cJSON_IsArray(list)) return -1;
     int count = 0;
@@ -280,6 +287,9 @@ static int series_from_json(const cJSON *root, series_set *ss) {
         cJSON_ArrayForEach(c, b) {
             if (c->string && cJSON_IsNumber(c) && ends_with(c->string, "/s"))
                 series_add(ss, name->valuestring, c->string, c->string, rep, c->valuedouble);
+            else if (c->string && cJSON_IsNumber(c) && plain_metric_unit(suite, c->string))
+                series_add(ss, name->valuestring, c->string, plain_metric_unit(suite, c->string),
+                           rep, c->valuedouble);
         }
         count++;
     }
@@ -489,6 +499,29 @@ static void print_result(run_ctx *r, const char *id, const series_set *ss, const
     fflush(stdout);
 }
 
+// Google Benchmark writes a NaN or infinite number (the cv aggregate of a counter whose mean is
+// 0) as NaN / Infinity, which is not JSON: a copy with those values as null, for cJSON.
+static char *json_without_nan(const char *json) {
+    size_t n = strlen(json);
+    char *out = xrealloc(NULL, 2 * n + 1), *o = out;   // NaN -> null grows by one
+    static const char *const bad[] = {"-NaN", "NaN", "-Infinity", "Infinity"};
+    for (const char *p = json; *p;) {
+        size_t k = 0;
+        if (p > json && (p[-1] == ' ' || p[-1] == ':'))
+            for (int b = 0; b < 4 && !k; b++)
+                if (!strncmp(p, bad[b], strlen(bad[b]))) k = strlen(bad[b]);
+        if (k) {
+            memcpy(o, "null", 4);
+            o += 4;
+            p += k;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 static void on_result(void *user, const tdm_gb_result *res) {
     run_ctx *r = user;
     const char *suite = r->cur->suite->name;
@@ -508,10 +541,12 @@ static void on_result(void *user, const tdm_gb_result *res) {
     }
     // The suite's JSON so far, its CSVs, then status.json.
     series_set ss = {0};
-    cJSON *root = cJSON_ParseWithOpts(res->json, NULL, true);
+    char *clean = json_without_nan(res->json);
+    cJSON *root = cJSON_ParseWithOpts(clean, NULL, true);
+    free(clean);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.json", r->dir, suite);
-    if (!root || series_from_json(root, &ss) != 0) {
+    if (!root || series_from_json(root, &ss, r->cur->suite) != 0) {
         fprintf(stderr, "bench run: Google Benchmark's JSON for %s does not parse\n", id);
     } else if (write_atomic(path, res->json, strlen(res->json)) != 0 ||
                write_csvs(r->dir, suite, &ss) != 0) {
@@ -955,22 +990,33 @@ int bench_run(int argc, char **argv) {
 
 static void list_usage(FILE *f) {
     fprintf(f,
-            "usage: bench list [--suite S[,S...]]\n"
+            "usage: bench list [--suite S[,S...]] [--device D]\n"
             "  The benchmark suites, the devices each runs on, and their benchmarks: the\n"
             "  instances (parameters) `bench run` times, what each measures (bytes or FLOP\n"
-            "  counted) and its unit. Names are what --filter matches. Exit: 0, 2 bad arguments.\n");
+            "  counted) and its unit. Names are what --filter matches.\n"
+            "  --device D   the benchmarks registered for D (cpu, the default, or cuda:N; the\n"
+            "               device need not be present)\n"
+            "  Exit: 0, 2 bad arguments.\n");
 }
 
 int bench_list(int argc, char **argv) {
     static const struct option opts[] = {{"suite", required_argument, 0, 's'},
+                                         {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *suites = NULL;
+    tdm_device dev = TDM_CPU;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's': suites = optarg; break;
+        case 'd':
+            if (tdm_device_parse(optarg, &dev) != TDM_OK) {
+                fprintf(stderr, "bench list: --device %s: %s\n", optarg, tdm_last_error());
+                return 2;
+            }
+            break;
         case 'h': list_usage(stdout); return 0;
         default: list_usage(stderr); return 2;
         }
@@ -992,11 +1038,16 @@ int bench_list(int argc, char **argv) {
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         char devs[32], err[512];
-        bench_suite_config cfg = {.device = TDM_CPU, .quick = false};
+        bench_suite_config cfg = {.device = dev, .quick = false};
         printf("%s%s [%s]: %s\n", i ? "\n" : "", v[i]->name,
                bench_suite_devices_str(v[i], devs, sizeof devs), v[i]->description);
         char **names = NULL;
         int k = -1;
+        if (!bench_suite_supports(v[i], dev)) {
+            char d[32];
+            printf("  (no benchmarks on %s)\n", tdm_device_str(dev, d, sizeof d));
+            continue;
+        }
         if (v[i]->register_benchmarks(&cfg) != 0) {
             fprintf(stderr, "bench list: suite %s: %s\n", v[i]->name, tdm_last_error());
             rc = 1;

@@ -43,6 +43,11 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
 // After a backward: all-reduces the buckets not yet reduced (parameters without a gradient count
 // as zero) and returns when this rank's gradients hold the average over ranks.
 tdm_status tdm_dp_sync(tdm_dp_group *g, int rank);
+// Seconds rank has spent all-reducing gradient buckets since its attach (in the grad hooks
+// during backward and in tdm_dp_sync; gathering, waiting for the other ranks, summing and
+// writing back): the communication share of a step is its difference over the step's time.
+// The all-reduce runs on the rank's own thread and blocks its backward (no overlap).
+double tdm_dp_comm_seconds(const tdm_dp_group *g, int rank);
 // Averages n doubles across ranks (every rank passes its own; all get the mean), in rank order.
 tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n);
 
