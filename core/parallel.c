@@ -95,9 +95,6 @@ static void rank_clear(dp_rank *r) {
 void tdm_dp_group_free(tdm_dp_group *g) {
     if (!g) return;
     for (int i = 0; i < g->nranks; i++) rank_clear(&g->ranks[i]);
-#ifdef TDM_HAVE_MPI
-    if (g->mpi) MPI_Finalize();
-#endif
     pthread_barrier_destroy(&g->barrier);
     pthread_mutex_destroy(&g->lock);
     free(g->buckets);
@@ -107,6 +104,23 @@ void tdm_dp_group_free(tdm_dp_group *g) {
 
 int tdm_dp_group_size(const tdm_dp_group *g) { return g->nranks; }
 int tdm_dp_group_rank(const tdm_dp_group *g) { return g->mpi ? g->self : 0; }
+
+int tdm_dp_launch_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v && tdm_dp_mpi_launched()) return atoi(v);
+    }
+    return 0;
+}
+
+#ifdef TDM_HAVE_MPI
+static void dp_mpi_finalize(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+#endif
 
 bool tdm_dp_mpi_launched(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
@@ -125,6 +139,7 @@ tdm_dp_group *tdm_dp_group_new_mpi(int64_t bucket_bytes) {
         tdm_error_set(TDM_ERR_BACKEND, "data parallel: MPI_Init_thread failed");
         return NULL;
     }
+    if (!inited) atexit(dp_mpi_finalize);   // at exit, so that a process can make several groups
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     tdm_dp_group *g = tdm_dp_group_new(size, bucket_bytes);

@@ -8,6 +8,7 @@
  * current benchmark (a second Ctrl-C stops it too), records the rest as unfinished and exits with
  * 128 + the signal. A benchmark that crashes the process (SIGSEGV) cannot be survived in-process:
  * the files written before it stay, and status.json names it as "running" and unfinished. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <getopt.h>
@@ -674,6 +675,20 @@ static int parse_suites(const char *cmd, const char *list, const bench_suite ***
     return 0;
 }
 
+// Removes a directory holding only files (an MPI rank's scratch results).
+static void remove_flat_dir(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char f[4400];
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(f, sizeof f, "%s/%s", path, e->d_name) < (int)sizeof f)
+            unlink(f);
+    }
+    if (d) closedir(d);
+    rmdir(path);
+}
+
 static int mkdir_p(const char *path) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -836,8 +851,9 @@ int bench_run(int argc, char **argv) {
         rc = 2;
     }
 
-    // The results directory.
+    // The results directory (an MPI rank but 0 writes to a scratch directory, removed at the end).
     char dir[4096], iso[32], compact[32];
+    bool scratch_dir = false;
     utc_time(iso, sizeof iso, compact, sizeof compact);
     if (!rc) {
         if (a.out) {
@@ -852,9 +868,20 @@ int bench_run(int argc, char **argv) {
             dn[k] = '\0';
             snprintf(dir, sizeof dir, "results/%s-%s-%s", host, dn, compact);
         }
+        if (tdm_dp_launch_rank() > 0) {   // mpirun/srun: rank 0 writes the results
+            const char *tmpdir = getenv("TMPDIR");
+            snprintf(dir, sizeof dir, "%s/tandem-bench-rank%d-XXXXXX",
+                     tmpdir && *tmpdir ? tmpdir : "/tmp", tdm_dp_launch_rank());
+            if (!mkdtemp(dir)) {
+                fprintf(stderr, "bench run: %s: %s\n", dir, strerror(errno));
+                rc = 2;
+            }
+            scratch_dir = true;
+        }
         char probe[4200];
         snprintf(probe, sizeof probe, "%s/status.json", dir);
-        if (mkdir_p(dir) != 0) {
+        if (rc) {
+        } else if (mkdir_p(dir) != 0) {
             fprintf(stderr, "bench run: --out %s: cannot create the directory: %s\n", dir,
                     strerror(errno));
             rc = 2;
@@ -974,6 +1001,7 @@ int bench_run(int argc, char **argv) {
     fflush(stdout);
 
     int exit_code = g_stop ? 128 + (g_signal ? g_signal : SIGINT) : rc ? rc : r.n_failed ? 1 : 0;
+    if (scratch_dir) remove_flat_dir(dir);
     for (int i = 0; i < r.n_finished; i++) free(r.finished[i]);
     for (int i = 0; i < r.n_failed; i++) free(r.failed[i]), free(r.failed_msg[i]);
     free(r.finished);

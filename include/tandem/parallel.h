@@ -26,7 +26,11 @@ int tdm_dp_group_size(const tdm_dp_group *g);
 
 // Was this process started by an MPI launcher (mpirun, srun) with more than one process?
 bool tdm_dp_mpi_launched(void);
-// A group of the MPI world's processes (initializes MPI; finalized by tdm_dp_group_free).
+// This process's rank as the MPI launcher's environment gives it (0 when not launched by one):
+// what a program reads before any group exists (e.g. so that only rank 0 writes results).
+int tdm_dp_launch_rank(void);
+// A group of the MPI world's processes (initializes MPI when needed, and then finalizes it at
+// exit: a process may make several groups one after another, for different models).
 // NULL + error in a build without MPI.
 tdm_dp_group *tdm_dp_group_new_mpi(int64_t bucket_bytes);
 // This process's rank: the MPI rank for an MPI group, 0 for a thread group (which holds them all).

@@ -30,21 +30,65 @@
 
 static bench_suite_config sc_cfg;
 
-enum { SC_MAX_RANKS = 8, SC_BUCKET = 25 * 1000 * 1000 };
+// Thread ranks: at most 8 (GPUs of a node); MPI ranks: up to parallel.c's 64.
+enum { SC_MAX_THREADS = 8, SC_MAX_RANKS = 64, SC_BUCKET = 25 * 1000 * 1000 };
 
 static bool on_cuda(void) { return sc_cfg.device.type == TDM_DEVICE_CUDA; }
 
-// The ranks a run can use: 2 threads on the cpu; the GPUs present on cuda (1 when none, so that
-// `bench list --device cuda` shows the benchmarks).
-static int max_ranks(void) {
-    if (!on_cuda()) return 2;
+// An integer from the first of the environment variables that is set, else dflt.
+static int env_int(const char *const *vars, int n, int dflt) {
+    for (int i = 0; i < n; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return dflt;
+}
+
+// Launched by mpirun or srun with several processes: the largest groups are the MPI world's.
+static bool sc_mpi(void) { return tdm_dp_mpi_launched(); }
+static int mpi_world_size(void) {
+    static const char *const v[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+    int n = env_int(v, 4, 1);
+    return n < 1 ? 1 : n > SC_MAX_RANKS ? SC_MAX_RANKS : n;
+}
+
+static int gpus_present(void) {
     int n = 0;
-    while (n < SC_MAX_RANKS && tdm_device_available((tdm_device){TDM_DEVICE_CUDA, n})) n++;
+    while (n < SC_MAX_THREADS && tdm_device_available((tdm_device){TDM_DEVICE_CUDA, n})) n++;
+    return n;
+}
+
+// The ranks a run can use: the MPI world's processes; else 2 threads on the cpu, the GPUs
+// present on cuda (1 when none, so that `bench list --device cuda` shows the benchmarks).
+static int max_ranks(void) {
+    if (sc_mpi()) return mpi_world_size();
+    if (!on_cuda()) return 2;
+    int n = gpus_present();
     return n ? n : 1;
 }
 
-static tdm_device rank_device(int rank) {
-    return on_cuda() ? (tdm_device){TDM_DEVICE_CUDA, sc_cfg.device.index + rank} : TDM_CPU;
+// A group of n ranks: the MPI world when n is its size, else n threads of this process.
+static tdm_dp_group *new_group(int n, int64_t bucket) {
+    return sc_mpi() && n == mpi_world_size() && n > 1 ? tdm_dp_group_new_mpi(bucket)
+                                                      : tdm_dp_group_new(n, bucket);
+}
+
+// Thread rank r uses the run's device + r; an MPI rank the GPU of its node-local rank.
+static tdm_device rank_device(const tdm_dp_group *g, int rank) {
+    if (!on_cuda()) return TDM_CPU;
+    if (tdm_dp_group_size(g) > 1 && tdm_dp_group_rank(g) == rank && sc_mpi()) {
+        static const char *const v[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                        "SLURM_LOCALID"};
+        int gpus = gpus_present();
+        return (tdm_device){TDM_DEVICE_CUDA, env_int(v, 3, 0) % (gpus ? gpus : 1)};
+    }
+    return (tdm_device){TDM_DEVICE_CUDA, sc_cfg.device.index + rank};
+}
+
+// The ranks this process runs: all of a thread group's; its own of an MPI group.
+static bool local_rank(const tdm_dp_group *g, int rank) {
+    return sc_mpi() && tdm_dp_group_size(g) == mpi_world_size() && tdm_dp_group_size(g) > 1
+               ? tdm_dp_group_rank(g) == rank : true;
 }
 
 // The iteration's timing, agreed by all ranks: every rank passes its seconds and gets the mean.
@@ -66,7 +110,7 @@ typedef struct {
 
 static tdm_status ar_setup(int rank, void *arg) {
     ar_run *a = arg;
-    tdm_device d = rank_device(rank);
+    tdm_device d = rank_device(a->g, rank);
     float *h = malloc((size_t)a->numel * sizeof *h);
     if (!h) return tdm_error_set(TDM_ERR_OOM, "allreduce: out of memory");
     for (int64_t i = 0; i < a->numel; i++) h[i] = ldexpf(a->base[i], rank);
@@ -87,7 +131,7 @@ static tdm_status ar_iteration(int rank, void *arg) {
     tdm_status s3 = tdm_dp_sync(a->g, rank);   // the all-reduce of the one bucket
     t[0] = bench_now() - t0;
     tdm_status s4 = agree(a->g, rank, t, 1);
-    if (rank == 0) a->seconds = t[0];
+    if (rank == tdm_dp_group_rank(a->g)) a->seconds = t[0];
     return s != TDM_OK ? s : s2 != TDM_OK ? s2 : s3 != TDM_OK ? s3 : s4;
 }
 
@@ -110,7 +154,7 @@ static void bm_allreduce(tdm_gb_state *st, void *arg) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         a.base[i] = (float)((int64_t)(s >> 40) - (1 << 23)) / (float)(1 << 23);
     }
-    ok = ok && (a.g = tdm_dp_group_new(a.n, bytes + 1)) != NULL;
+    ok = ok && (a.g = new_group(a.n, bytes + 1)) != NULL;
     ok = ok && tdm_dp_run(a.g, ar_setup, &a) == TDM_OK;
     if (!ok) bench_fail(st, "allreduce: setup");
     while (tdm_gb_keep_running(st)) {
@@ -124,6 +168,7 @@ static void bm_allreduce(tdm_gb_state *st, void *arg) {
     // rounded once to f32, bit for bit.
     double *got = ok ? malloc((size_t)a.numel * sizeof *got) : NULL;
     for (int r = 0; got && r < a.n && ok; r++) {
+        if (!local_rank(a.g, r)) continue;
         const tdm_tensor *g = tdm_tensor_grad(a.param[r]);
         if (!g || tdm_tensor_to_host_f64(g, got) != TDM_OK) {
             bench_fail(st, "allreduce: reading the result");
@@ -189,7 +234,7 @@ static int64_t per_rank_batch(bool weak, int n) {
 static tdm_status dp_setup(int rank, void *arg) {
     dp_run *d = arg;
     tdm_status s = bench_trainer_init(&d->t[rank], bench_models[d->c->model].spec,
-                                      rank_device(rank), BENCH_PREC_F32, d->batch, 1,
+                                      rank_device(d->g, rank), BENCH_PREC_F32, d->batch, 1,
                                       1 + (uint64_t)rank);   // same weights, own data
     // attach even after a failure would leave the others waiting: a failed rank attaches nothing
     return s == TDM_OK ? bench_trainer_attach(&d->t[rank], d->g, rank) : s;
@@ -204,7 +249,7 @@ static tdm_status dp_iteration(int rank, void *arg) {
     v[0] = bench_now() - t0;
     v[1] = tdm_dp_comm_seconds(d->g, rank) - c0;
     tdm_status s2 = agree(d->g, rank, v, 2);
-    if (rank == 0) {
+    if (rank == tdm_dp_group_rank(d->g)) {   // rank 0 of threads; this process's MPI rank
         d->seconds = v[0];
         d->comm = v[1];
         if (!d->started) d->first_loss = loss;
@@ -221,7 +266,7 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
     const dp_ctx *c = arg;
     dp_run d = {.c = c, .n = (int)tdm_gb_arg(st, 0)};
     d.batch = per_rank_batch(c->weak, d.n);
-    bool ok = d.batch > 0 && (d.g = tdm_dp_group_new(d.n, SC_BUCKET)) != NULL;
+    bool ok = d.batch > 0 && (d.g = new_group(d.n, SC_BUCKET)) != NULL;
     ok = ok && tdm_dp_run(d.g, dp_setup, &d) == TDM_OK;
     if (!ok) bench_fail(st, "setup");
     double step_sum = 0, comm_sum = 0;
@@ -237,9 +282,12 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
         comm_sum += d.comm;
         tdm_gb_set_iteration_time(st, ok ? d.seconds : 1e-9);
     }
-    // Checks: the loss fell on rank 0's batch, and every replica holds the same parameters.
+    // Checks: the loss fell on this process's first rank's batch, and every replica holds the
+    // same parameters (threads: compared; MPI: the mean of each rank's sum and sum of squares of
+    // its last parameter equals its own on every rank).
+    int me = ok ? tdm_dp_group_rank(d.g) : 0;
     double last = NAN;
-    if (ok && bench_trainer_loss(&d.t[0], &last) != TDM_OK) {
+    if (ok && bench_trainer_loss(&d.t[me], &last) != TDM_OK) {
         bench_fail(st, "loss");
         ok = false;
     }
@@ -249,7 +297,23 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
         tdm_gb_skip_with_error(st, msg);
         ok = false;
     }
-    for (int r = 1; ok && r < d.n; r++) {
+    if (ok && !local_rank(d.g, (me + 1) % d.n)) {
+        const tdm_tensor *p = d.t[me].params[d.t[me].n_params - 1];
+        int64_t k = tdm_tensor_numel(p);
+        double *a = malloc((size_t)k * sizeof *a), mine[2] = {0, 0}, mean[2];
+        ok = a && tdm_tensor_to_host_f64(p, a) == TDM_OK;
+        for (int64_t i = 0; ok && i < k; i++) mine[0] += a[i], mine[1] += a[i] * a[i];
+        mean[0] = mine[0], mean[1] = mine[1];
+        ok = ok && agree(d.g, me, mean, 2) == TDM_OK;
+        // (equal values averaged in double may round in the last place: 1e-12 relative)
+        bool same = fabs(mean[0] - mine[0]) <= 1e-12 * fabs(mine[0]) &&
+                    fabs(mean[1] - mine[1]) <= 1e-12 * fabs(mine[1]);
+        if (!ok) bench_fail(st, "comparing the replicas");
+        else if (!same) tdm_gb_skip_with_error(st, "replicas differ across the MPI ranks");
+        ok = ok && same;
+        free(a);
+    }
+    for (int r = 1; ok && r < d.n && local_rank(d.g, 0) && local_rank(d.g, r); r++) {
         const tdm_tensor *p0 = d.t[0].params[d.t[0].n_params - 1], *pr = d.t[r].params[d.t[r].n_params - 1];
         int64_t k = tdm_tensor_numel(p0);
         double *a = malloc((size_t)k * 2 * sizeof *a);
@@ -267,7 +331,7 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
             }
         free(a);
     }
-    int64_t param_bytes = d.t[0].param_bytes;
+    int64_t param_bytes = d.t[me].param_bytes;
     for (int r = 0; r < SC_MAX_RANKS; r++) bench_trainer_free(&d.t[r]);
     tdm_dp_group_free(d.g);
     int64_t iters = tdm_gb_iterations(st);
@@ -368,7 +432,8 @@ static int sc_register(const bench_suite_config *cfg) {
     snprintf(info, sizeof info,
              "all-reduce (mean) of S bytes of f32 gradients over %d rank%s (%s) through "
              "tdm_dp_sync; algbw = S/t, busbw = algbw*2(n-1)/n; result checked bit for bit",
-             nmax, nmax == 1 ? "" : "s", on_cuda() ? "one per GPU" : "threads");
+             nmax, nmax == 1 ? "" : "s",
+             sc_mpi() ? "MPI processes" : on_cuda() ? "one per GPU" : "threads");
     tdm_gb_set_info(b, info, "algbw_GB/s");
 
     for (int m = 0; bench_models[m].name && m < 16; m++) {
@@ -380,8 +445,13 @@ static int sc_register(const bench_suite_config *cfg) {
             if (!(b = tdm_gb_register(name, bm_dp, &sc_dp_ctx[m][w]))) return -1;
             tdm_gb_arg_names(b, 1, (const char *const[]){"ranks"});
             tdm_gb_use_manual_time(b);
-            for (int64_t n = 1; n <= nmax; n *= 2) tdm_gb_args(b, 1, &n);
-            if (nmax & (nmax - 1)) tdm_gb_args(b, 1, (const int64_t[]){nmax});
+            if (sc_mpi()) {   // 1 (a thread group in each process) and the MPI world
+                tdm_gb_args(b, 1, (const int64_t[]){1});
+                if (nmax > 1) tdm_gb_args(b, 1, (const int64_t[]){nmax});
+            } else {
+                for (int64_t n = 1; n <= nmax; n *= 2) tdm_gb_args(b, 1, &n);
+                if (nmax & (nmax - 1)) tdm_gb_args(b, 1, (const int64_t[]){nmax});
+            }
             snprintf(info, sizeof info,
                      "data-parallel f32 training of %s, %s (%lld samples %s); samples/s = global "
                      "batch / step; efficiency = thr(N) / (N thr(1)); comm_share = all-reduce "
@@ -390,7 +460,7 @@ static int sc_register(const bench_suite_config *cfg) {
                      (long long)per_rank_batch(w, 1), w ? "per rank" : "in all");
             tdm_gb_set_info(b, info, "samples/s");
         }
-        if (on_cuda() && nmax == 1)
+        if (on_cuda() && nmax == 1 && !sc_mpi())
             for (int l = 0; l < BENCH_N_LINKS; l++) {
                 sc_pred_ctx[m][l] = (pred_ctx){m, l};
                 snprintf(name, sizeof name, "predicted_dp_%s_%s", bench_links[l].name,
