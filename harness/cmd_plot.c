@@ -1,8 +1,9 @@
 /* cmd_plot.c — `bench plot DIR [DIR...] [--out DIR]`: draws each suite's figures with gnuplot, one
  * per metric, as PNG and SVG: lines of the median vs x per benchmark (min..max whiskers, log x when
  * x spans decades), or clustered bars for benchmarks without a numeric x. Several result
- * directories go side by side, one series per run (A100 vs H100, before vs after). Also the
- * results reader that `bench report` shares (cmd_plot.h). */
+ * directories go side by side, one series per run (A100 vs H100, before vs after). A suite with
+ * its own plots/<suite>.gp is drawn by that script (same variables, plus kind, metric, runs and
+ * scripts). Also the results reader that `bench report` shares (cmd_plot.h). */
 #include <errno.h>
 #include <math.h>
 #include <dirent.h>

@@ -1,6 +1,8 @@
 /* cmd_report.c — `bench report DIR`: writes DIR/report.html (self-contained: inline CSS, the plots
  * by relative <img> or, with --embed, inline as data URIs) and DIR/report.md with the same content:
- * the run's context, per suite its figures and a table of medians with CV and unit, and what was
+ * the run's context, per suite the first paragraph of its doc page (docs/suites/<suite>.md), its
+ * ratio table (harness/suites.h's bench_ratio), its figures and a table of medians with CV and
+ * unit (predicted_* rows labelled as predictions), and what was
  * skipped or did not finish (status.json). Draws the plots first (bench plot's code) when absent.
  * Everything taken from the results files is escaped. */
 #include <errno.h>
@@ -871,7 +873,9 @@ static void report_usage(FILE *f) {
         f,
         "usage: bench report DIR [--replot] [--no-plots] [--embed]\n"
         "  Writes DIR/report.html and DIR/report.md from a results directory of bench run: the\n"
-        "  run's context (context.json), per suite its figures and a table of every benchmark's\n"
+        "  run's context (context.json), per suite the summary of its page docs/suites/<suite>.md\n"
+        "  (found in the source tree, or under $TANDEM_DOCS_ROOT), its ratios (e.g. fp16 / f32\n"
+        "  per batch, from the medians), its figures and a table of every benchmark's\n"
         "  median, CV (stddev/mean over repetitions) and unit, and what was skipped or did not\n"
         "  finish (status.json). The HTML has its CSS inline and shows DIR/plots/*.svg by\n"
         "  relative links (open it where it lies, or copy DIR whole).\n"

@@ -37,7 +37,7 @@ static tdm_dtype prec_dtype(bench_prec p) {
 }
 
 // Steps of the accuracy protocol (a fresh model, the same batch, SGD lr 0.01).
-static int protocol_steps(void) { return on_cuda() ? 20 : 3; }
+static int protocol_steps(void) { return on_cuda() ? 20 : 2; }
 
 // ---- the accuracy protocol, once per (model, precision, batch) ----------------------------------
 

@@ -73,10 +73,12 @@ static tdm_dp_group *new_group(int n, int64_t bucket) {
                                                       : tdm_dp_group_new(n, bucket);
 }
 
-// Thread rank r uses the run's device + r; an MPI rank the GPU of its node-local rank.
+// Thread rank r uses the run's device + r; under MPI (the world's group, or a one-thread group
+// in each process) a process uses the GPU of its node-local rank.
 static tdm_device rank_device(const tdm_dp_group *g, int rank) {
+    (void)g;
     if (!on_cuda()) return TDM_CPU;
-    if (tdm_dp_group_size(g) > 1 && tdm_dp_group_rank(g) == rank && sc_mpi()) {
+    if (sc_mpi()) {
         static const char *const v[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                         "SLURM_LOCALID"};
         int gpus = gpus_present();
@@ -193,7 +195,10 @@ static void bm_allreduce(tdm_gb_state *st, void *arg) {
     tdm_gb_counter(st, "algbw_GB/s", (double)bytes / 1e9, TDM_GB_PER_ITERATION_RATE);
     tdm_gb_counter(st, "ranks", a.n, TDM_GB_PLAIN);
     tdm_gb_counter(st, "bytes/iteration", (double)bytes, TDM_GB_PLAIN);
-    tdm_gb_set_label(st, "algbw = S/t, busbw = algbw*2(n-1)/n");
+    char label[160];
+    snprintf(label, sizeof label, "%d ranks (%s); algbw = S/t, busbw = algbw*2(n-1)/n", a.n,
+             sc_mpi() && a.n > 1 ? "MPI processes" : "threads");
+    tdm_gb_set_label(st, label);
 }
 
 // busbw is algbw scaled: a second rate with the same time.

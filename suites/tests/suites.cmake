@@ -28,3 +28,16 @@ add_test(NAME suites.plot_scripts COMMAND test_suites plotscript $<TARGET_FILE:b
 set_tests_properties(suites.cpu_quick_rows suites.plot_scripts PROPERTIES
   FIXTURES_REQUIRED suites_quick_run TIMEOUT 120)
 add_test(NAME suites.report_sections COMMAND test_suites report $<TARGET_FILE:bench> ${SUITES_TMP}/report)
+
+# The scaling suite under mpirun: 2 processes run it together (the MPI group's all-reduce and
+# dp ranks:2), only rank 0 writes the results directory, rank 1's scratch directory is removed.
+# Skipped, visibly, in a build without MPI.
+if(TDM_MPI AND MPIEXEC_EXECUTABLE)
+  set(MPI_RUN ${SUITES_TMP}/mpi)
+  add_test(NAME suites.scaling_under_mpirun COMMAND sh -c
+    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; rm -rf ${MPI_RUN} && mkdir -p ${MPI_RUN}/tmp && TMPDIR=${MPI_RUN}/tmp ${MPIEXEC_EXECUTABLE} --oversubscribe -np 2 $<TARGET_FILE:bench> run --device cpu --quick --repetitions 1 --suite scaling --out ${MPI_RUN}/out >/dev/null || exit 1; grep -q '^scaling,dp_weak_mlp_1000_512_10,ranks:2,2,efficiency,ratio,' ${MPI_RUN}/out/scaling.csv || { echo 'no dp ranks:2 rows'; exit 1; }; grep -q 'MPI processes' ${MPI_RUN}/out/scaling.json || { echo 'not run as MPI ranks'; exit 1; }; [ -z \"$(ls -A ${MPI_RUN}/tmp)\" ] || { echo 'rank 1 left files:'; ls -R ${MPI_RUN}/tmp; exit 1; }")
+  set_tests_properties(suites.scaling_under_mpirun PROPERTIES TIMEOUT 300)
+else()
+  add_test(NAME suites.scaling_under_mpirun COMMAND sh -c "echo 'SKIP: built without MPI (install libopenmpi-dev openmpi-bin)'; exit 77")
+  set_tests_properties(suites.scaling_under_mpirun PROPERTIES SKIP_RETURN_CODE 77)
+endif()
