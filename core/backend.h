@@ -17,6 +17,8 @@ extern "C" {
 
 typedef enum { TDM_BINARY_ADD = 0, TDM_BINARY_MUL } tdm_binary_op;
 typedef enum { TDM_REDUCE_SUM = 0, TDM_REDUCE_MEAN } tdm_reduce_op;
+// Where the two sides of an asynchronous copy live (host = cpu memory of any kind).
+typedef enum { TDM_COPY_H2D = 0, TDM_COPY_D2H, TDM_COPY_D2D, TDM_COPY_H2H } tdm_copy_dir;
 
 struct tdm_backend_ops {
     const char *name;
@@ -39,6 +41,38 @@ struct tdm_backend_ops {
     tdm_status (*copy_from_host)(void *dst, const void *src, size_t nbytes, int device_index);
     tdm_status (*copy_to_host)(void *dst, const void *src, size_t nbytes, int device_index);
     tdm_status (*memset_zero)(void *dst, size_t nbytes, int device_index);
+
+    // ---- streams, events, pinned host memory (tandem/stream.h; all optional) ----
+    // Streams and events are the backend's opaque handles; a NULL stream is the device's default
+    // stream. set_current_stream makes s the calling thread's stream for the backend's launches
+    // and copies on that device. event_query sets *done. elapsed: start and end both recorded
+    // (core checks) and on device_index.
+    tdm_status (*stream_new)(int device_index, void **out);
+    void (*stream_free)(void *stream, int device_index);
+    tdm_status (*stream_synchronize)(void *stream, int device_index);
+    tdm_status (*stream_wait_event)(void *stream, void *event, int device_index);
+    tdm_status (*set_current_stream)(void *stream, int device_index);
+    tdm_status (*device_synchronize)(int device_index);
+    tdm_status (*event_new)(int device_index, void **out);
+    void (*event_free)(void *event, int device_index);
+    tdm_status (*event_record)(void *event, void *stream, int device_index);
+    tdm_status (*event_synchronize)(void *event, int device_index);
+    tdm_status (*event_query)(void *event, int device_index, bool *done);
+    tdm_status (*event_elapsed_ms)(void *start, void *end, int device_index, double *ms);
+    // Host memory of a kind other than pageable (NULL + error on failure); host_free gets the
+    // same nbytes and kind. host_stats and host_empty_cache: the pinned allocator's.
+    void *(*host_alloc)(size_t nbytes, tdm_host_kind kind, int device_index);
+    void (*host_free)(void *ptr, size_t nbytes, tdm_host_kind kind, int device_index);
+    tdm_status (*host_stats)(int device_index, tdm_host_memory_stats *out);
+    tdm_status (*host_empty_cache)(int device_index);
+    // nbytes from src to dst on `stream` of device_index, enqueued (cpu: done). dir says where
+    // each side lives; for TDM_COPY_D2D, src lives on peer_index (== device_index or another).
+    // The backend keeps a pinned host block it handed out from reuse until the copy is done.
+    tdm_status (*copy_async)(void *dst, const void *src, size_t nbytes, tdm_copy_dir dir,
+                             int device_index, int peer_index, void *stream);
+    // The same copy by the device's SMs (a kernel); host sides must be mapped host memory.
+    tdm_status (*copy_sm_async)(void *dst, const void *src, size_t nbytes, int device_index,
+                                void *stream);
     tdm_status (*cast)(tdm_tensor *dst, const tdm_tensor *src);   // same shape, other dtype
     tdm_status (*rand_uniform)(tdm_tensor *t, uint64_t seed, uint64_t offset);
     tdm_status (*rand_normal)(tdm_tensor *t, uint64_t seed, uint64_t offset);
@@ -132,7 +166,41 @@ struct tdm_backend_ops {
                            bool buf_initialized, const tdm_sgd_params *p);
     tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
                             tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+
+    // ---- collectives (optional: data parallel's all-reduce on the device, NCCL on cuda; NULL:
+    //      core/parallel.c reduces through host memory) ----
+    // A fresh unique id (TDM_COMM_ID_BYTES) that every rank of one communicator is given.
+    tdm_status (*comm_unique_id)(void *id);
+    // This rank's member of the communicator of `nranks` (collective: every rank calls it, each
+    // on its own thread or process; device_index is this rank's device). NULL + error on failure.
+    void *(*comm_new)(const void *id, int nranks, int rank, int device_index);
+    void (*comm_free)(void *comm);
+    // Starts the mean over ranks of the n gradients (same dtype, on the comm's device), in
+    // place, ordered after the work already queued on the device's current stream and running
+    // beside what is queued after (a side stream). Returns without waiting.
+    tdm_status (*comm_allreduce_mean)(void *comm, tdm_tensor *const *grads, int n);
+    // Makes the current stream wait for every all-reduce started so far and reports a failure
+    // any of them had.
+    tdm_status (*comm_wait)(void *comm);
+    // ---- profiling (core/profile.c; all optional) ----
+    // A named range on the calling thread (NVTX on CUDA, for Nsight Systems); pop closes the
+    // innermost. Called only while a profiling session runs or TDM_NVTX=1.
+    void (*range_push)(const char *name);
+    void (*range_pop)(void);
+    // Device time of ops (apart from the stream/event slots above: one call per op, the event
+    // knows its device): prof_event_record records a new event on the device's current stream
+    // and returns it (NULL when it cannot: the op is then "not measured"); prof_event_elapsed_ms
+    // waits for both events and returns end - start in milliseconds (< 0 on failure); prof_event_free
+    // releases one. Called at each recorded op's start and end, resolved at tdm_profile_stop.
+    void *(*prof_event_record)(int device_index);
+    double (*prof_event_elapsed_ms)(void *start, void *end);
+    void (*prof_event_free)(void *event);
+    // ---- optional: the convolution algorithm choice (tandem/backends.h); index checked ----
+    tdm_status (*conv_algo_last)(int device_index, tdm_conv_pass pass, tdm_conv_algo_info *out);
+    tdm_status (*conv_algo_cache_clear)(int device_index);
 };
+
+enum { TDM_COMM_ID_BYTES = 128 };   // NCCL_UNIQUE_ID_BYTES
 
 // ---- memory accounting shared by the backends (core/memory.c) ----
 // A backend keeps one tdm_memory_stats per device and updates it through these, which serialize

@@ -39,6 +39,7 @@ typedef struct {
 struct tdm_loader {
     tdm_tensor *x, *y;    // x (N, ...) any float dtype, y (N) i64 or i32; both on the cpu
     tdm_loader_params p;  // prefetch resolved (>= 1)
+    tdm_device pin_dev;   // with p.pin_memory: the device batches are pinned for
     int64_t n;            // N: rows
     size_t x_row_bytes, y_row_bytes;
     int64_t num_batches;
@@ -90,8 +91,10 @@ static tdm_status loader_assemble(const tdm_loader *l, int64_t b, tdm_tensor **x
     int ndim = tdm_tensor_ndim(l->x);
     memcpy(shape, tdm_tensor_shape(l->x), (size_t)ndim * sizeof shape[0]);
     shape[0] = rows;
-    tdm_tensor *bx = tdm_tensor_empty(ndim, shape, tdm_tensor_dtype(l->x), TDM_CPU);
-    tdm_tensor *by = bx ? tdm_tensor_empty(1, &rows, tdm_tensor_dtype(l->y), TDM_CPU) : NULL;
+    tdm_host_kind kind = l->p.pin_memory ? TDM_HOST_PINNED : TDM_HOST_PAGEABLE;
+    tdm_tensor *bx = tdm_tensor_empty_host(ndim, shape, tdm_tensor_dtype(l->x), kind, l->pin_dev);
+    tdm_tensor *by =
+        bx ? tdm_tensor_empty_host(1, &rows, tdm_tensor_dtype(l->y), kind, l->pin_dev) : NULL;
     if (!bx || !by) {
         tdm_tensor_free(bx);
         return tdm_last_status();
@@ -243,6 +246,8 @@ tdm_loader *tdm_loader_new(tdm_tensor *x, tdm_tensor *y, const tdm_loader_params
     }
     l->p = *p;
     if (l->p.prefetch == 0) l->p.prefetch = 2;
+    if (p->pin_memory)   // (asking whether a CUDA device is there may start its runtime)
+        l->pin_dev = p->device.type == TDM_DEVICE_CUDA ? p->device : tdm_pin_device();
     l->n = tdm_tensor_shape(x)[0];
     l->x_row_bytes = (size_t)tdm_shape_numel(tdm_tensor_ndim(x) - 1, tdm_tensor_shape(x) + 1) *
                      tdm_dtype_size(tdm_tensor_dtype(x));
@@ -350,11 +355,13 @@ bool tdm_loader_next(tdm_loader *l, tdm_tensor **x, tdm_tensor **y) {
     if (loader_take(l, l->next_batch, &xb, &yb) != TDM_OK) return false;
     l->next_batch++;
     if (l->p.device.type != TDM_DEVICE_CPU) {
-        // A plain synchronous copy in the consumer's thread. The CUDA backend issue brings
-        // page-locked staging buffers filled by the workers and copies on a side stream that
-        // overlap the previous step's compute.
-        tdm_tensor *dx = tdm_tensor_to(xb, l->p.device, tdm_tensor_dtype(xb));
-        tdm_tensor *dy = dx ? tdm_tensor_to(yb, l->p.device, tdm_tensor_dtype(yb)) : NULL;
+        // In the consumer's thread, on its current stream: without blocking from pinned
+        // batches (their blocks stay reserved until the copies are done, so they are freed at
+        // once), else a plain synchronous copy.
+        tdm_tensor *(*to)(const tdm_tensor *, tdm_device, tdm_dtype) =
+            l->p.pin_memory ? tdm_tensor_to_non_blocking : tdm_tensor_to;
+        tdm_tensor *dx = to(xb, l->p.device, tdm_tensor_dtype(xb));
+        tdm_tensor *dy = dx ? to(yb, l->p.device, tdm_tensor_dtype(yb)) : NULL;
         tdm_tensor_free(xb);
         tdm_tensor_free(yb);
         if (!dx || !dy) {

@@ -4,6 +4,7 @@
  * Each public forward applies the autocast policy to its inputs first and records itself for
  * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
 #include "core/autograd_impl.h"
+#include "core/profile_impl.h"
 
 // indices: i64 (or i32), any shape; weight: floating (V, D); both on one device.
 static tdm_status embedding_check(const char *op, const tdm_tensor *indices,
@@ -72,6 +73,7 @@ static tdm_tensor *embedding_forward(const tdm_tensor *indices, const tdm_tensor
 // Runs in the weight's dtype (no autocast); records itself for autograd (the weight's gradient).
 tdm_tensor *tdm_embedding(const tdm_tensor *indices, const tdm_tensor *weight,
                           int64_t padding_idx) {
+    TDM_PROFILE_OP("embedding", indices, weight);
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = embedding_forward(indices, weight, padding_idx);
     tdm_grad_set_enabled(grad);
@@ -82,6 +84,7 @@ tdm_status tdm_embedding_backward(const tdm_tensor *gy, const tdm_tensor *indice
                                   const tdm_tensor *weight, int64_t padding_idx,
                                   tdm_tensor **gweight) {
     const char *op = "embedding_backward";
+    TDM_PROFILE_OP(op, gy, indices, weight);
     if (gweight) *gweight = NULL;
     int64_t pad;
     TDM_TRY(embedding_check(op, indices, weight));

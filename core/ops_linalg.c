@@ -7,6 +7,7 @@
  * Each public forward applies the autocast policy to its inputs first and records itself for
  * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
 #include "core/autograd_impl.h"
+#include "core/profile_impl.h"
 
 #define SHAPE(t, buf) tdm_shape_str((t)->ndim, (t)->shape, buf, sizeof buf)
 
@@ -124,6 +125,7 @@ static tdm_tensor *linear_forward(const tdm_tensor *x, const tdm_tensor *weight,
 
 // Autocast: runs in the lower precision. Records itself for autograd.
 tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias) {
+    TDM_PROFILE_OP("linear", x, weight, bias);
     tdm_autocast_args ac;
     if (tdm_autocast_apply("linear", TDM_AUTOCAST_LOWER, 3, (const tdm_tensor *[]){x, weight, bias},
                            &ac) != TDM_OK)
@@ -131,6 +133,7 @@ tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = linear_forward(ac.in[0], ac.in[1], ac.in[2]);
     tdm_grad_set_enabled(grad);
+    if (y) TDM_PROFILE_FLOPS(2.0 * (double)y->numel * (double)weight->shape[1]);   // 2*M*N*K
     y = tdm_record_linear(y, ac.in[0], ac.in[1], ac.in[2]);
     tdm_autocast_args_free(&ac);
     return y;
@@ -139,6 +142,7 @@ tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_
 tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,
                                tdm_tensor **gx, tdm_tensor **gweight, tdm_tensor **gbias) {
     const char *op = "linear_backward";
+    TDM_PROFILE_OP(op, gy, x, weight);
     clear_outs(gx, gweight, gbias);
     int ndim;
     int64_t yshape[TDM_MAX_DIMS], rows;
@@ -159,6 +163,8 @@ tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const 
         s = tdm_last_status();
     else
         s = be->linear_backward(v[0], v[1], weight, v[2], tgw, tgb);
+    // 2*M*N*K for each of gx = gy w and gw = gy^T x
+    TDM_PROFILE_FLOPS(2.0 * (double)rows * (double)in * (double)out * ((gx != NULL) + (gweight != NULL)));
     free_all(v, 3);
     give(gx, tgx, s);
     give(gweight, tgw, s);
@@ -217,6 +223,7 @@ static tdm_tensor *matmul_forward(const tdm_tensor *a, const tdm_tensor *b) {
 
 // Autocast: runs in the lower precision. Records itself for autograd.
 tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
+    TDM_PROFILE_OP("matmul", a, b);
     tdm_autocast_args ac;
     if (tdm_autocast_apply("matmul", TDM_AUTOCAST_LOWER, 2, (const tdm_tensor *[]){a, b}, &ac) !=
         TDM_OK)
@@ -224,6 +231,7 @@ tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = matmul_forward(ac.in[0], ac.in[1]);
     tdm_grad_set_enabled(grad);
+    if (y) TDM_PROFILE_FLOPS(2.0 * (double)y->numel * (double)a->shape[a->ndim - 1]);   // 2*M*N*K
     y = tdm_record_matmul(y, ac.in[0], ac.in[1]);
     tdm_autocast_args_free(&ac);
     return y;
@@ -232,6 +240,7 @@ tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
 tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                                tdm_tensor **ga, tdm_tensor **gb) {
     const char *op = "matmul_backward";
+    TDM_PROFILE_OP(op, gy, a, b);
     clear_outs(ga, gb, NULL);
     int ndim;
     int64_t yshape[3];
@@ -246,6 +255,9 @@ tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const 
     tdm_tensor *tgb = gb ? empty_like_shape(a, b->ndim, b->shape) : NULL;
     tdm_status s = (ga && !tga) || (gb && !tgb) ? tdm_last_status()
                                                 : be->matmul_backward(gy, a, b, tga, tgb);
+    // 2*M*N*K for each of ga = gy b^T and gb = a^T gy
+    TDM_PROFILE_FLOPS(2.0 * (double)gy->numel * (double)a->shape[a->ndim - 1] *
+                      ((ga != NULL) + (gb != NULL)));
     give(ga, tga, s);
     give(gb, tgb, s);
     return s;
@@ -348,6 +360,7 @@ static tdm_tensor *conv2d_forward(const tdm_tensor *x, const tdm_tensor *weight,
 // Autocast: runs in the lower precision. Records itself for autograd.
 tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias,
                        const tdm_conv2d_params *p) {
+    TDM_PROFILE_OP("conv2d", x, weight, bias);
     tdm_autocast_args ac;
     if (tdm_autocast_apply("conv2d", TDM_AUTOCAST_LOWER, 3, (const tdm_tensor *[]){x, weight, bias},
                            &ac) != TDM_OK)
@@ -355,6 +368,8 @@ tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = conv2d_forward(ac.in[0], ac.in[1], ac.in[2], p);
     tdm_grad_set_enabled(grad);
+    // 2*N*Cout*Hout*Wout * Cin/groups*kh*kw: weight is (Cout, Cin/groups, kh, kw)
+    if (y) TDM_PROFILE_FLOPS(2.0 * (double)y->numel * (double)(weight->numel / weight->shape[0]));
     y = tdm_record_conv2d(y, ac.in[0], ac.in[1], ac.in[2], p);
     tdm_autocast_args_free(&ac);
     return y;
@@ -364,6 +379,7 @@ tdm_status tdm_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const 
                                const tdm_conv2d_params *p, tdm_tensor **gx, tdm_tensor **gweight,
                                tdm_tensor **gbias) {
     const char *op = "conv2d_backward";
+    TDM_PROFILE_OP(op, gy, x, weight);
     clear_outs(gx, gweight, gbias);
     int ndim;
     int64_t yshape[4];
@@ -384,6 +400,9 @@ tdm_status tdm_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const 
         s = tdm_last_status();
     else
         s = be->conv2d_backward(v[0], v[1], weight, p, v[2], tgw, tgb);
+    // the forward's count for each of gx and gw
+    TDM_PROFILE_FLOPS(2.0 * (double)gy->numel * (double)(weight->numel / weight->shape[0]) *
+                      ((gx != NULL) + (gweight != NULL)));
     free_all(v, 3);
     give(gx, tgx, s);
     give(gweight, tgw, s);
@@ -482,6 +501,7 @@ static tdm_tensor *pool_forward(const char *op, const tdm_tensor *x, const tdm_p
 
 static tdm_status pool_backward(const char *op, const tdm_tensor *gy, const tdm_tensor *x,
                                 const tdm_pool2d_params *p, bool avg, tdm_tensor **gx) {
+    TDM_PROFILE_OP(op, gy, x);
     clear_outs(gx, NULL, NULL);
     int ndim;
     int64_t yshape[4];
@@ -507,6 +527,7 @@ static tdm_status pool_backward(const char *op, const tdm_tensor *gy, const tdm_
 // Pooling runs in its input's dtype (no autocast) and records itself for autograd.
 static tdm_tensor *pool_recorded(const char *op, const tdm_tensor *x, const tdm_pool2d_params *p,
                                  bool avg) {
+    TDM_PROFILE_OP(op, x);
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = pool_forward(op, x, p, avg);
     tdm_grad_set_enabled(grad);

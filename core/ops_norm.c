@@ -5,6 +5,7 @@
  * Each public forward applies the autocast policy to its inputs first and records itself for
  * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
 #include "core/autograd_impl.h"
+#include "core/profile_impl.h"
 
 // ---- shared helpers ----------------------------------------------------------------------
 
@@ -166,6 +167,7 @@ static void give_stats(tdm_tensor *y, tdm_tensor *a, tdm_tensor **a_out, tdm_ten
 tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_tensor *weight,
                            const tdm_tensor *bias, double eps, tdm_tensor **mean_out,
                            tdm_tensor **rstd_out) {
+    TDM_PROFILE_OP("layer_norm", x, weight, bias);
     if (mean_out) *mean_out = NULL;
     if (rstd_out) *rstd_out = NULL;
     tdm_autocast_args ac;
@@ -193,6 +195,7 @@ tdm_status tdm_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x, in
                                    const tdm_tensor *rstd, tdm_tensor **gx, tdm_tensor **gweight,
                                    tdm_tensor **gbias) {
     const char *op = "layer_norm_backward";
+    TDM_PROFILE_OP(op, gy, x, weight);
     if (gx) *gx = NULL;
     if (gweight) *gweight = NULL;
     if (gbias) *gbias = NULL;
@@ -327,6 +330,7 @@ tdm_tensor *tdm_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean, tdm_te
                            const tdm_tensor *weight, const tdm_tensor *bias, bool training,
                            double momentum, double eps, tdm_tensor **save_mean,
                            tdm_tensor **save_invstd) {
+    TDM_PROFILE_OP("batch_norm", x, weight, bias);
     if (save_mean) *save_mean = NULL;
     if (save_invstd) *save_invstd = NULL;
     tdm_autocast_args ac;
@@ -351,6 +355,7 @@ tdm_status tdm_batch_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
                                    const tdm_tensor *save_invstd, bool training, tdm_tensor **gx,
                                    tdm_tensor **gweight, tdm_tensor **gbias) {
     const char *op = "batch_norm_backward";
+    TDM_PROFILE_OP(op, gy, x, weight);
     if (gx) *gx = NULL;
     if (gweight) *gweight = NULL;
     if (gbias) *gbias = NULL;

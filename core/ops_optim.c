@@ -1,6 +1,6 @@
 /* ops_optim.c — the optimizer updates (sgd_step, adam_step), in place: argument checks and the
  * call through the backend table. The hyperparameter checks are torch.optim's. */
-#include "core/tensor_impl.h"
+#include "core/profile_impl.h"
 
 // A state tensor `t` beside param: same device, dtype and shape, exactly.
 static tdm_status check_like(const char *op, const char *arg, const tdm_tensor *param,
@@ -30,6 +30,7 @@ static tdm_status check_param(const char *op, const tdm_tensor *param, const tdm
 tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *momentum_buffer,
                         bool buffer_initialized, const tdm_sgd_params *p) {
     const char *op = "sgd_step";
+    TDM_PROFILE_OP(op, param, grad, momentum_buffer);
     TDM_TRY(check_param(op, param, grad));
     if (!p) return tdm_error_set(TDM_ERR_ARG, "%s: params is NULL", op);
     if (!(p->lr >= 0))
@@ -60,6 +61,7 @@ tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m
 tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
                          tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p) {
     const char *op = "adam_step";
+    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq);
     TDM_TRY(check_param(op, param, grad));
     TDM_TRY(check_like(op, "exp_avg", param, exp_avg));
     TDM_TRY(check_like(op, "exp_avg_sq", param, exp_avg_sq));

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "core/autograd_impl.h"
+#include "core/profile_impl.h"
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -52,6 +53,18 @@ static const char *unary_name(tdm_unary_op op) {
     return NULL;
 }
 
+// The profiler's name for the backward ("relu_backward").
+static const char *unary_backward_name(tdm_unary_op op) {
+    switch (op) {
+    case TDM_UNARY_RELU: return "relu_backward";
+    case TDM_UNARY_GELU: return "gelu_backward";
+    case TDM_UNARY_GELU_TANH: return "gelu_backward";
+    case TDM_UNARY_TANH: return "tanh_backward";
+    case TDM_UNARY_SIGMOID: return "sigmoid_backward";
+    }
+    return "unary_backward";
+}
+
 static tdm_tensor *unary_forward(tdm_unary_op op, const tdm_tensor *x) {
     const char *name = unary_name(op);
     if (!name) {
@@ -74,6 +87,7 @@ static tdm_tensor *unary_forward(tdm_unary_op op, const tdm_tensor *x) {
 
 // Runs in its input's dtype (no autocast); records itself for autograd.
 tdm_tensor *tdm_unary(tdm_unary_op op, const tdm_tensor *x) {
+    TDM_PROFILE_OP(unary_name(op) ? unary_name(op) : "unary", x);
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = unary_forward(op, x);
     tdm_grad_set_enabled(grad);
@@ -90,6 +104,7 @@ tdm_tensor *tdm_sigmoid(const tdm_tensor *x) { return tdm_unary(TDM_UNARY_SIGMOI
 // gx = gy * f'(x), from the forward's input x.
 tdm_status tdm_unary_backward(tdm_unary_op op, const tdm_tensor *gy, const tdm_tensor *x,
                               tdm_tensor **gx) {
+    TDM_PROFILE_OP(unary_backward_name(op), gy, x);
     if (gx) *gx = NULL;
     const char *name = unary_name(op);
     if (!name) return tdm_error_set(TDM_ERR_ARG, "unary_backward: unknown op %d", (int)op);
@@ -152,6 +167,7 @@ static tdm_tensor *binary_forward(const char *op, tdm_binary_op bop, const tdm_t
 // Under autocast both inputs go to the wider dtype of the two; records itself for autograd.
 static tdm_tensor *binary(const char *op, tdm_binary_op bop, const tdm_tensor *a,
                           const tdm_tensor *b, double alpha) {
+    TDM_PROFILE_OP(op, a, b);
     tdm_autocast_args ac;
     if (tdm_autocast_apply(op, TDM_AUTOCAST_PROMOTE, 2, (const tdm_tensor *[]){a, b}, &ac) !=
         TDM_OK)
@@ -205,6 +221,7 @@ static tdm_status grad_sum_to(const tdm_tensor *gy, double scale, const tdm_tens
 // ga = sum_to(gy, a.shape), gb = alpha * sum_to(gy, b.shape)
 tdm_status tdm_add_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                             double alpha, tdm_tensor **ga, tdm_tensor **gb) {
+    TDM_PROFILE_OP("add_backward", gy, a, b);
     if (ga) *ga = NULL;
     if (gb) *gb = NULL;
     TDM_TRY(check_binary_backward("add", gy, a, b, false));
@@ -264,6 +281,7 @@ static tdm_status mul_grad(const tdm_tensor *gy, const tdm_tensor *other, const 
 // ga = sum_to(gy * b, a.shape), gb = sum_to(gy * a, b.shape)
 tdm_status tdm_mul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                             tdm_tensor **ga, tdm_tensor **gb) {
+    TDM_PROFILE_OP("mul_backward", gy, a, b);
     if (ga) *ga = NULL;
     if (gb) *gb = NULL;
     TDM_TRY(check_binary_backward("mul", gy, a, b, true));
@@ -309,6 +327,7 @@ static tdm_tensor *dropout(const char *op, const char *arg, const tdm_tensor *x,
 // Records itself for autograd: the node keeps (p, training, seed, offset) to redraw the mask.
 tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t seed,
                         uint64_t offset) {
+    TDM_PROFILE_OP("dropout", x);
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = dropout("dropout", "input", x, p, training, seed, offset);
     tdm_grad_set_enabled(grad);
@@ -318,6 +337,7 @@ tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t s
 // The same mask and scale applied to gy.
 tdm_status tdm_dropout_backward(const tdm_tensor *gy, double p, bool training, uint64_t seed,
                                 uint64_t offset, tdm_tensor **gx) {
+    TDM_PROFILE_OP("dropout_backward", gy);
     if (gx) *gx = NULL;
     if (!gx) {   // nothing wanted: only check the arguments
         TDM_TRY(tdm_check_tensor("dropout_backward", "grad_output", gy));

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/autograd_impl.h"
+#include "core/profile_impl.h"
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -110,6 +111,7 @@ static tdm_tensor *reduce_forward(const char *op, tdm_reduce_op rop, const tdm_t
 // Autocast: runs in f32. Records itself for autograd.
 static tdm_tensor *reduce(const char *op, tdm_reduce_op rop, const tdm_tensor *x, int ndims,
                           const int *dims, bool keepdim) {
+    TDM_PROFILE_OP(op, x);
     tdm_autocast_args ac;
     if (tdm_autocast_apply(op, TDM_AUTOCAST_F32, 1, (const tdm_tensor *[]){x}, &ac) != TDM_OK)
         return NULL;
@@ -133,6 +135,7 @@ tdm_tensor *tdm_mean(const tdm_tensor *x, int ndims, const int *dims, bool keepd
 static tdm_status reduce_backward(const char *op, bool mean, const tdm_tensor *gy,
                                   const tdm_tensor *x, int ndims, const int *dims, bool keepdim,
                                   tdm_tensor **gx) {
+    TDM_PROFILE_OP(mean ? "mean_backward" : "sum_backward", gy, x);
     if (gx) *gx = NULL;
     reduce_plan rp;
     TDM_TRY(reduce_plan_make(op, x, ndims, dims, &rp));
@@ -189,6 +192,7 @@ static tdm_tensor *softmax_forward(const char *op, const tdm_tensor *x, int dim,
 
 // Autocast: runs in f32. Records itself for autograd (the node saves the output).
 static tdm_tensor *softmax(const char *op, const tdm_tensor *x, int dim, bool log) {
+    TDM_PROFILE_OP(op, x);
     tdm_autocast_args ac;
     if (tdm_autocast_apply(op, TDM_AUTOCAST_F32, 1, (const tdm_tensor *[]){x}, &ac) != TDM_OK)
         return NULL;
@@ -208,6 +212,7 @@ tdm_tensor *tdm_log_softmax(const tdm_tensor *x, int dim) {
 // From the forward output y: softmax gx = y*(gy - sum(gy*y)); log_softmax gx = gy - exp(y)*sum(gy).
 static tdm_status softmax_backward(const char *op, const tdm_tensor *gy, const tdm_tensor *y,
                                    int dim, bool log, tdm_tensor **gx) {
+    TDM_PROFILE_OP(op, gy, y);
     if (gx) *gx = NULL;
     int d;
     TDM_TRY(tdm_check_tensor(op, "output", y));
@@ -357,6 +362,7 @@ static tdm_tensor *cross_entropy_forward(const tdm_tensor *logits, const tdm_ten
 tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
                               tdm_reduction reduction, double label_smoothing,
                               int64_t ignore_index) {
+    TDM_PROFILE_OP("cross_entropy", logits, target);
     tdm_autocast_args ac;
     if (tdm_autocast_apply("cross_entropy", TDM_AUTOCAST_F32, 2,
                            (const tdm_tensor *[]){logits, target}, &ac) != TDM_OK)
@@ -376,6 +382,7 @@ tdm_status tdm_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor 
                                       double label_smoothing, int64_t ignore_index,
                                       tdm_tensor **glogits) {
     const char *op = "cross_entropy_backward";
+    TDM_PROFILE_OP(op, gloss, logits, target);
     if (glogits) *glogits = NULL;
     ce_views v;
     TDM_TRY(ce_check(op, logits, target, reduction, label_smoothing, &v));
@@ -454,6 +461,7 @@ static tdm_tensor *mse_loss_forward(const tdm_tensor *input, const tdm_tensor *t
 // Autocast: runs in f32. Records itself for autograd.
 tdm_tensor *tdm_mse_loss(const tdm_tensor *input, const tdm_tensor *target,
                          tdm_reduction reduction) {
+    TDM_PROFILE_OP("mse_loss", input, target);
     tdm_autocast_args ac;
     if (tdm_autocast_apply("mse_loss", TDM_AUTOCAST_F32, 2, (const tdm_tensor *[]){input, target},
                            &ac) != TDM_OK)
@@ -471,6 +479,7 @@ tdm_status tdm_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *inpu
                                  const tdm_tensor *target, tdm_reduction reduction,
                                  tdm_tensor **ginput, tdm_tensor **gtarget) {
     const char *op = "mse_loss_backward";
+    TDM_PROFILE_OP(op, gloss, input, target);
     if (ginput) *ginput = NULL;
     if (gtarget) *gtarget = NULL;
     TDM_TRY(mse_check(op, input, target, reduction));

@@ -4,7 +4,13 @@
  * slots in rank order and keeps the mean, a barrier (so the slots can be reused). All ranks run
  * the same collectives in the same order (same graph), so one group barrier serves them all.
  * An MPI group (one rank per process) replaces the slot copy and barriers by MPI_Allgather and
- * sums the gathered slots in the same rank order. */
+ * sums the gathered slots in the same rank order.
+ *
+ * When every rank's parameters are on one GPU each and the backend has collectives (NCCL), a
+ * communicator is made at attach (rank 0's unique id handed to the others through the group:
+ * memory for threads, MPI_Bcast for processes) and a complete bucket's all-reduce is started on
+ * the backend's side stream and not waited for: it overlaps with the rest of backward, and sync
+ * makes the compute stream wait for it (TDM_DP_COMM=host keeps the host path). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +50,9 @@ struct dp_rank {
     bool *reduced;         // per bucket: all-reduced since the last sync
     tdm_status failed;     // a failure inside a hook (reported by sync)
     double comm_seconds;   // wall time spent in reduce_bucket since attach
+    void *comm;            // the backend's communicator member, or NULL (host all-reduce)
+    const struct tdm_backend_ops *comm_be;
+    bool comm_wanted;      // set at attach: all parameters on one device with collectives
 };
 
 struct tdm_dp_group {
@@ -58,6 +67,9 @@ struct tdm_dp_group {
     double *slots;         // nranks x (largest bucket or allreduce_mean length)
     int64_t slot_len;
     pthread_mutex_t lock;
+    bool overlap;          // all-reduce buckets as backward completes them (else all at sync)
+    unsigned char comm_id[TDM_COMM_ID_BYTES];   // the device communicator's unique id
+    tdm_status comm_id_status;
 };
 
 tdm_dp_group *tdm_dp_group_new(int nranks, int64_t bucket_bytes) {
@@ -73,12 +85,14 @@ tdm_dp_group *tdm_dp_group_new(int nranks, int64_t bucket_bytes) {
     }
     g->nranks = nranks;
     g->bucket_bytes = bucket_bytes;
+    g->overlap = true;
     pthread_barrier_init(&g->barrier, NULL, (unsigned)nranks);
     pthread_mutex_init(&g->lock, NULL);
     return g;
 }
 
 static void rank_clear(dp_rank *r) {
+    if (r->comm) r->comm_be->comm_free(r->comm);
     for (int i = 0; i < r->n; i++) {
         tdm_tensor_set_grad_hook(r->params[i], NULL, NULL);
         tdm_tensor_free(r->params[i]);
@@ -103,6 +117,12 @@ void tdm_dp_group_free(tdm_dp_group *g) {
 }
 
 int tdm_dp_group_size(const tdm_dp_group *g) { return g->nranks; }
+
+void tdm_dp_set_overlap(tdm_dp_group *g, bool overlap) { g->overlap = overlap; }
+
+bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank) {
+    return rank >= 0 && rank < g->nranks && g->ranks[rank].comm != NULL;
+}
 int tdm_dp_group_rank(const tdm_dp_group *g) { return g->mpi ? g->self : 0; }
 
 int tdm_dp_launch_rank(void) {
@@ -238,6 +258,28 @@ tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n) {
 
 // All-reduces bucket b of rank r: gather its gradients (zero where a parameter has none) into
 // doubles, average across ranks, write the mean back as each parameter's gradient.
+// The device path: the bucket's gradients (zeros made where a parameter has none, so that every
+// rank contributes the same elements) all-reduced in place by the backend, not waited for.
+static tdm_status reduce_bucket_device(dp_rank *r, const dp_bucket *bk) {
+    tdm_tensor **grads = calloc((size_t)bk->count + 1, sizeof *grads);
+    if (!grads) return tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+    tdm_status s = TDM_OK;
+    bool prev = tdm_grad_set_enabled(false);
+    for (int k = 0; s == TDM_OK && k < bk->count; k++) {
+        tdm_tensor *p = r->params[r->order[bk->first + k]];
+        if (!tdm_tensor_grad(p)) {
+            tdm_tensor *z = tdm_tensor_zeros(p->ndim, p->shape, p->dtype, p->device);
+            s = z ? tdm_tensor_set_grad(p, z) : tdm_last_status();
+            tdm_tensor_free(z);
+        }
+        grads[k] = tdm_tensor_grad(p);
+    }
+    tdm_grad_set_enabled(prev);
+    if (s == TDM_OK) s = r->comm_be->comm_allreduce_mean(r->comm, grads, bk->count);
+    free(grads);
+    return s;
+}
+
 static double dp_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -256,6 +298,10 @@ static tdm_status reduce_bucket(dp_rank *r, int b) {
 static tdm_status reduce_bucket_timed(dp_rank *r, int b) {
     tdm_dp_group *g = r->g;
     const dp_bucket *bk = &g->buckets[b];
+    if (r->comm) {
+        r->reduced[b] = true;
+        return reduce_bucket_device(r, bk);
+    }
     double *buf = calloc((size_t)(bk->numel ? bk->numel : 1), sizeof *buf);
     tdm_status s = buf ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
     for (int k = 0; s == TDM_OK && k < bk->count; k++) {
@@ -292,7 +338,8 @@ static void dp_grad_ready(tdm_tensor *leaf, void *ctx) {
     dp_rank *r = h->rank;
     // A bucket is reduced each time all of its gradients are complete (with accumulation over
     // micro-batches that is once per backward: averaging is linear, so repeating it is exact).
-    if (++r->ready[h->bucket] == r->g->buckets[h->bucket].count) {
+    // Without overlap, sync reduces every bucket.
+    if (++r->ready[h->bucket] == r->g->buckets[h->bucket].count && r->g->overlap) {
         r->ready[h->bucket] = 0;
         tdm_status s = reduce_bucket(r, h->bucket);
         if (s != TDM_OK && r->failed == TDM_OK) r->failed = s;
@@ -300,6 +347,54 @@ static void dp_grad_ready(tdm_tensor *leaf, void *ctx) {
 }
 
 // ---- attach and sync ----------------------------------------------------------------------------
+
+// Can this rank all-reduce on its device? Every parameter on one non-cpu device whose backend
+// has collectives, and TDM_DP_COMM is not "host".
+static bool comm_possible(const dp_rank *r) {
+    const char *env = getenv("TDM_DP_COMM");
+    if ((env && !strcmp(env, "host")) || r->n == 0) return false;
+    tdm_device d = r->params[0]->device;
+    const struct tdm_backend_ops *be = r->params[0]->storage->backend;
+    if (d.type == TDM_DEVICE_CPU || !be->comm_new || !be->comm_unique_id) return false;
+    for (int i = 1; i < r->n; i++)
+        if (!tdm_device_equal(r->params[i]->device, d)) return false;
+    return true;
+}
+
+// Makes the rank's communicator member when every rank can (all agree, or all keep the host
+// path: one rank waiting in a collective init that another never joins would hang). Called by
+// every rank after the attach barrier.
+static tdm_status comm_attach(tdm_dp_group *g, dp_rank *r) {
+    bool all = true;
+#ifdef TDM_HAVE_MPI
+    if (g->mpi) {
+        int mine = r->comm_wanted, every = 0;
+        MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        all = every != 0;
+    } else
+#endif
+        for (int k = 0; k < g->nranks; k++) all = all && g->ranks[k].comm_wanted;
+    if (!all) return TDM_OK;
+    const struct tdm_backend_ops *be = r->params[0]->storage->backend;
+    if (r->rank == 0) g->comm_id_status = be->comm_unique_id(g->comm_id);
+#ifdef TDM_HAVE_MPI
+    if (g->mpi) {
+        int st = (int)g->comm_id_status;
+        MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Bcast(g->comm_id, TDM_COMM_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD);
+        g->comm_id_status = (tdm_status)st;
+    } else
+#endif
+        pthread_barrier_wait(&g->barrier);   // rank 0's id written before any rank reads it
+    if (g->comm_id_status != TDM_OK)
+        return r->rank == 0 ? g->comm_id_status
+                            : tdm_error_set(g->comm_id_status, "data parallel: rank 0 could not "
+                                            "make the device communicator's id");
+    r->comm = be->comm_new(g->comm_id, g->nranks, r->rank, r->params[0]->device.index);
+    if (!r->comm) return tdm_last_status();
+    r->comm_be = be;
+    return TDM_OK;
+}
 
 tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, int n) {
     if (rank < 0 || rank >= g->nranks || n < 0)
@@ -361,6 +456,7 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
         r->hooks[k] = (dp_hook_ctx){.rank = r, .param = r->order[k], .bucket = b};
         tdm_tensor_set_grad_hook(r->params[r->order[k]], dp_grad_ready, &r->hooks[k]);
     }
+    r->comm_wanted = s == TDM_OK && comm_possible(r);
     group_barrier(g);   // every rank attached before any backward starts
 #ifdef TDM_HAVE_MPI
     if (g->mpi && s == TDM_OK) {   // every process must have built the same buckets
@@ -372,7 +468,8 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
             s = tdm_error_set(TDM_ERR_SHAPE, "data parallel: the MPI ranks' models differ");
     }
 #endif
-    return s;
+    tdm_status cs = comm_attach(g, r);
+    return s != TDM_OK ? s : cs;
 }
 
 tdm_status tdm_dp_sync(tdm_dp_group *g, int rank) {
@@ -382,6 +479,10 @@ tdm_status tdm_dp_sync(tdm_dp_group *g, int rank) {
             tdm_status s = reduce_bucket(r, b);
             if (s != TDM_OK && r->failed == TDM_OK) r->failed = s;
         }
+    }
+    if (r->comm) {   // the compute stream waits for the side stream's all-reduces
+        tdm_status w = r->comm_be->comm_wait(r->comm);
+        if (w != TDM_OK && r->failed == TDM_OK) r->failed = w;
     }
     tdm_status s = r->failed;
     memset(r->ready, 0, (size_t)g->n_buckets * sizeof *r->ready);

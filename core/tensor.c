@@ -6,6 +6,7 @@
 
 #include "core/autograd_impl.h"
 #include "core/tensor_impl.h"
+#include "core/profile_impl.h"
 
 // Refuse absurd sizes before asking any allocator (a hostile file can claim anything).
 #define TDM_MAX_TENSOR_BYTES ((size_t)1 << 40)
@@ -29,7 +30,11 @@ const struct tdm_backend_ops *tdm_backend_of(const tdm_tensor *t) { return t->st
 
 // ---- creation ----------------------------------------------------------------------------
 
-tdm_tensor *tdm_tensor_empty(int ndim, const int64_t *shape, tdm_dtype dt, tdm_device dev) {
+// A new tensor; host_be non-NULL: a cpu tensor whose memory comes from host_be->host_alloc
+// (kind, host_device), as tdm_tensor_empty_host_of promises.
+static tdm_tensor *tensor_new(int ndim, const int64_t *shape, tdm_dtype dt, tdm_device dev,
+                              const struct tdm_backend_ops *host_be, tdm_host_kind kind,
+                              int host_device) {
     if (ndim < 0 || ndim > TDM_MAX_DIMS) {
         tdm_error_set(TDM_ERR_SHAPE, "tensor: %d dims (at most %d)", ndim, TDM_MAX_DIMS);
         return NULL;
@@ -70,9 +75,16 @@ tdm_tensor *tdm_tensor_empty(int ndim, const int64_t *shape, tdm_dtype dt, tdm_d
     s->backend = be;
     s->refcount = 1;
     // Allocate at least one byte so that empty tensors still have a valid pointer.
-    s->guarded = tdm_debug_guards();
-    s->data = s->guarded ? tdm_debug_guarded_alloc(be, s->nbytes ? s->nbytes : 1, dev.index)
-                         : be->alloc(s->nbytes ? s->nbytes : 1, dev.index);
+    if (host_be) {
+        s->host_backend = host_be;
+        s->host_kind = kind;
+        s->host_device = host_device;
+        s->data = host_be->host_alloc(s->nbytes ? s->nbytes : 1, kind, host_device);
+    } else {
+        s->guarded = tdm_debug_guards();
+        s->data = s->guarded ? tdm_debug_guarded_alloc(be, s->nbytes ? s->nbytes : 1, dev.index)
+                             : be->alloc(s->nbytes ? s->nbytes : 1, dev.index);
+    }
     if (!s->data) {
         free(t);
         free(s);
@@ -95,6 +107,16 @@ tdm_tensor *tdm_tensor_empty(int ndim, const int64_t *shape, tdm_dtype dt, tdm_d
         return NULL;
     }
     return t;
+}
+
+tdm_tensor *tdm_tensor_empty(int ndim, const int64_t *shape, tdm_dtype dt, tdm_device dev) {
+    return tensor_new(ndim, shape, dt, dev, NULL, TDM_HOST_PAGEABLE, 0);
+}
+
+tdm_tensor *tdm_tensor_empty_host_of(int ndim, const int64_t *shape, tdm_dtype dt,
+                                     const struct tdm_backend_ops *host_be, tdm_host_kind kind,
+                                     int host_device) {
+    return tensor_new(ndim, shape, dt, TDM_CPU, host_be, kind, host_device);
 }
 
 tdm_tensor *tdm_tensor_zeros(int ndim, const int64_t *shape, tdm_dtype dt, tdm_device dev) {
@@ -164,6 +186,9 @@ void tdm_tensor_free(tdm_tensor *t) {
     tdm_storage *s = t->storage;
     if (--s->refcount == 0) {
         if (s->guarded) tdm_debug_guarded_free(t, s);
+        else if (s->host_backend)
+            s->host_backend->host_free(s->data, s->nbytes ? s->nbytes : 1, s->host_kind,
+                                       s->host_device);
         else s->backend->free(s->data, s->nbytes ? s->nbytes : 1, s->device.index);
         free(s);
     }
@@ -247,7 +272,15 @@ tdm_status tdm_tensor_to_host_f64(const tdm_tensor *t, double *dst) {
     return s;
 }
 
+// dst = src (checked by the caller); not profiled itself (to and clone are).
+static tdm_status copy_into(tdm_tensor *dst, const tdm_tensor *src);
+
 tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
+    TDM_PROFILE_OP("copy_", dst, src);
+    return copy_into(dst, src);
+}
+
+static tdm_status copy_into(tdm_tensor *dst, const tdm_tensor *src) {
     TDM_TRY(tdm_check_tensor("copy_", "dst", dst));
     TDM_TRY(tdm_check_tensor("copy_", "src", src));
     if (dst->numel != src->numel)
@@ -277,6 +310,8 @@ tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
     } else if (dst->device.type == TDM_DEVICE_CPU) {
         s = tdm_backend_of(from)->copy_to_host(dst->storage->data, from->storage->data, n,
                                                from->device.index);
+    } else if ((s = tdm_copy_device_to_device(dst, from)) != TDM_ERR_UNSUPPORTED) {
+        // copied on the device (a copy engine), or failed with the backend's message
     } else {
         void *stage = malloc(n);
         s = stage ? tdm_backend_of(from)->copy_to_host(stage, from->storage->data, n,
@@ -293,7 +328,7 @@ tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src) {
 
 static tdm_tensor *tensor_copy(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
     tdm_tensor *out = tdm_tensor_empty(t->ndim, t->shape, dt, dev);
-    if (out && tdm_tensor_copy_(out, t) != TDM_OK) {
+    if (out && copy_into(out, t) != TDM_OK) {
         tdm_tensor_free(out);
         return NULL;
     }
@@ -302,11 +337,13 @@ static tdm_tensor *tensor_copy(const tdm_tensor *t, tdm_device dev, tdm_dtype dt
 
 // Both record themselves for autograd (the gradient goes back to t's dtype and device).
 tdm_tensor *tdm_tensor_to(const tdm_tensor *t, tdm_device dev, tdm_dtype dt) {
+    TDM_PROFILE_OP("to", t);
     if (tdm_check_tensor("to", "input", t) != TDM_OK) return NULL;
     return tdm_record_copy(tensor_copy(t, dev, dt), t, "to");
 }
 
 tdm_tensor *tdm_tensor_clone(const tdm_tensor *t) {
+    TDM_PROFILE_OP("clone", t);
     if (tdm_check_tensor("clone", "input", t) != TDM_OK) return NULL;
     return tdm_record_copy(tensor_copy(t, t->device, t->dtype), t, "clone");
 }

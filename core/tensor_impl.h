@@ -18,6 +18,12 @@ typedef struct {
     const struct tdm_backend_ops *backend;
     int refcount;
     bool guarded;   // allocated with debug guard regions (core/debug.c)
+    // cpu tensors in host memory other than pageable (tandem/stream.h): allocated by
+    // host_backend->host_alloc for device index host_device and freed by its host_free;
+    // host_backend is NULL for every other storage.
+    tdm_host_kind host_kind;
+    const struct tdm_backend_ops *host_backend;
+    int host_device;
 } tdm_storage;
 
 struct tdm_tensor {
@@ -59,6 +65,15 @@ void tdm_debug_guarded_free(const tdm_tensor *t, tdm_storage *s);
 static inline const void *tdm_data_c(const tdm_tensor *t) { return t->storage->data; }
 static inline void *tdm_data(tdm_tensor *t) { return t->storage->data; }
 const struct tdm_backend_ops *tdm_backend_of(const tdm_tensor *t);
+// dst = src's bytes between two devices of one backend, synchronously, without staging through
+// the host (stream.c); TDM_ERR_UNSUPPORTED, no error set, when the backend cannot.
+tdm_status tdm_copy_device_to_device(tdm_tensor *dst, const tdm_tensor *src);
+// Where pin_memory() pins (stream.c): cuda:0 when a CUDA device is there, else the cpu.
+tdm_device tdm_pin_device(void);
+// A cpu tensor in host memory of `kind` from host_be->host_alloc(…, host_device) (stream.c).
+tdm_tensor *tdm_tensor_empty_host_of(int ndim, const int64_t *shape, tdm_dtype dt,
+                                     const struct tdm_backend_ops *host_be, tdm_host_kind kind,
+                                     int host_device);
 int64_t tdm_shape_numel(int ndim, const int64_t *shape);
 
 // ---- argument checks shared by the ops: each records a message naming `op` ----

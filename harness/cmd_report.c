@@ -7,6 +7,7 @@
  * Everything taken from the results files is escaped. */
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "bench.h"
 #include "cmd_plot.h"
 #include "suites.h"
+#include "run_peer.h"
 #include "tandem/tandem.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -186,6 +188,8 @@ typedef struct {
     kv_list run_info, machine, clock;
     kv_list issues;  // (suite or benchmark, what happened): skipped, failed, unfinished
     bool embed;
+    const bench_results *peer;  // DIR/peer-torch (bench run --peer torch), or NULL
+    const char *peer_note;      // why DIR/peer-torch could not be read, or NULL
 } report;
 
 static const char css[] =
@@ -547,6 +551,195 @@ static void suite_intro(FILE *f, const bench_results *run, const char *suite, bo
 
 /* Benchmarks named predicted_* hold a model's predictions, not measurements. */
 static bool is_prediction(const bench_row *w) { return !strncmp(w->benchmark, "predicted_", 10); }
+// ---------------------------------------------------------------------------------------------
+// the PyTorch peer (DIR/peer-torch, docs/PEERS.md): tandem's median over PyTorch's, per benchmark,
+// for its main metric (its first rate, a counter in "/s"; else time)
+
+typedef struct {
+    const bench_row *t, *p;  // tandem's row, PyTorch's (NULL: not in the peer's run)
+} peer_pair;
+
+static bool same_bench(const bench_row *a, const bench_row *b) {
+    return !strcmp(a->suite, b->suite) && !strcmp(a->benchmark, b->benchmark) &&
+           !strcmp(a->param, b->param);
+}
+
+static bool is_rate(const bench_row *w) {
+    size_t n = strlen(w->unit);
+    return n > 2 && !strcmp(w->unit + n - 2, "/s");
+}
+
+/* The main metric's row of the benchmark of row k (the first rate in CSV order, else time). */
+static const bench_row *main_row(const bench_results *run, int k) {
+    const bench_row *time_row = NULL;
+    for (int i = 0; i < run->n_rows; i++) {
+        const bench_row *w = &run->rows[i];
+        if (!same_bench(w, &run->rows[k])) continue;
+        if (is_rate(w)) return w;
+        if (!strcmp(w->metric, "time") && !time_row) time_row = w;
+    }
+    return time_row;
+}
+
+/* One pair per tandem benchmark (*n), and how many of the peer's have no tandem counterpart. */
+static peer_pair *peer_pairs(const bench_results *run, const bench_results *peer, int *n,
+                             int *only_peer) {
+    peer_pair *v = calloc((size_t)run->n_rows + 1, sizeof *v);
+    *n = *only_peer = 0;
+    if (!v) return NULL;
+    for (int k = 0; k < run->n_rows; k++) {
+        const bench_row *m = main_row(run, k);
+        if (m != &run->rows[k]) continue;  // each benchmark once, at its main metric's row
+        v[*n] = (peer_pair){m, NULL};
+        for (int i = 0; i < peer->n_rows; i++)
+            if (same_bench(&peer->rows[i], m) && !strcmp(peer->rows[i].metric, m->metric))
+                v[*n].p = &peer->rows[i];
+        (*n)++;
+    }
+    for (int k = 0; k < peer->n_rows; k++) {
+        if (main_row(peer, k) != &peer->rows[k]) continue;
+        bool found = false;
+        for (int i = 0; i < run->n_rows && !found; i++) found = same_bench(&run->rows[i], &peer->rows[k]);
+        *only_peer += !found;
+    }
+    return v;
+}
+
+/* "1.8x slower" / "2.1x faster" / "same" for tandem, from the ratio of a metric. */
+static const char *peer_reading(const bench_row *t, double ratio, char *buf, size_t len) {
+    if (!isfinite(ratio) || ratio <= 0) return snprintf(buf, len, "%s", ""), buf;
+    double speed = is_rate(t) ? ratio : 1 / ratio;  // > 1: tandem faster
+    if (fabs(speed - 1) < 0.005) {
+        snprintf(buf, len, "same");
+    } else {
+        double x = speed >= 1 ? speed : 1 / speed;  // 1.05x, 12.2x, 2750x: no exponents
+        snprintf(buf, len, x >= 100 ? "tandem %.0fx %s" : "tandem %.3gx %s", x,
+                 speed >= 1 ? "faster" : "slower");
+    }
+    return buf;
+}
+
+/* "PyTorch 2.11.0 (CUDA 13.0, cuDNN 91000) on cuda:0, NVIDIA H100" from the peer's context. */
+static void peer_about(const bench_results *peer, char *buf, size_t len) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(peer->context, "peer");
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(peer->context, "env");
+    const cJSON *gpu = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(env, "gpus"), 0);
+    const char *ver = str_item(p, "torch_version"), *cuda = str_item(p, "cuda");
+    const char *gname = peer->device && strncmp(peer->device, "cuda", 4) == 0
+                            ? str_item(gpu, "name") : NULL;
+    const cJSON *cudnn = cJSON_GetObjectItemCaseSensitive(p, "cudnn");
+    const cJSON *threads = cJSON_GetObjectItemCaseSensitive(p, "threads");
+    int k = snprintf(buf, len, "PyTorch %s", ver ? ver : "(version unknown)");
+    if (cuda && k > 0 && (size_t)k < len)
+        k += snprintf(buf + k, len - (size_t)k, " (CUDA %s%s%.0f)", cuda,
+                      cJSON_IsNumber(cudnn) ? ", cuDNN " : "",
+                      cJSON_IsNumber(cudnn) ? cudnn->valuedouble : 0.0);
+    if (k > 0 && (size_t)k < len)
+        k += snprintf(buf + k, len - (size_t)k, " on %s%s%s",
+                      peer->device ? peer->device : "?", gname ? ", " : "", gname ? gname : "");
+    if (cJSON_IsNumber(threads) && k > 0 && (size_t)k < len)
+        snprintf(buf + k, len - (size_t)k, ", %.0f CPU thread%s", threads->valuedouble,
+                 threads->valuedouble == 1 ? "" : "s");
+}
+
+static const char peer_intro[] =
+    "The same benchmarks through PyTorch (bench run --peer torch; docs/PEERS.md): the median of "
+    "each benchmark's main metric (its rate, else its time) in tandem's run and in PyTorch's, and "
+    "their ratio tandem / PyTorch. For a rate a ratio above 1 means tandem is faster; for a time, "
+    "below 1.";
+
+static void peer_html(FILE *f, const report *r) {
+    fputs("<h2 id=\"peer\">tandem and PyTorch</h2>\n", f);
+    if (!r->peer) {
+        fputs("<p class=\"note\">", f);
+        html(f, r->peer_note);
+        fputs("</p>\n", f);
+        return;
+    }
+    char about[512], b1[64], b2[64], b3[64], rd[64];
+    peer_about(r->peer, about, sizeof about);
+    fputs("<p>", f);
+    html(f, peer_intro);
+    fputs("</p>\n<p class=\"note\">", f);
+    html(f, about);
+    fputs(". Results: <a href=\"" BENCH_PEER_DIR "/\">" BENCH_PEER_DIR "/</a>.</p>\n", f);
+    int n, only_peer;
+    peer_pair *v = peer_pairs(r->run, r->peer, &n, &only_peer);
+    fputs("<table>\n<tr><th>benchmark</th><th>metric</th><th>tandem</th><th>PyTorch</th>"
+          "<th>unit</th><th>tandem / PyTorch</th><th>reading</th></tr>\n", f);
+    int missing = 0;
+    for (int i = 0; v && i < n; i++) {
+        const bench_row *t = v[i].t, *p = v[i].p;
+        double sc, ratio = p && p->median != 0 ? t->median / p->median : NAN;
+        const char *unit = row_unit(t, &sc);
+        missing += !p;
+        fputs("<tr><td>", f);
+        html(f, t->suite);
+        fputs("/", f);
+        html(f, t->benchmark);
+        if (t->param[0]) fputs("/", f);
+        html(f, t->param);
+        fputs("</td><td>", f);
+        html(f, t->metric);
+        fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>",
+                num(t->median * sc, b1, sizeof b1),
+                p ? num(p->median * sc, b2, sizeof b2) : "not run");
+        html(f, unit);
+        fprintf(f, "</td><td class=\"n\">%s</td><td>%s</td></tr>\n",
+                p ? num(ratio, b3, sizeof b3) : "", peer_reading(t, ratio, rd, sizeof rd));
+    }
+    fputs("</table>\n", f);
+    if (missing || only_peer)
+        fprintf(f, "<p class=\"note\">%d of tandem's benchmarks have no PyTorch result; %d of "
+                   "PyTorch's have no tandem result (different names, or not run).</p>\n",
+                missing, only_peer);
+    free(v);
+}
+
+static void peer_md(FILE *f, const report *r) {
+    fputs("## tandem and PyTorch\n\n", f);
+    if (!r->peer) {
+        md(f, r->peer_note);
+        fputs("\n\n", f);
+        return;
+    }
+    char about[512], b1[64], b2[64], b3[64], rd[64];
+    peer_about(r->peer, about, sizeof about);
+    md(f, peer_intro);
+    fputs("\n\n", f);
+    md(f, about);
+    fputs(". Results: " BENCH_PEER_DIR "/.\n\n", f);
+    int n, only_peer;
+    peer_pair *v = peer_pairs(r->run, r->peer, &n, &only_peer);
+    fputs("| benchmark | metric | tandem | PyTorch | unit | tandem / PyTorch | reading |\n"
+          "| --- | --- | ---: | ---: | --- | ---: | --- |\n", f);
+    int missing = 0;
+    for (int i = 0; v && i < n; i++) {
+        const bench_row *t = v[i].t, *p = v[i].p;
+        double sc, ratio = p && p->median != 0 ? t->median / p->median : NAN;
+        const char *unit = row_unit(t, &sc);
+        missing += !p;
+        fputs("| ", f);
+        md(f, t->suite);
+        fputs("/", f);
+        md(f, t->benchmark);
+        if (t->param[0]) fputs("/", f);
+        md(f, t->param);
+        fputs(" | ", f);
+        md(f, t->metric);
+        fprintf(f, " | %s | %s | ", num(t->median * sc, b1, sizeof b1),
+                p ? num(p->median * sc, b2, sizeof b2) : "not run");
+        md(f, unit);
+        fprintf(f, " | %s | %s |\n", p ? num(ratio, b3, sizeof b3) : "",
+                peer_reading(t, ratio, rd, sizeof rd));
+    }
+    fputc('\n', f);
+    if (missing || only_peer)
+        fprintf(f, "%d of tandem's benchmarks have no PyTorch result; %d of PyTorch's have no "
+                   "tandem result (different names, or not run).\n\n", missing, only_peer);
+    free(v);
+}
+static void profile_section(FILE *f, const char *dir, bool as_html);   // the top ops, below
 
 static int write_html(FILE *f, const report *r) {
     const bench_results *run = r->run;
@@ -579,6 +772,7 @@ static int write_html(FILE *f, const report *r) {
         html(f, run->suites[s]);
         fputs("</a>", f);
     }
+    if (r->peer || r->peer_note) fputs(" &middot; <a href=\"#peer\">tandem and PyTorch</a>", f);
     fputs(" &middot; <a href=\"#status\">Skipped and unfinished</a></p>\n", f);
 
     fputs("<h2 id=\"run\">Run</h2>\n", f);
@@ -692,6 +886,8 @@ static int write_html(FILE *f, const report *r) {
             f);
     }
 
+    if (r->peer || r->peer_note) peer_html(f, r);
+    profile_section(f, run->dir, true);
     fputs("<h2 id=\"status\">Skipped and unfinished</h2>\n", f);
     int n_fin = array_size(run->status, "finished");
     if (run->status) fprintf(f, "<p>%d benchmark%s finished.</p>\n", n_fin, n_fin == 1 ? "" : "s");
@@ -720,6 +916,94 @@ static int write_html(FILE *f, const report *r) {
     html(f, run->dir);
     fputs(".</p>\n</body>\n</html>\n", f);
     return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// profiles: the top ops of each profiled benchmark (bench run --profile; docs/PROFILING.md)
+
+#define PROFILE_TOP 10
+
+// Prints a "Top ops" section from DIR/profiles/*.table.json (nothing when there are none), as
+// HTML or Markdown: per benchmark its first PROFILE_TOP rows (the table is sorted already).
+static void profile_section(FILE *f, const char *dir, bool as_html) {
+    char pattern[PATH_MAX];
+    snprintf(pattern, sizeof pattern, "%s/profiles/*.table.json", dir);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) return;
+    fputs(as_html ? "<h2 id=\"profiles\">Top ops (profiled)</h2>\n"
+                    "<p class=\"note\">One untimed run per benchmark under the profiler "
+                    "(<code>bench run --profile</code>); traces beside the tables in "
+                    "<code>profiles/</code>, to open in ui.perfetto.dev.</p>\n"
+                  : "## Top ops (profiled)\n\nOne untimed run per benchmark under the profiler "
+                    "(bench run --profile); traces beside the tables in profiles/, to open in "
+                    "ui.perfetto.dev.\n\n",
+          f);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *in = fopen(g.gl_pathv[i], "rb");
+        char *text = NULL;
+        size_t len = 0;
+        if (in) {
+            fseek(in, 0, SEEK_END);
+            long n = ftell(in);
+            fseek(in, 0, SEEK_SET);
+            text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+            len = text ? fread(text, 1, (size_t)n, in) : 0;
+            fclose(in);
+        }
+        if (text) text[len] = '\0';
+        cJSON *t = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        const cJSON *bm = cJSON_GetObjectItemCaseSensitive(t, "benchmark");
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(t, "rows");
+        if (!cJSON_IsString(bm) || !cJSON_IsArray(rows)) {
+            fprintf(stderr, "bench report: %s is not a profile table; left out\n", g.gl_pathv[i]);
+            cJSON_Delete(t);
+            continue;
+        }
+        if (as_html) {
+            fputs("<h3>", f);
+            html(f, bm->valuestring);
+            fputs("</h3>\n<table>\n<tr><th>op</th><th>calls</th><th>host total (us)</th><th>host "
+                  "mean (us)</th><th>share</th><th>device total (us)</th><th>GFLOP</th></tr>\n", f);
+        } else {
+            fputs("### ", f);
+            md(f, bm->valuestring);
+            fputs("\n\n| op | calls | host total (us) | host mean (us) | share | device total (us) "
+                  "| GFLOP |\n| --- | --- | --- | --- | --- | --- | --- |\n", f);
+        }
+        int k = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows) {
+            if (k++ >= PROFILE_TOP) break;
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(row, "name");
+            const cJSON *dev = cJSON_GetObjectItemCaseSensitive(row, "device_total_us");
+            char c[5][32], d[32];
+            const char *keys[5] = {"calls", "host_total_us", "host_mean_us", "share", "flops"};
+            for (int j = 0; j < 5; j++) {
+                double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(row, keys[j]));
+                if (j == 3) snprintf(c[j], sizeof c[j], "%.1f%%", 100 * v);
+                else if (j == 4) snprintf(c[j], sizeof c[j], "%.4g", v / 1e9);
+                else num(v, c[j], sizeof c[j]);
+            }
+            if (cJSON_IsNumber(dev)) num(dev->valuedouble, d, sizeof d);
+            else snprintf(d, sizeof d, "not measured");
+            const char *nm = cJSON_IsString(name) ? name->valuestring : "?";
+            if (as_html) {
+                fputs("<tr><td><code>", f);
+                html(f, nm);
+                fprintf(f, "</code></td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
+                        "<td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
+                        "<td class=\"n\">%s</td></tr>\n", c[0], c[1], c[2], c[3], d, c[4]);
+            } else {
+                fputs("| ", f);
+                md(f, nm);
+                fprintf(f, " | %s | %s | %s | %s | %s | %s |\n", c[0], c[1], c[2], c[3], d, c[4]);
+            }
+        }
+        fputs(as_html ? "</table>\n" : "\n", f);
+        cJSON_Delete(t);
+    }
+    globfree(&g);
 }
 
 static int write_md(FILE *f, const report *r) {
@@ -808,6 +1092,8 @@ static int write_md(FILE *f, const report *r) {
             f);
     }
 
+    if (r->peer || r->peer_note) peer_md(f, r);
+    profile_section(f, run->dir, false);
     fputs("## Skipped and unfinished\n\n", f);
     int n_fin = array_size(run->status, "finished");
     if (run->status) fprintf(f, "%d benchmark%s finished.\n\n", n_fin, n_fin == 1 ? "" : "s");
@@ -1001,12 +1287,28 @@ int bench_report(int argc, char **argv) {
             rc = 2;
         }
     }
+    // DIR/peer-torch (bench run --peer torch): read when there is one; unreadable, a note.
+    bench_results peer;
+    bool have_peer = false;
+    char peer_dir[PATH_MAX];
+    struct stat peer_sb;
+    snprintf(peer_dir, sizeof peer_dir, "%s/%s", run.dir, BENCH_PEER_DIR);
+    if (!rc && stat(peer_dir, &peer_sb) == 0) {
+        if (bench_results_load("report", peer_dir, &peer) == 0) {
+            have_peer = true;
+            r.peer = &peer;
+        } else {
+            r.peer_note = BENCH_PEER_DIR "/ is there but could not be read (bench report said "
+                                         "why on stderr): no PyTorch comparison.";
+        }
+    }
     if (!rc) rc = write_doc(run.dir, "report.html", write_html, &r);
     if (!rc) rc = write_doc(run.dir, "report.md", write_md, &r);
     kv_free(&r.run_info);
     kv_free(&r.machine);
     kv_free(&r.clock);
     kv_free(&r.issues);
+    if (have_peer) bench_results_free(&peer);
     free(drawn);
     bench_figures_free(figs, n_figs);
     bench_results_free(&run);

@@ -26,6 +26,7 @@
 
 #include "bench.h"
 #include "gbench_shim.h"
+#include "run_peer.h"
 #include "stats.h"
 #include "suites.h"
 #include "tandem/tandem.h"
@@ -560,6 +561,70 @@ static void on_result(void *user, const tdm_gb_result *res) {
     cJSON_Delete(root);
 }
 
+// ---- --profile: one more untimed run per benchmark under the profiler -------------------------
+
+typedef struct {
+    const char *dir, *suite;
+    int failures;
+} profile_ctx;
+
+static void profile_on_start(void *user, int index, const char *name) {
+    (void)user, (void)index, (void)name;
+    if (tdm_profile_start() != TDM_OK) fprintf(stderr, "bench run: --profile: %s\n", tdm_last_error());
+}
+
+// Writes profiles/<suite>.<benchmark>[.<param>].trace.json and .table.json (the table with the
+// benchmark's id added), when the benchmark ran ops.
+static void profile_on_result(void *user, const tdm_gb_result *res) {
+    profile_ctx *pc = user;
+    tdm_profile *p = tdm_profile_stop();
+    if (!p || tdm_profile_rows(p, NULL) == 0 || res->error) {
+        tdm_profile_free(p);
+        return;
+    }
+    char id[512], file[600], path[4200];
+    result_id(pc->suite, res->name, id, sizeof id);
+    snprintf(file, sizeof file, "%s", id);
+    for (char *c = file; *c; c++)
+        if (*c == '/') *c = '.';
+    snprintf(path, sizeof path, "%s/profiles/%s.trace.json", pc->dir, file);
+    tdm_status s = tdm_profile_trace_save(p, path);
+    char *table = s == TDM_OK ? tdm_profile_table_json(p) : NULL;
+    cJSON *t = table ? cJSON_Parse(table) : NULL;
+    free(table);
+    if (t) cJSON_AddStringToObject(t, "benchmark", id);
+    char *text = t ? cJSON_Print(t) : NULL;
+    snprintf(path, sizeof path, "%s/profiles/%s.table.json", pc->dir, file);
+    if (s != TDM_OK || !text || write_atomic(path, text, strlen(text)) != 0) {
+        fprintf(stderr, "bench run: --profile: cannot write the profile of %s: %s\n", id,
+                s != TDM_OK ? tdm_last_error() : strerror(errno));
+        pc->failures++;
+    }
+    free(text);
+    cJSON_Delete(t);
+    tdm_profile_free(p);
+}
+
+// Runs the registered benchmarks of `suite` once more, briefly, each under its own session.
+static int profile_suite(const char *dir, const char *suite, const char *filter) {
+    char pdir[4200], gbout[4200], err[512];
+    snprintf(pdir, sizeof pdir, "%s/profiles", dir);
+    snprintf(gbout, sizeof gbout, "%s/.%s.profile.gbench.json.tmp", dir, suite);
+    if (mkdir(pdir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bench run: --profile: cannot create %s: %s\n", pdir, strerror(errno));
+        return -1;
+    }
+    profile_ctx pc = {dir, suite, 0};
+    tdm_gb_run_options o = {.filter = filter, .repetitions = 1, .min_time = 1e-6,
+                            .json_out = gbout, .user = &pc, .on_start = profile_on_start,
+                            .on_result = profile_on_result, .stop_requested = stop_requested};
+    int ran = tdm_gb_run(&o, err, sizeof err);
+    unlink(gbout);
+    if (tdm_profile_is_recording()) tdm_profile_free(tdm_profile_stop());
+    if (ran < 0) fprintf(stderr, "bench run: --profile: suite %s: %s\n", suite, err);
+    return ran < 0 || pc.failures ? -1 : 0;
+}
+
 // ---- context ------------------------------------------------------------------------------
 
 // Adds the env fields to Google Benchmark's context as strings: "env.host", "env.gpus.0.name"...
@@ -616,6 +681,8 @@ static void run_usage(FILE *f) {
     fprintf(f,
         "usage: bench run [--suite S[,S...]] [--filter REGEX] [--device cpu|cuda:N]\n"
         "                 [--repetitions N] [--min-time S] [--quick] [--flush-l2] [--out DIR]\n"
+        "                 [--peer torch [--python PATH] [--peer-script PATH]]\n"
+        "                 [--profile]\n"
         "\n"
         "Runs benchmark suites through Google Benchmark and writes a results directory\n"
         "(docs/RESULTS_FORMAT.md): context.json, <suite>.json (Google Benchmark's JSON),\n"
@@ -636,6 +703,18 @@ static void run_usage(FILE *f) {
         "                  cache) before every timed iteration, outside the timed region\n"
         "--out DIR         results directory (default results/<host>-<device>-<UTC time>);\n"
         "                  must not hold a run already\n"
+        "--peer torch      then the same suites, sizes and options through PyTorch\n"
+        "                  (suites/peers/torch_peer.py) into DIR/" BENCH_PEER_DIR "/, a results\n"
+        "                  directory of the same format; bench report DIR tables the ratios\n"
+        "                  (docs/PEERS.md). A python without torch: a message and exit 2,\n"
+        "                  tandem's results kept\n"
+        "--python PATH     the python with torch (default $TDM_PYTHON, else /usr/bin/python3)\n"
+        "--peer-script P   the peer script (default: the one in the source tree bench was built\n"
+        "                  from)\n"
+        "--profile         after each suite's timed run, runs each benchmark once more (one\n"
+        "                  short repetition, untimed) under the profiler and writes\n"
+        "                  profiles/<suite>.<benchmark>.trace.json (Chrome trace) and\n"
+        "                  .table.json (top ops) for those that ran ops (docs/PROFILING.md)\n"
         "Every benchmark is warmed up (untimed) first and verifies the data it produced.\n"
         "Ctrl-C stops after the current benchmark (twice: at once) and keeps the results so far;\n"
         "status.json lists what did not finish.\n"
@@ -712,7 +791,8 @@ typedef struct {
     const char *suites, *filter, *device, *out;
     int repetitions;
     double min_time;
-    bool quick, reps_set, min_time_set;
+    bool quick, reps_set, min_time_set, profile;
+    bench_peer_opts peer;   // --peer torch
 } run_args;
 
 static void free_plans(suite_plan *plans, int n) {
@@ -729,6 +809,10 @@ int bench_run(int argc, char **argv) {
                                          {"quick", no_argument, 0, 'q'},
                                          {"flush-l2", no_argument, 0, 'F'},
                                          {"out", required_argument, 0, 'o'},
+                                         {"peer", required_argument, 0, 'P'},
+                                         {"python", required_argument, 0, 'y'},
+                                         {"peer-script", required_argument, 0, 'S'},
+                                         {"profile", no_argument, 0, 'R'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     run_args a = {.repetitions = 5, .min_time = 0.5};
@@ -759,6 +843,10 @@ int bench_run(int argc, char **argv) {
         case 'q': a.quick = true; break;
         case 'F': tdm_gb_set_flush(true); break;
         case 'o': a.out = optarg; break;
+        case 'P': a.peer.peer = optarg; break;
+        case 'y': a.peer.python = optarg; break;
+        case 'S': a.peer.script = optarg; break;
+        case 'R': a.profile = true; break;
         case 'h': run_usage(stdout); return 0;
         default: run_usage(stderr); return 2;
         }
@@ -773,6 +861,7 @@ int bench_run(int argc, char **argv) {
             return bad("--filter %s: not a valid regular expression", a.filter);
         regfree(&rx);
     }
+    if (bench_peer_check(&a.peer)) return 2;
 
     // The device: as given, or the first GPU, or the CPU.
     tdm_device dev = TDM_CPU;
@@ -965,6 +1054,7 @@ int bench_run(int argc, char **argv) {
             // Google Benchmark's own file, complete: it replaces the last snapshot.
             if (rename(gbout, final) != 0)
                 fprintf(stderr, "bench run: cannot write %s: %s\n", final, strerror(errno));
+            if (a.profile && profile_suite(dir, plan->suite->name, a.filter) != 0) rc = 1;
         }
         unlink(gbout);
         tdm_gb_clear();
@@ -1001,6 +1091,15 @@ int bench_run(int argc, char **argv) {
     fflush(stdout);
 
     int exit_code = g_stop ? 128 + (g_signal ? g_signal : SIGINT) : rc ? rc : r.n_failed ? 1 : 0;
+    if (a.peer.peer && !g_stop && !scratch_dir) {   // the same suites through PyTorch, into DIR/peer-torch
+        strbuf names = {0};
+        for (int i = 0; !a.suites && i < bench_suite_count(); i++)
+            sb_add(&names, "%s%s", i ? "," : "", bench_suite_at(i)->name);
+        int prc = bench_peer_run(&a.peer, dir, a.suites ? a.suites : names.s, a.filter, devname,
+                                 a.quick, a.repetitions, a.min_time, argc, argv);
+        free(names.s);
+        if (prc > 128 || !exit_code) exit_code = prc;
+    }
     if (scratch_dir) remove_flat_dir(dir);
     for (int i = 0; i < r.n_finished; i++) free(r.finished[i]);
     for (int i = 0; i < r.n_failed; i++) free(r.failed[i]), free(r.failed_msg[i]);

@@ -16,7 +16,7 @@
 #include "tandem/tandem.h"
 
 typedef struct {
-    const char *model, *opt, *amp, *init, *data, *dump, *device;
+    const char *model, *opt, *amp, *init, *data, *dump, *device, *profile;
     int64_t batch, steps, accumulate, segments, ranks;
     double lr, momentum, weight_decay;
     bool lr_set, momentum_set, wd_set, ranks_set;
@@ -29,6 +29,7 @@ static void train_usage(FILE *f) {
         "                   [--momentum F] [--weight-decay F] [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
+        "                   [--tf32 on|off] [--deterministic]\n"
         "\n"
         "Trains a model with cross-entropy loss and prints one line per step (to stderr when it is\n"
         "a terminal) and a summary. Model grammar (an equivalent torch.nn.Sequential; state dict\n"
@@ -50,8 +51,17 @@ static void train_usage(FILE *f) {
         "--ranks N         data parallel: N replicas (threads on the cpu) on B/N rows each, their\n"
         "                  gradients averaged (all-reduced in buckets during backward) every step.\n"
         "                  Under mpirun/srun (a build with MPI) the ranks are the processes, on one\n"
-        "                  node or many: mpirun -np 4 bench train ... (rank 0 prints and dumps)\n"
+        "                  node or many: mpirun -np 4 bench train ... (rank 0 prints and dumps).\n"
+        "                  On cuda:N, rank r uses cuda:N+r (MPI: N + its rank on the node) and\n"
+        "                  gradients are all-reduced by NCCL (TDM_DP_COMM=host: through the host)\n"
+        "--tf32 on|off     f32 matmuls and convolutions may (not) use TF32 tensor cores: PyTorch's\n"
+        "                  allow_tf32 for both; default as PyTorch: off for matmul, on for convs\n"
+        "--deterministic   convolutions use only bit-reproducible algorithms\n"
+        "                  (cudnn.deterministic); the cpu reference always is\n"
         "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
+        "--profile FILE    profiles steps 2-4 (step 1 is warm-up; with --steps 1, step 1), writes\n"
+        "                  their Chrome trace to FILE (open in ui.perfetto.dev) and prints the\n"
+        "                  top ops (docs/PROFILING.md)\n"
         "--opt defaults    sgd: momentum 0, weight decay 0; adam: wd 0; adamw: wd 1e-2;\n"
         "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
         "Exit: 0 done, 1 a failure while training, 2 bad arguments or input.\n");
@@ -193,11 +203,14 @@ static tdm_status micro_step(tdm_module *m, tdm_tensor *xb, tdm_tensor *yb, int6
                              const char *amp, tdm_grad_scaler *scaler, double *loss_out) {
     tdm_autocast_state prev = {0};
     bool ac = strcmp(amp, "off") != 0;
+    (void)tdm_profile_range_push("forward");
     if (ac) prev = tdm_autocast_enter(!strcmp(amp, "fp16") ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
     tdm_tensor *out = tdm_module_forward(m, xb);
     tdm_tensor *loss = out ? tdm_cross_entropy(out, yb, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
     if (ac) tdm_autocast_exit(prev);
     tdm_status s = loss ? tdm_tensor_to_host_f64(loss, loss_out) : tdm_last_status();
+    (void)tdm_profile_range_pop();   // forward
+    (void)tdm_profile_range_push("backward");
     tdm_tensor *scaled = NULL, *kinv = NULL, *f = NULL;
     if (s == TDM_OK) {
         double inv = 1.0 / (double)k;
@@ -208,6 +221,7 @@ static tdm_status micro_step(tdm_module *m, tdm_tensor *xb, tdm_tensor *yb, int6
         if (scaled != div) tdm_tensor_free(div);
         s = scaled ? tdm_backward(scaled, NULL) : tdm_last_status();
     }
+    (void)tdm_profile_range_pop();   // backward
     tdm_tensor_free(scaled);
     tdm_tensor_free(kinv);
     tdm_tensor_free(f);
@@ -252,7 +266,10 @@ typedef struct {
     double elapsed;
     tdm_memory_stats mem0, mem1;
     tdm_module *model0;    // rank 0's trained model, kept for --dump (owned by the caller)
+    tdm_profile *prof;     // --profile: the profiled steps (rank 0 starts and stops the session)
 } train_ctx;
+
+#define PROFILE_STEPS 3   // --profile: steps profiled after the warm-up step
 
 static tdm_module *build_model(const train_args *a, tdm_device dev) {
     tdm_module *m = tdm_nn_from_spec(a->model);
@@ -296,11 +313,30 @@ static tdm_optimizer *build_optimizer(const train_args *a, tdm_module *m) {
     return o;
 }
 
+// The device of a rank: on cuda, one GPU per rank (NCCL allows no two ranks on one GPU): thread
+// ranks take cuda:(N + rank), MPI processes cuda:(N + their rank on the node).
+static tdm_device rank_device(const train_ctx *t, int rank) {
+    tdm_device d = t->dev;
+    if (d.type != TDM_DEVICE_CUDA || !t->group) return d;
+    if (!tdm_dp_mpi_launched()) {   // the ranks are this process's threads
+        d.index += rank;
+        return d;
+    }
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) {
+            d.index += atoi(getenv(vars[i]));
+            break;
+        }
+    return d;
+}
+
 static tdm_status train_rank(int rank, void *arg) {
     train_ctx *t = arg;
     const train_args *a = t->a;
     int nranks = t->group ? tdm_dp_group_size(t->group) : 1;
-    tdm_module *m = build_model(a, t->dev);
+    tdm_device dev = rank_device(t, rank);
+    tdm_module *m = build_model(a, dev);
     tdm_optimizer *opt = m ? build_optimizer(a, m) : NULL;
     tdm_grad_scaler *scaler = NULL;
     tdm_status s = opt ? TDM_OK : tdm_last_status();
@@ -323,27 +359,40 @@ static tdm_status train_rank(int rank, void *arg) {
     }
     double t0 = now_s();
     int64_t slice = a->batch / nranks, micro = slice / a->accumulate;
+    const int64_t pfirst = a->steps > 1 ? 1 : 0;
+    const int64_t plast = (a->steps < pfirst + PROFILE_STEPS ? a->steps : pfirst + PROFILE_STEPS) - 1;
     for (int64_t step = 0; s == TDM_OK && step < a->steps; step++) {
         double total = 0;
+        if (rank == 0 && a->profile && step == pfirst) s = tdm_profile_start();
+        (void)tdm_profile_range_push("step");
         tdm_optimizer_zero_grad(opt);
         for (int64_t k = 0; s == TDM_OK && k < a->accumulate; k++) {
             tdm_tensor *xb = NULL, *yb = NULL;
             double l = 0;
-            s = batch_rows(t->d, a->model, step * a->batch + rank * slice + k * micro, micro, t->dev, &xb, &yb);
+            (void)tdm_profile_range_push("data");
+            if (s == TDM_OK) s = batch_rows(t->d, a->model, step * a->batch + rank * slice + k * micro, micro, dev, &xb, &yb);
+            (void)tdm_profile_range_pop();
             if (s == TDM_OK) s = micro_step(m, xb, yb, a->accumulate, a->amp, scaler, &l);
             tdm_tensor_free(xb);
             tdm_tensor_free(yb);
             total += l / (double)a->accumulate;
         }
         if (t->group) {   // average the gradients (and, for the report, the losses) over ranks
+            (void)tdm_profile_range_push("allreduce");
             tdm_status sy = tdm_dp_sync(t->group, rank);
             if (s == TDM_OK) s = sy;
             tdm_status sm = tdm_dp_allreduce_mean(t->group, rank, &total, 1);
             if (s == TDM_OK) s = sm;
+            (void)tdm_profile_range_pop();
         }
         bool skipped = false;
+        (void)tdm_profile_range_push("optimizer");
         if (s == TDM_OK) s = scaler ? tdm_grad_scaler_step(scaler, opt, &skipped) : tdm_optimizer_step(opt);
         if (scaler) tdm_grad_scaler_update(scaler);
+        (void)tdm_profile_range_pop();
+        (void)tdm_profile_range_pop();   // step
+        if (rank == 0 && a->profile && step == plast && !(t->prof = tdm_profile_stop()) && s == TDM_OK)
+            s = tdm_last_status();
         if (s != TDM_OK) {
             tdm_error_set(s, "step %lld: %s", (long long)step, tdm_last_error());
             break;
@@ -360,6 +409,7 @@ static tdm_status train_rank(int rank, void *arg) {
     }
     if (rank == 0) {
         t->elapsed = now_s() - t0;
+        if (tdm_profile_is_recording()) tdm_profile_free(tdm_profile_stop());   // after an error
         tdm_memory_stats_get(t->dev, &t->mem1);
         t->model0 = m;
         m = NULL;
@@ -381,6 +431,8 @@ int bench_train(int argc, char **argv) {
         {"ranks", required_argument, 0, 'r'},    {"accumulate", required_argument, 0, 'k'},
         {"checkpoint-segments", required_argument, 0, 'c'}, {"init", required_argument, 0, 'i'},
         {"data", required_argument, 0, 'D'},     {"dump", required_argument, 0, 'u'},
+        {"tf32", required_argument, 0, 'T'},           {"deterministic", no_argument, 0, 'Z'},
+        {"profile", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0};
@@ -405,6 +457,13 @@ int bench_train(int argc, char **argv) {
         case 'i': a.init = optarg; break;
         case 'D': a.data = optarg; break;
         case 'u': a.dump = optarg; break;
+        case 'T':   // PyTorch's allow_tf32, for matmul and cudnn together
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) return bad("--tf32 %s: expected on or off", optarg);
+            tdm_tf32_set_allowed(TDM_TF32_MATMUL, !strcmp(optarg, "on"));
+            tdm_tf32_set_allowed(TDM_TF32_CONV, !strcmp(optarg, "on"));
+            break;
+        case 'Z': tdm_conv_algo_mode_set(TDM_CONV_ALGO_DETERMINISTIC); break;
+        case 'P': a.profile = optarg; break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
@@ -485,7 +544,19 @@ int bench_train(int argc, char **argv) {
                (double)(t.mem1.peak_allocated - t.mem0.allocated) / 1e6, a.device,
                t.skipped_steps ? " (some fp16 steps skipped by the scaler)" : "");
         if (a.dump) rc = dump_state(t.model0, a.dump, t.losses, a.steps);
+        if (!rc && a.profile && t.prof) {   // the trace, then the top ops
+            if (tdm_profile_trace_save(t.prof, a.profile) != TDM_OK) {
+                fprintf(stderr, "bench train: --profile %s: %s\n", a.profile, tdm_last_error());
+                rc = 1;
+            } else {
+                printf("profile of steps %d-%lld written to %s; top ops:\n", a.steps > 1 ? 2 : 1,
+                       (long long)(a.steps > 1 + PROFILE_STEPS ? 1 + PROFILE_STEPS : a.steps),
+                       a.profile);
+                tdm_profile_table_print(t.prof, stdout, 15);
+            }
+        }
     }
+    tdm_profile_free(t.prof);
     tdm_module_free(t.model0);
     tdm_dp_group_free(t.group);
     free(t.losses);

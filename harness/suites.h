@@ -54,6 +54,9 @@ const char *bench_suite_devices_str(const bench_suite *s, char *buf, int n);
 
 // The suites (one per file in suites/bench/).
 extern const bench_suite bench_suite_ops;
+extern const bench_suite bench_suite_cudnn;
+extern const bench_suite bench_suite_transfer;   // suites/bench/transfer.c
+extern const bench_suite bench_suite_pipeline;   // suites/bench/pipeline.c
 extern const bench_suite bench_suite_amp;
 extern const bench_suite bench_suite_cpu_vs_gpu;
 extern const bench_suite bench_suite_scaling;

@@ -1,7 +1,8 @@
 /* cuda_backend.cu — the CUDA backend's table. So far: devices, memory (the caching allocator of
  * kernels/caching_allocator.h over cudaMalloc) and copies, and what each device is (runtime
- * properties + NVML); kernels, cuBLAS/cuDNN and NCCL come with the CUDA backend issue. Compute
- * slots are NULL, which core reports as "not supported by the cuda backend". */
+ * properties + NVML); matrix products through cuBLASLt (kernels/blas.cu) and convolutions through
+ * cuDNN (kernels/conv_cudnn.cu). The other compute slots are NULL for now, which core reports as
+ * "not supported by the cuda backend". */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,12 @@
 
 #include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
+#ifdef TDM_HAVE_NCCL
+#include "kernels/nccl.h"
+#endif
+#include "kernels/nvtx.h"
+#include "kernels/cuda_libs.h"
+#include "kernels/cuda_stream.h"
 
 static int cuda_device_count(void) {
     int n = 0;
@@ -147,9 +154,13 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     if (cudaDriverGetVersion(&v) == cudaSuccess) out->cuda_driver_version = v;
     if (cudaRuntimeGetVersion(&v) == cudaSuccess) out->cuda_runtime_version = v;
     (void)cudaGetLastError();
-    snprintf(out->cublas_version, sizeof out->cublas_version, "not linked");
-    snprintf(out->cudnn_version, sizeof out->cudnn_version, "not linked");
+    tdm_cuda_cublas_version(out->cublas_version, sizeof out->cublas_version);
+    tdm_cuda_cudnn_version(out->cudnn_version, sizeof out->cudnn_version);
+#ifdef TDM_HAVE_NCCL
+    tdm_cuda_nccl_version(out->nccl_version, sizeof out->nccl_version);
+#else
     snprintf(out->nccl_version, sizeof out->nccl_version, "not linked");
+#endif
 
     const struct nvml_api *n = nvml_get();
     nvml_device d;
@@ -192,8 +203,8 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
 }
 
 // ---- memory: one caching allocator per device (kernels/caching_allocator.h, PyTorch's design),
-//      created on first use over cudaMalloc/cudaFree on that device. Every block is for the
-//      default stream (NULL) for now. TANDEM_CACHING_ALLOCATOR=0 in the environment turns caching
+//      created on first use over cudaMalloc/cudaFree on that device. A block belongs to the
+//      stream current on the allocating thread (kernels/cuda_stream.h). TANDEM_CACHING_ALLOCATOR=0 in the environment turns caching
 //      off: every alloc and free is then a cudaMalloc/cudaFree (to measure what caching saves) ----
 
 #define CUDA_MAX_DEVICES 64
@@ -259,7 +270,8 @@ static tdm_caching_allocator *cuda_allocator(int device_index, bool create) {
 static void *cuda_alloc(size_t nbytes, int device_index) {
     if (cuda_check_index(device_index) != TDM_OK) return NULL;
     tdm_caching_allocator *ca = cuda_allocator(device_index, true);
-    return ca ? tdm_ca_alloc(ca, nbytes, NULL) : NULL;
+    // blocks are pooled per stream: the calling thread's current one (kernels/streams.cu)
+    return ca ? tdm_ca_alloc(ca, nbytes, (void *)tdm_cuda_current_stream(device_index)) : NULL;
 }
 
 // nbytes is not needed: the allocator knows each block's size.
@@ -311,35 +323,83 @@ static tdm_status cuda_set_caching(int device_index, bool caching) {
     return TDM_OK;
 }
 
+// Synchronous copies run on the calling thread's current stream and wait for it (PyTorch's
+// copy_ without non_blocking); the memset is ordered on that stream.
 static tdm_status cuda_copy_from_host(void *dst, const void *src, size_t nbytes, int device_index) {
+    cudaStream_t s = tdm_cuda_current_stream(device_index);
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
-    return CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
+    TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s)));
+    return CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 static tdm_status cuda_copy_to_host(void *dst, const void *src, size_t nbytes, int device_index) {
+    cudaStream_t s = tdm_cuda_current_stream(device_index);
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
-    return CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost));
+    TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s)));
+    return CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 static tdm_status cuda_memset_zero(void *dst, size_t nbytes, int device_index) {
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
-    return CUDA_CHECK(cudaMemset(dst, 0, nbytes));
+    return CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes, tdm_cuda_current_stream(device_index)));
 }
 
 
+// C++20 designated initializers: in the order of core/backend.h, NULL slots left out.
 extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
-    "cuda",                 // name
-    cuda_device_count,      // device_count
-    cuda_device_props,      // device_props
-    cuda_alloc,             // alloc
-    cuda_free,              // free
-    cuda_memory_stats,      // memory_stats
-    cuda_memory_reset_peak, // memory_reset_peak
-    cuda_empty_cache,       // empty_cache
-    cuda_memory_summary,    // memory_summary
-    cuda_set_caching,       // set_caching
-    cuda_copy_from_host,    // copy_from_host
-    cuda_copy_to_host,      // copy_to_host
-    cuda_memset_zero,       // memset_zero
-    // every later slot (cast, rand, ops) is NULL: optional until the CUDA backend issue lands
+    .name = "cuda",
+    .device_count = cuda_device_count,
+    .device_props = cuda_device_props,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .memory_stats = cuda_memory_stats,
+    .memory_reset_peak = cuda_memory_reset_peak,
+    .empty_cache = cuda_empty_cache,
+    .memory_summary = cuda_memory_summary,
+    .set_caching = cuda_set_caching,
+    .copy_from_host = cuda_copy_from_host,
+    .copy_to_host = cuda_copy_to_host,
+    .memset_zero = cuda_memset_zero,
+    // streams, events, pinned host memory (kernels/streams.cu)
+    .stream_new = tdm_cuda_stream_new,
+    .stream_free = tdm_cuda_stream_free,
+    .stream_synchronize = tdm_cuda_stream_synchronize,
+    .stream_wait_event = tdm_cuda_stream_wait_event,
+    .set_current_stream = tdm_cuda_set_current_stream,
+    .device_synchronize = tdm_cuda_device_synchronize,
+    .event_new = tdm_cuda_event_new,
+    .event_free = tdm_cuda_event_free,
+    .event_record = tdm_cuda_event_record,
+    .event_synchronize = tdm_cuda_event_synchronize,
+    .event_query = tdm_cuda_event_query,
+    .event_elapsed_ms = tdm_cuda_event_elapsed_ms,
+    .host_alloc = tdm_cuda_host_alloc,
+    .host_free = tdm_cuda_host_free,
+    .host_stats = tdm_cuda_host_stats,
+    .host_empty_cache = tdm_cuda_host_empty_cache,
+    .copy_async = tdm_cuda_copy_async,
+    .copy_sm_async = tdm_cuda_copy_sm_async,
+    // kernels/blas.cu (cuBLASLt) and kernels/conv_cudnn.cu (cuDNN; NULL in a build without it)
+    .linear = tdm_cuda_linear,
+    .linear_backward = tdm_cuda_linear_backward,
+    .matmul = tdm_cuda_matmul,
+    .matmul_backward = tdm_cuda_matmul_backward,
+    .conv2d = TDM_CUDA_CONV2D,
+    .conv2d_backward = TDM_CUDA_CONV2D_BACKWARD,
+#ifdef TDM_HAVE_NCCL
+    .comm_unique_id = tdm_cuda_comm_unique_id,
+    .comm_new = tdm_cuda_comm_new,
+    .comm_free = tdm_cuda_comm_free,
+    .comm_allreduce_mean = tdm_cuda_comm_allreduce_mean,
+    .comm_wait = tdm_cuda_comm_wait,
+#endif
+    // ---- profiling (kernels/nvtx.cu) ----
+    .range_push = tdm_cuda_range_push,
+    .range_pop = tdm_cuda_range_pop,
+    .prof_event_record = tdm_cuda_prof_event_record,
+    .prof_event_elapsed_ms = tdm_cuda_prof_event_elapsed_ms,
+    .prof_event_free = tdm_cuda_prof_event_free,
+    // the convolution algorithm choice (kernels/conv_cudnn.cu)
+    .conv_algo_last = TDM_CUDA_CONV_ALGO_LAST,
+    .conv_algo_cache_clear = TDM_CUDA_CONV_ALGO_CACHE_CLEAR,
 };

@@ -1,5 +1,5 @@
-# amp.gp — tandem: the figures of suite amp (docs/suites/amp.md). Called by `bench plot` with
-# lines.gp's or bars.gp's variables plus kind ('lines'|'bars'), metric, runs (the number of
+# amp.gp — tandem: the figures of suite amp (docs/suites/amp.md). Called by `bench plot` for its line
+# figures with lines.gp's variables plus kind ('lines'), metric, runs (the number of
 # results directories) and scripts (this directory). For lines from one run: one colour per
 # precision (f32, tf32, fp16, bf16: the same in every figure), one dash and point type per model
 # or op; a zero line on loss_vs_f32, [0:1] on peak_share. Then lines.gp / bars.gp draw.

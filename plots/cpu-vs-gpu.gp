@@ -1,5 +1,5 @@
 # cpu-vs-gpu.gp — tandem: the figures of suite cpu-vs-gpu (docs/suites/cpu-vs-gpu.md). Called by
-# `bench plot` with lines.gp's or bars.gp's variables plus kind, metric, runs and scripts. For
+# `bench plot` for its line figures with lines.gp's variables plus kind, metric, runs and scripts. For
 # lines from one run: the cpu series grey-blue and the cuda series green, one dash and point type
 # per model, so each model's gap between its two lines is the GPU's speedup (log y when the
 # figures span decades, as they usually do). Then lines.gp / bars.gp draw.

@@ -1,5 +1,5 @@
 # scaling.gp — tandem: the figures of suite scaling (docs/suites/scaling.md). Called by
-# `bench plot` with lines.gp's or bars.gp's variables plus kind, metric, runs and scripts.
+# `bench plot` for its line figures with lines.gp's variables plus kind, metric, runs and scripts.
 # For lines from one run: predictions (predicted_* series) dashed with open points, measurements
 # solid; weak scaling blue, strong scaling orange, predictions by link; efficiency and comm_share
 # on [0:1.2] with the ideal efficiency (1) marked. Then lines.gp / bars.gp draw.

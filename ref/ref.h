@@ -32,6 +32,28 @@ tdm_status ref_finish(ref_arena *a);
 // Element i of a tensor of integer indices (i32 or i64) in host memory.
 int64_t ref_index(const tdm_tensor *t, int64_t i);
 
+// ---- streams, events, host memory, copies (ref_stream.c): the cpu meanings ----
+tdm_status ref_stream_new(int device_index, void **out);
+void ref_stream_free(void *stream, int device_index);
+tdm_status ref_stream_synchronize(void *stream, int device_index);
+tdm_status ref_stream_wait_event(void *stream, void *event, int device_index);
+tdm_status ref_set_current_stream(void *stream, int device_index);
+tdm_status ref_device_synchronize(int device_index);
+tdm_status ref_event_new(int device_index, void **out);
+void ref_event_free(void *event, int device_index);
+tdm_status ref_event_record(void *event, void *stream, int device_index);
+tdm_status ref_event_synchronize(void *event, int device_index);
+tdm_status ref_event_query(void *event, int device_index, bool *done);
+tdm_status ref_event_elapsed_ms(void *start, void *end, int device_index, double *ms);
+void *ref_host_alloc(size_t nbytes, tdm_host_kind kind, int device_index);
+void ref_host_free(void *ptr, size_t nbytes, tdm_host_kind kind, int device_index);
+tdm_status ref_host_stats(int device_index, tdm_host_memory_stats *out);
+tdm_status ref_host_empty_cache(int device_index);
+tdm_status ref_copy_async(void *dst, const void *src, size_t nbytes, tdm_copy_dir dir,
+                          int device_index, int peer_index, void *stream);
+tdm_status ref_copy_sm_async(void *dst, const void *src, size_t nbytes, int device_index,
+                             void *stream);
+
 // ---- the ops (ref_*.c), declared in the order of struct tdm_backend_ops ----
 tdm_status ref_linear(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
                       tdm_tensor *y);

@@ -1,5 +1,6 @@
 /* ref_backend.c — the CPU reference backend's table, its memory (host malloc), casts, random
  * fills, and the load/store helpers of ref.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,19 @@ static tdm_status ref_rand_normal(tdm_tensor *t, uint64_t seed, uint64_t offset)
 
 // ---- the table ------------------------------------------------------------------------------
 
+// The reference has no algorithms to choose among: every convolution is the direct loops of
+// ref_linalg.c.
+static tdm_status ref_conv_algo_last(int device_index, tdm_conv_pass pass, tdm_conv_algo_info *out) {
+    (void)device_index;
+    memset(out, 0, sizeof *out);
+    out->pass = pass;
+    out->mode = tdm_conv_algo_mode_get();
+    snprintf(out->engine, sizeof out->engine, "reference: direct loops");
+    out->engine_id = -1;
+    out->candidates = 1;
+    return TDM_OK;
+}
+
 const struct tdm_backend_ops tdm_ref_backend = {
     .name = "cpu",
     .device_count = ref_device_count,
@@ -158,6 +172,24 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .copy_from_host = ref_copy,
     .copy_to_host = ref_copy,
     .memset_zero = ref_memset_zero,
+    .stream_new = ref_stream_new,
+    .stream_free = ref_stream_free,
+    .stream_synchronize = ref_stream_synchronize,
+    .stream_wait_event = ref_stream_wait_event,
+    .set_current_stream = ref_set_current_stream,
+    .device_synchronize = ref_device_synchronize,
+    .event_new = ref_event_new,
+    .event_free = ref_event_free,
+    .event_record = ref_event_record,
+    .event_synchronize = ref_event_synchronize,
+    .event_query = ref_event_query,
+    .event_elapsed_ms = ref_event_elapsed_ms,
+    .host_alloc = ref_host_alloc,
+    .host_free = ref_host_free,
+    .host_stats = ref_host_stats,
+    .host_empty_cache = ref_host_empty_cache,
+    .copy_async = ref_copy_async,
+    .copy_sm_async = ref_copy_sm_async,
     .cast = ref_cast,
     .rand_uniform = ref_rand_uniform,
     .rand_normal = ref_rand_normal,
@@ -192,4 +224,5 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .embedding_backward = ref_embedding_backward,
     .sgd_step = ref_sgd_step,
     .adam_step = ref_adam_step,
+    .conv_algo_last = ref_conv_algo_last,
 };

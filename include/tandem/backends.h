@@ -3,11 +3,16 @@
  *   convolutions (torch.backends.cudnn.allow_tf32, default on); the convolution algorithm mode
  *   (heuristic = PyTorch's default, benchmark = cudnn.benchmark, deterministic =
  *   cudnn.deterministic). The reference backend computes in double whatever they say; the CUDA
- *   backend reads them at each call. */
+ *   backend reads them at each call. The environment sets their initial values (read once, before
+ *   the first get or set; other values are ignored with a warning on stderr):
+ *   TANDEM_TF32_MATMUL=0|1, TANDEM_TF32_CONV=0|1, TANDEM_CONV_ALGO=heuristic|benchmark|deterministic. */
 #ifndef TANDEM_BACKENDS_H
 #define TANDEM_BACKENDS_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "tandem/tandem.h"   // tdm_status, tdm_device
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,6 +30,36 @@ typedef enum {
 void tdm_conv_algo_mode_set(tdm_conv_algo_mode mode);
 tdm_conv_algo_mode tdm_conv_algo_mode_get(void);
 const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode);   // "heuristic", ...
+
+// Which algorithm the last convolution of each pass used on a device, and what choosing it cost
+// (PyTorch shows neither; the cudnn suite reports both). The three passes of conv2d:
+typedef enum {
+    TDM_CONV_PASS_FORWARD = 0,          // y from x and w
+    TDM_CONV_PASS_BACKWARD_DATA = 1,    // gx from gy and w
+    TDM_CONV_PASS_BACKWARD_FILTER = 2,  // gw from gy and x
+    TDM_CONV_PASS_COUNT
+} tdm_conv_pass;
+const char *tdm_conv_pass_name(tdm_conv_pass pass);   // "forward", "backward_data", ...
+
+typedef struct {
+    tdm_conv_pass pass;
+    tdm_conv_algo_mode mode;   // the mode the choice was made in
+    char engine[96];           // "cudnn engine 1 (...notes)", "reference: direct loops"
+    int64_t engine_id;         // the library's engine number (cuDNN's global index), -1 none
+    double search_ms;          // host wall time the choice took when it was made: heuristics
+                               // query, plan builds and, in benchmark mode, timing every
+                               // candidate (it stays with the cached plan)
+    int candidates;            // configurations considered (built; timed in benchmark mode)
+    int64_t workspace_bytes;   // scratch memory the chosen plan uses (caching allocator)
+    bool cached;               // the last call reused a cached plan (no search)
+    bool tf32;                 // f32 data on an engine that may use TF32 tensor cores
+} tdm_conv_algo_info;
+
+// TDM_ERR_ARG when no convolution of that pass has run on the device yet; the reference backend
+// answers "reference: direct loops" (nothing to choose).
+tdm_status tdm_conv_algo_last(tdm_device device, tdm_conv_pass pass, tdm_conv_algo_info *out);
+// Forgets the device's cached choices: the next convolution of every shape searches again.
+tdm_status tdm_conv_algo_cache_clear(tdm_device device);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,10 @@ typedef struct {
     int workers;          // 0: batches are assembled by the caller's thread, on demand
     int prefetch;         // batches in flight per worker (default 2 when 0)
     tdm_device device;    // where batches are delivered (cpu; cuda:N with the CUDA backend)
+    // DataLoader(pin_memory=True): batches are assembled in pinned host memory (tandem/stream.h:
+    // for `device` when it is a CUDA device, else as tdm_tensor_pin_memory pins); delivered to a
+    // CUDA device, they are copied without blocking on the consumer's current stream.
+    bool pin_memory;
 } tdm_loader_params;
 
 // x (N, ...) of a floating dtype and y (N) of i64 or i32 labels, both on the cpu; the loader keeps

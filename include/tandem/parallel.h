@@ -6,8 +6,10 @@
  * rank's contribution in rank order (bit-identical on every rank, run after run). In a build
  * with MPI, launched by mpirun or srun, the ranks are the MPI world's processes instead (on one
  * node or many); the all-reduce gathers every rank's bucket and sums it in the same rank order,
- * so thread ranks and process ranks give bit-identical results. The CUDA backend will all-reduce
- * with NCCL, MPI only bootstrapping it. */
+ * so thread ranks and process ranks give bit-identical results. When each rank's parameters are
+ * on a GPU (one per rank) and tandem was built with NCCL, buckets are all-reduced by NCCL on a
+ * side stream, overlapped with the rest of backward (MPI, or the threads, only hand out NCCL's
+ * unique id); the environment variable TDM_DP_COMM=host keeps the host path. */
 #ifndef TANDEM_PARALLEL_H
 #define TANDEM_PARALLEL_H
 
@@ -47,10 +49,17 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
 // After a backward: all-reduces the buckets not yet reduced (parameters without a gradient count
 // as zero) and returns when this rank's gradients hold the average over ranks.
 tdm_status tdm_dp_sync(tdm_dp_group *g, int rank);
+// Overlap (default on): all-reduce each bucket as soon as backward completes it. Off: every
+// bucket is all-reduced by tdm_dp_sync, after backward (to measure what overlap saves). Set it
+// before the ranks run.
+void tdm_dp_set_overlap(tdm_dp_group *g, bool overlap);
+// Does this rank all-reduce on its device (NCCL) rather than through host memory? (After attach.)
+bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank);
 // Seconds rank has spent all-reducing gradient buckets since its attach (in the grad hooks
 // during backward and in tdm_dp_sync; gathering, waiting for the other ranks, summing and
 // writing back): the communication share of a step is its difference over the step's time.
-// The all-reduce runs on the rank's own thread and blocks its backward (no overlap).
+// The host all-reduce runs on the rank's own thread and blocks its backward. On the device path
+// (NCCL on a side stream) this is only the time to enqueue the all-reduces.
 double tdm_dp_comm_seconds(const tdm_dp_group *g, int rank);
 // Averages n doubles across ranks (every rank passes its own; all get the mean), in rank order.
 tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n);

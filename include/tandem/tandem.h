@@ -123,5 +123,7 @@ tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
 #include "tandem/optim.h"
 #include "tandem/parallel.h"
 #include "tandem/debug.h"
+#include "tandem/profile.h"
+#include "tandem/stream.h"
 
 #endif

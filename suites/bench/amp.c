@@ -168,8 +168,8 @@ static double device_peak_gflops(bench_prec p) {
                ? per * d.sm_count * d.clock_sm_max_mhz * 1e6 / 1e9 : 0;
 }
 
-// Products per timed iteration: on cuda enough work (about 2^38 FLOP) that the one-element read
-// which waits for the device is a small part of the iteration; 1 on the cpu.
+// Products per timed iteration: on cuda enough work (about 2^38 FLOP) that the device
+// synchronize ending the iteration is a small part of it; 1 on the cpu.
 static int reps_for(double flop) {
     if (!on_cuda()) return 1;
     int r = 1;
@@ -196,16 +196,14 @@ static int64_t pick(uint64_t *s, int64_t n) {
     return (int64_t)((*s >> 33) % (uint64_t)n);
 }
 
-// The timed loop shared by matmul and conv: reps products per iteration, then the one-element
-// read. Returns the last product (or NULL, the benchmark failed).
+// The timed loop shared by matmul and conv: reps products per iteration, then a device
+// synchronize. Returns the last product (or NULL, the benchmark failed).
 typedef tdm_tensor *(*product_fn)(const tdm_tensor *a, const tdm_tensor *b);
 static tdm_tensor *timed_products(tdm_gb_state *st, product_fn f, const tdm_tensor *a,
                                   const tdm_tensor *b, int reps, bench_prec p) {
-    int64_t one = 1;
-    tdm_tensor *token = tdm_tensor_zeros(1, &one, TDM_DTYPE_F32, amp_cfg.device), *c = NULL;
-    if (!token) bench_fail(st, "setup");
+    tdm_tensor *c = NULL;
     unsigned tf32 = bench_prec_apply(p);
-    bool ok = token != NULL;
+    bool ok = true;
     while (tdm_gb_keep_running(st)) {
         for (int r = 0; ok && r < reps; r++) {
             tdm_tensor_free(c);
@@ -214,14 +212,12 @@ static tdm_tensor *timed_products(tdm_gb_state *st, product_fn f, const tdm_tens
                 ok = false;
             }
         }
-        double v;
-        if (ok && tdm_tensor_to_host_f64(token, &v) != TDM_OK) {   // waits for the queue
+        if (ok && tdm_device_synchronize(amp_cfg.device) != TDM_OK) {   // waits for the queue
             bench_fail(st, "synchronizing");
             ok = false;
         }
     }
     bench_prec_restore(tf32);
-    tdm_tensor_free(token);
     if (!ok) {
         tdm_tensor_free(c);
         return NULL;

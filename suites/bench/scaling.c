@@ -2,10 +2,11 @@
  * over sizes (nccl-tests' algbw = S/t and busbw = algbw * 2(n-1)/n), weak scaling (fixed batch
  * per rank) and strong scaling (fixed global batch) of a training step over 1..N ranks with the
  * efficiency thr(N) / (N thr(1)) and the share of the step spent all-reducing (tdm_dp_comm_seconds
- * over the step). Ranks are threads of one process: on the cpu N = 1, 2 (reference backend); on
- * cuda one per GPU present. tandem's all-reduce runs on the rank's thread inside backward's grad
- * hooks and blocks it, so there is no overlap of communication with backward to switch on or off:
- * the figures are "without overlap".
+ * over the step, host all-reduce only). Ranks are threads of one process: on the cpu N = 1, 2
+ * (reference backend); on cuda one per GPU present; under mpirun/srun the MPI world's processes.
+ * Each DP benchmark also runs with overlap off (_no_overlap: every bucket all-reduced by
+ * tdm_dp_sync after backward); the ratio table gives what overlap buys. On the host path the
+ * all-reduce blocks the rank's thread either way; with NCCL it runs on a side stream.
  *
  * With one GPU, N = 1 is measured and predicted_dp_<link>_<model>/ranks:N gives the step time,
  * samples/s, efficiency and communication share for 2, 4, 8 GPUs on NVLink and PCIe from the
@@ -131,6 +132,7 @@ static tdm_status ar_iteration(int rank, void *arg) {
     tdm_status s2 = agree(a->g, rank, t, 1);   // every rank here before the clock starts
     double t0 = bench_now();
     tdm_status s3 = tdm_dp_sync(a->g, rank);   // the all-reduce of the one bucket
+    if (s3 == TDM_OK) s3 = tdm_device_synchronize(rank_device(a->g, rank));   // NCCL: its stream
     t[0] = bench_now() - t0;
     tdm_status s4 = agree(a->g, rank, t, 1);
     if (rank == tdm_dp_group_rank(a->g)) a->seconds = t[0];
@@ -216,7 +218,7 @@ static void bm_allreduce_all(tdm_gb_state *st, void *arg) {
 
 typedef struct {
     int model;
-    bool weak;
+    bool weak, overlap;
 } dp_ctx;
 
 typedef struct {
@@ -264,14 +266,15 @@ static tdm_status dp_iteration(int rank, void *arg) {
 }
 
 // Throughput at 1 rank per (model, weak), for the efficiency of N ranks (mean over repetitions).
-static double sc_thr1_sum[16][2], sc_t1_step[16], sc_t1_comm[16];
-static int sc_thr1_n[16][2], sc_t1_n[16];
+static double sc_thr1_sum[16][2][2], sc_t1_step[16], sc_t1_comm[16];
+static int sc_thr1_n[16][2][2], sc_t1_n[16];
 
 static void bm_dp(tdm_gb_state *st, void *arg) {
     const dp_ctx *c = arg;
     dp_run d = {.c = c, .n = (int)tdm_gb_arg(st, 0)};
     d.batch = per_rank_batch(c->weak, d.n);
     bool ok = d.batch > 0 && (d.g = new_group(d.n, SC_BUCKET)) != NULL;
+    if (ok) tdm_dp_set_overlap(d.g, c->overlap);
     ok = ok && tdm_dp_run(d.g, dp_setup, &d) == TDM_OK;
     if (!ok) bench_fail(st, "setup");
     double step_sum = 0, comm_sum = 0;
@@ -337,6 +340,8 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
         free(a);
     }
     int64_t param_bytes = d.t[me].param_bytes;
+    // NCCL runs on a side stream: the host's timer sees only the enqueueing, so no comm_share
+    bool host_comm = ok && !tdm_dp_uses_device_comm(d.g, me);
     for (int r = 0; r < SC_MAX_RANKS; r++) bench_trainer_free(&d.t[r]);
     tdm_dp_group_free(d.g);
     int64_t iters = tdm_gb_iterations(st);
@@ -346,24 +351,25 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
     tdm_gb_counter(st, "gradient_bytes", (double)param_bytes, TDM_GB_PLAIN);
     if (ok && iters > 0 && step_sum > 0) {
         double thr = global * (double)iters / step_sum;
-        tdm_gb_counter(st, "comm_share", comm_sum / step_sum, TDM_GB_PLAIN);
-        int m = c->model, w = c->weak;
+        if (host_comm) tdm_gb_counter(st, "comm_share", comm_sum / step_sum, TDM_GB_PLAIN);
+        int m = c->model, w = c->weak, o = c->overlap;
         if (d.n == 1) {
-            sc_thr1_sum[m][w] += thr;
-            sc_thr1_n[m][w]++;
-            if (c->weak) {
+            sc_thr1_sum[m][w][o] += thr;
+            sc_thr1_n[m][w][o]++;
+            if (c->weak && c->overlap) {
                 sc_t1_step[m] += step_sum / (double)iters;
                 sc_t1_comm[m] += comm_sum / (double)iters;
                 sc_t1_n[m]++;
             }
         }
-        if (sc_thr1_n[m][w] > 0)
-            tdm_gb_counter(st, "efficiency", thr / (d.n * sc_thr1_sum[m][w] / sc_thr1_n[m][w]),
-                           TDM_GB_PLAIN);
+        if (sc_thr1_n[m][w][o] > 0)
+            tdm_gb_counter(st, "efficiency",
+                           thr / (d.n * sc_thr1_sum[m][w][o] / sc_thr1_n[m][w][o]), TDM_GB_PLAIN);
     }
     char label[200];
-    snprintf(label, sizeof label, "%s, %s scaling, %lld per rank, bucket 25 MB, no overlap",
-             bench_models[c->model].spec, c->weak ? "weak" : "strong", (long long)d.batch);
+    snprintf(label, sizeof label, "%s, %s scaling, %lld per rank, bucket 25 MB, overlap %s, %s",
+             bench_models[c->model].spec, c->weak ? "weak" : "strong", (long long)d.batch,
+             c->overlap ? "on" : "off", host_comm ? "host all-reduce" : "NCCL");
     tdm_gb_set_label(st, label);
 }
 
@@ -412,7 +418,7 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
 
 // ---- registration -------------------------------------------------------------------------
 
-static dp_ctx sc_dp_ctx[16][2];
+static dp_ctx sc_dp_ctx[16][2][2];
 static pred_ctx sc_pred_ctx[16][BENCH_N_LINKS];
 
 static int sc_register(const bench_suite_config *cfg) {
@@ -444,10 +450,12 @@ static int sc_register(const bench_suite_config *cfg) {
     for (int m = 0; bench_models[m].name && m < 16; m++) {
         bool cuda_model = !strcmp(bench_models[m].name, "mlp_10000_5000_2000_10");
         if (strcmp(bench_models[m].name, "mlp_1000_512_10") && !(on_cuda() && cuda_model)) continue;
-        for (int w = 1; w >= 0; w--) {
-            sc_dp_ctx[m][w] = (dp_ctx){m, w == 1};
-            snprintf(name, sizeof name, "dp_%s_%s", w ? "weak" : "strong", bench_models[m].name);
-            if (!(b = tdm_gb_register(name, bm_dp, &sc_dp_ctx[m][w]))) return -1;
+        for (int v = 0; v < 4; v++) {
+            int w = v == 0 || v == 2, o = v < 2;   // weak, strong; then both without overlap
+            sc_dp_ctx[m][w][o] = (dp_ctx){m, w == 1, o == 1};
+            snprintf(name, sizeof name, "dp_%s_%s%s", w ? "weak" : "strong", bench_models[m].name,
+                     o ? "" : "_no_overlap");
+            if (!(b = tdm_gb_register(name, bm_dp, &sc_dp_ctx[m][w][o]))) return -1;
             tdm_gb_arg_names(b, 1, (const char *const[]){"ranks"});
             tdm_gb_use_manual_time(b);
             if (sc_mpi()) {   // 1 (a thread group in each process) and the MPI world
@@ -458,11 +466,13 @@ static int sc_register(const bench_suite_config *cfg) {
                 if (nmax & (nmax - 1)) tdm_gb_args(b, 1, (const int64_t[]){nmax});
             }
             snprintf(info, sizeof info,
-                     "data-parallel f32 training of %s, %s (%lld samples %s); samples/s = global "
-                     "batch / step; efficiency = thr(N) / (N thr(1)); comm_share = all-reduce "
-                     "time / step; replicas checked identical",
+                     "data-parallel f32 training of %s, %s (%lld samples %s), all-reduce %s; "
+                     "samples/s = global batch / step; efficiency = thr(N) / (N thr(1)); "
+                     "comm_share = all-reduce time / step (host all-reduce); replicas checked "
+                     "identical",
                      bench_models[m].spec, w ? "weak scaling" : "strong scaling",
-                     (long long)per_rank_batch(w, 1), w ? "per rank" : "in all");
+                     (long long)per_rank_batch(w, 1), w ? "per rank" : "in all",
+                     o ? "overlapped with backward" : "after backward (no overlap)");
             tdm_gb_set_info(b, info, "samples/s");
         }
         if (on_cuda() && nmax == 1 && !sc_mpi())
@@ -486,6 +496,15 @@ static int sc_register(const bench_suite_config *cfg) {
     return 0;
 }
 
+#define SC_OVERLAP(kind, model)                                                            \
+    {"overlap / no overlap (" #kind ", " #model ")", "dp_" #kind "_" #model,                 \
+     "dp_" #kind "_" #model "_no_overlap", "samples/s"}
+static const bench_ratio sc_ratios[] = {
+    SC_OVERLAP(weak, mlp_1000_512_10),          SC_OVERLAP(strong, mlp_1000_512_10),
+    SC_OVERLAP(weak, mlp_10000_5000_2000_10),   SC_OVERLAP(strong, mlp_10000_5000_2000_10),
+    {0},
+};
+
 static const bench_metric sc_metrics[] = {
     {"efficiency", "ratio"}, {"comm_share", "ratio"}, {0},
 };
@@ -498,6 +517,7 @@ const bench_suite bench_suite_scaling = {
                    "predictions for 2-8 GPUs on NVLink and PCIe (predicted_* rows)",
     .doc = "docs/suites/scaling.md",
     .devices = BENCH_SUITE_CPU | BENCH_SUITE_CUDA,
+    .ratios = sc_ratios,
     .metrics = sc_metrics,
     .register_benchmarks = sc_register,
 };

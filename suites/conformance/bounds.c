@@ -36,11 +36,17 @@ typedef struct {
     double u;           // unit roundoff of the accumulation
     double u_in;        // unit roundoff of the case dtype (outputs fed back into a backward)
     double eta_in;      // and its absolute rounding near zero (half its subnormal spacing)
+    double u_tf32;      // > 0: f32 inputs of a product are rounded to TF32 first (TF32_U)
     const double *e;    // expected values
     double *err;        // out: err_i
 } bctx;
 
 static double gamma_n(double n, double u) { return n * u / (1.0 - n * u); }
+
+// TF32 keeps 10 of f32's 23 mantissa bits: rounding to nearest gives u = 2^-11; NVIDIA does not
+// document the rounding of the tensor cores' f32 -> TF32 conversion, so the bound allows
+// truncation too (relative error < 2^-10). See docs/CONFORMANCE.md, "TF32".
+#define TF32_U (1.0 / 1024.0)
 
 // ---- helpers ----------------------------------------------------------------------------------
 
@@ -105,6 +111,9 @@ static tdm_status multilinear(bctx *b, double n, unsigned keep_sign) {
     if (!M) return tdm_error_set(TDM_ERR_BACKEND, "%s: bound: no magnitude for %s.%d", b->c->path,
                                  b->grad ? "grad_input" : "output", b->k);
     double g = gamma_n(n, b->u);
+    // TF32: each product a~ b~ of inputs rounded to TF32 is within (1+u_t)^2 - 1 of a b, then
+    // summed in f32: |err| <= ((1+u_t)^2 (1+gamma_n) - 1) M
+    if (b->u_tf32 > 0) g = (1 + b->u_tf32) * (1 + b->u_tf32) * (1 + g) - 1;
     for (int64_t i = 0; i < b->n; i++) b->err[i] = g * M[i];
     free(M);
     return TDM_OK;
@@ -674,7 +683,14 @@ static const struct {
 };
 
 tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, double *bound) {
-    (void)dev;   // every backend is held to the same bound (TF32 will widen u here)
+    // Every backend is held to the same bound, but for TF32: on a CUDA device, f32 linear/matmul
+    // while tdm_tf32_allowed(TDM_TF32_MATMUL) and f32 conv2d while TDM_TF32_CONV may round their
+    // product's inputs to TF32 (the reference computes in double whatever the switches say).
+    const bool tf32_op = !strcmp(c->op, "conv2d") ? tdm_tf32_allowed(TDM_TF32_CONV)
+                         : !strcmp(c->op, "linear") || !strcmp(c->op, "matmul")
+                             ? tdm_tf32_allowed(TDM_TF32_MATMUL)
+                             : false;
+    const bool tf32 = dev.type == TDM_DEVICE_CUDA && c->dtype == TDM_DTYPE_F32 && tf32_op;
     const tdm_tensor *exp = grad ? c->grad_input[k] : c->output[k];
     tdm_dtype out_dt = c->dtype;
     // Outputs that are running statistics or optimizer state keep their input's dtype.
@@ -686,7 +702,8 @@ tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, 
     bctx b = {.c = c, .grad = grad, .k = k, .n = tdm_tensor_numel(exp),
               .u = tdm_dtype_unit_roundoff(c->dtype == TDM_DTYPE_F64 ? TDM_DTYPE_F64 : TDM_DTYPE_F32),
               .u_in = tdm_dtype_unit_roundoff(c->dtype),
-              .eta_in = 0.5 * tdm_dtype_min_subnormal(c->dtype)};
+              .eta_in = 0.5 * tdm_dtype_min_subnormal(c->dtype),
+              .u_tf32 = tf32 ? TF32_U : 0};
     double *e = load(exp);
     b.e = e;
     b.err = bound;

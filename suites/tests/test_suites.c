@@ -177,6 +177,10 @@ static int test_csv(const char *dir) {
             expect(dir, "scaling", bench, param, "efficiency", "ratio", 0.05, 3);
             expect(dir, "scaling", bench, param, "comm_share", "ratio", 1e-9, 1);
         }
+    expect(dir, "scaling", "dp_weak_mlp_1000_512_10_no_overlap", "ranks:2", "samples/s",
+           "samples/s", 1e-3, big);
+    expect(dir, "scaling", "dp_strong_mlp_1000_512_10_no_overlap", "ranks:2", "efficiency",
+           "ratio", 0.05, 3);
     CHECK_DONE("suites csv");
 }
 
@@ -276,45 +280,92 @@ static int test_report(const char *bench, const char *tmp) {
 
 // ---- plotscript ---------------------------------------------------------------------------------
 
+// Rows over two sizes (line figures) for the three suites, predictions included.
+static const char *const sweep_files[][2] = {
+    {"amp.csv",
+     "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions\n"
+     "amp,train_mlp_1000_512_10_f32,batch:64,64,samples/s,samples/s,100,100,0,0,90,110,3\n"
+     "amp,train_mlp_1000_512_10_f32,batch:256,256,samples/s,samples/s,200,200,0,0,190,210,3\n"
+     "amp,train_mlp_1000_512_10_fp16,batch:64,64,samples/s,samples/s,300,300,0,0,290,310,3\n"
+     "amp,train_mlp_1000_512_10_fp16,batch:256,256,samples/s,samples/s,900,900,0,0,890,910,3\n"},
+    {"cpu-vs-gpu.csv",
+     "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions\n"
+     "cpu-vs-gpu,train_cnn_bn_cpu,batch:64,64,samples/s,samples/s,40,40,0,0,40,40,3\n"
+     "cpu-vs-gpu,train_cnn_bn_cpu,batch:256,256,samples/s,samples/s,41,41,0,0,41,41,3\n"
+     "cpu-vs-gpu,train_cnn_bn_cuda,batch:64,64,samples/s,samples/s,5000,5000,0,0,5000,5000,3\n"
+     "cpu-vs-gpu,train_cnn_bn_cuda,batch:256,256,samples/s,samples/s,9000,9000,0,0,9000,9000,3\n"},
+    {"scaling.csv",
+     "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions\n"
+     "scaling,dp_weak_mlp_1000_512_10,ranks:1,1,efficiency,ratio,1,1,0,0,1,1,3\n"
+     "scaling,dp_weak_mlp_1000_512_10,ranks:2,2,efficiency,ratio,0.8,0.8,0,0,0.8,0.8,3\n"
+     "scaling,predicted_dp_nvlink_mlp_1000_512_10,ranks:2,2,efficiency,ratio,0.95,0.95,0,0,0.95,0.95,1\n"
+     "scaling,predicted_dp_nvlink_mlp_1000_512_10,ranks:4,4,efficiency,ratio,0.9,0.9,0,0,0.9,0.9,1\n"},
+};
+
 static int test_plotscript(const char *bench, const char *tmp, const char *run) {
-    char plots[1024], marker[1200], path[1200], out[1024];
+    char plots[1024], marker[1200], path[1200], out[1024], sweep[1024];
     snprintf(plots, sizeof plots, "%s/plots", tmp);
     snprintf(out, sizeof out, "%s/figures", tmp);
+    snprintf(sweep, sizeof sweep, "%s/sweep", tmp);
     snprintf(marker, sizeof marker, "%s/amp-called", tmp);
     CHECK(sh("rm -rf '%s' '%s' && mkdir -p '%s'", plots, out, plots) == 0);
+    CHECK(sh("rm -rf '%s' && mkdir -p '%s'%s", sweep, sweep, "") == 0);
+    for (size_t i = 0; i < sizeof sweep_files / sizeof *sweep_files; i++) {
+        snprintf(path, sizeof path, "%s/%s", sweep, sweep_files[i][0]);
+        CHECK(put(path, sweep_files[i][1]) == 0);
+    }
     CHECK(sh("cp '%s'/plots/lines.gp '%s'/plots/bars.gp '%s'/", TDM_SOURCE_DIR,
              TDM_SOURCE_DIR, plots) == 0);
+    // a stand-in amp.gp that records how it was called, then draws with lines.gp
     snprintf(path, sizeof path, "%s/amp.gp", plots);
     char script[2048];
     snprintf(script, sizeof script,
              "set print '%s' append\nprint kind.' '.metric.' '.runs.' '.scripts\nset print\n"
-             "load scripts.'/'.(kind eq 'bars' ? 'bars.gp' : 'lines.gp')\n",
+             "load scripts.'/lines.gp'\n",
              marker);
     CHECK(put(path, script) == 0);
     CHECK(sh("rm -f '%s'%s%s", marker, "", "") == 0);
-    char cmd_out[2200];
-    snprintf(cmd_out, sizeof cmd_out, "--out '%s' '%s'", out, run);
-    CHECK(sh("TANDEM_PLOTS_DIR='%s' '%s' plot --quiet %s >/dev/null", plots, bench, cmd_out) == 0);
+    CHECK(sh("TANDEM_PLOTS_DIR='%s' '%s' plot --quiet '%s' >/dev/null", plots, bench, sweep) == 0);
     char *called = slurp(marker);
-    CHECK_MSG(called && strstr(called, "bars samples/s 1 ") && strstr(called, plots),
+    CHECK_MSG(called && strstr(called, "lines samples/s 1 ") && strstr(called, plots),
               "amp.gp was not called with kind, metric, runs, scripts (got: %s)",
               called ? called : "nothing");
-    // only amp's figures go through it: one call per amp metric and format
-    int lines = 0;
+    int lines = 0;   // amp's one line figure, as PNG and SVG; the other suites' not through it
     for (const char *p = called; p && *p; p++) lines += *p == '\n';
-    CHECK_MSG(lines == 12, "%d calls of amp.gp, want 12 (amp's 6 metrics, PNG and SVG)", lines);
+    CHECK_MSG(lines == 2, "%d calls of amp.gp, want 2", lines);
     free(called);
-    // the real scripts draw every suite's figures
-    static const char *const figs[] = {"amp-samples_per_s", "amp-peak_bytes", "amp-loss_vs_f32",
-                                       "cpu-vs-gpu-samples_per_s", "scaling-efficiency",
-                                       "scaling-comm_share", "scaling-busbw_GB_per_s"};
-    CHECK(sh("rm -rf '%s' && '%s' plot --quiet %s >/dev/null", out, bench, cmd_out) == 0);
+    // bar charts (a quick run) are bars.gp's: amp.gp is not called
+    CHECK(sh("rm -f '%s'%s%s", marker, "", "") == 0);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "TANDEM_PLOTS_DIR='%s' '%s' plot --quiet --out '%s/q' '%s' >/dev/null",
+             plots, bench, out, run);
+    CHECK(system(cmd) == 0);
+    called = slurp(marker);
+    CHECK_MSG(!called, "amp.gp drew a bar chart: %s", called);
+    free(called);
+    // the real scripts draw every suite's figures: lines from the sweep, bars from the quick run
+    static const char *const figs[] = {"sweep/plots/amp-samples_per_s",
+                                       "sweep/plots/cpu-vs-gpu-samples_per_s",
+                                       "sweep/plots/scaling-efficiency",
+                                       "figures/real/amp-samples_per_s",
+                                       "figures/real/amp-peak_bytes",
+                                       "figures/real/cpu-vs-gpu-samples_per_s",
+                                       "figures/real/scaling-comm_share",
+                                       "figures/real/scaling-busbw_GB_per_s"};
+    snprintf(cmd, sizeof cmd, "'%s' plot --quiet '%s' >/dev/null && '%s' plot --quiet --out '%s/real' '%s' >/dev/null",
+             bench, sweep, bench, out, run);
+    CHECK(system(cmd) == 0);
     for (size_t i = 0; i < sizeof figs / sizeof *figs; i++)
         for (int k = 0; k < 2; k++) {
             struct stat sb;
-            snprintf(path, sizeof path, "%s/%s.%s", out, figs[i], k ? "svg" : "png");
+            snprintf(path, sizeof path, "%s/%s.%s", tmp, figs[i], k ? "svg" : "png");
             CHECK_MSG(stat(path, &sb) == 0 && sb.st_size > 1000, "%s missing or empty", path);
         }
+    // scaling.gp marks the predictions in the key
+    snprintf(path, sizeof path, "%s/sweep/plots/scaling-efficiency.svg", tmp);
+    char *svg = slurp(path);
+    CHECK_MSG(svg && strstr(svg, "(PREDICTION)"), "%s: predictions not labelled", path);
+    free(svg);
     CHECK_DONE("suites plotscript");
 }
 

@@ -14,7 +14,13 @@
  * the running means that contain them) have no reproducible value under Adam: there each element
  * must stay within N * 3 lr of the exact trajectory (3 lr bounds one Adam step at these betas).
  * num_batches_tracked must match exactly.
- * usage: test_train_golden BENCH GOLDEN_FILE OUTDIR */
+ *
+ * On another device (DEVICE, e.g. cuda:0; exit 77 with one line when it is absent) the same
+ * bounds hold: the GPU run is held to the exact trajectory like the reference is. Extra bench
+ * flags follow (--tf32 off for strict f32); with --tf32 on (f32 matmuls and convs on tensor
+ * cores, 10-bit mantissas) u is 2^-10: TF32's 2^-11 if the conversion rounds, and NVIDIA does
+ * not say whether it rounds or truncates (docs/CONFORMANCE.md).
+ * usage: test_train_golden BENCH GOLDEN_FILE OUTDIR [DEVICE [BENCH FLAGS...]] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +48,16 @@ static double max_abs_diff(const double *a, const double *b, int64_t n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) return 2;
+    if (argc < 4 || argc > 10) return 2;
+    const char *device = argc > 4 ? argv[4] : "cpu";
+    tdm_device dev;
+    if (tdm_device_parse(device, &dev) != TDM_OK) return 2;
+    if (!tdm_device_available(dev)) {
+        printf("SKIP: %s: %s\n", device, tdm_last_error());
+        return 77;
+    }
+    bool tf32 = false;   // "--tf32 on" among the flags
+    for (int i = 5; i + 1 < argc; i++) tf32 = tf32 || (!strcmp(argv[i], "--tf32") && !strcmp(argv[i + 1], "on"));
     const char *bench = argv[1], *golden = argv[2];
     tdm_safetensors *g = tdm_safetensors_open(golden);
     if (!g) {
@@ -60,7 +75,8 @@ int main(int argc, char **argv) {
     }
     const char *base = strrchr(golden, '/') ? strrchr(golden, '/') + 1 : golden;
     char dump[1024];
-    snprintf(dump, sizeof dump, "%s/%s", argv[3], base);
+    snprintf(dump, sizeof dump, "%s/%s%s%s", argv[3], dev.type == TDM_DEVICE_CPU ? "" : "gpu-",
+             tf32 ? "tf32-" : "", base);
     const char *args[40];
     int na = 0;
     const char *fixed[] = {bench, "train", "--model", model, "--batch", batch, "--steps", steps,
@@ -71,6 +87,9 @@ int main(int argc, char **argv) {
         args[na++] = "--momentum";
         args[na++] = mom;
     }
+    args[na++] = "--device";
+    args[na++] = device;
+    for (int i = 5; i < argc; i++) args[na++] = argv[i];
     args[na] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
@@ -85,7 +104,7 @@ int main(int argc, char **argv) {
     if (!d) CHECK_DONE("test_train_golden");
 
     int64_t N = atoll(steps), n1, n2, n3;
-    double u = strcmp(amp, "off") ? ldexp(1.0, -8) : ldexp(1.0, -24), lrv = atof(lr);
+    double u = strcmp(amp, "off") ? ldexp(1.0, -8) : ldexp(1.0, tf32 ? -10 : -24), lrv = atof(lr);
     double *l_f64 = values(g, "loss.f64", &n1), *l_pt = values(g, "loss.torch", &n2), *l_t = values(d, "loss", &n3);
     CHECK(l_f64 && l_pt && l_t && n1 == N && n2 == N && n3 == N);
     if (l_f64 && l_pt && l_t && n3 == N) {

@@ -1,0 +1,340 @@
+/* cudnn.c — suite `cudnn` (cuda only): the `cudnn.benchmark` effect. The convolution layers of
+ * ResNet-18/50 (ImageNet, 224x224, batch 32) and of the small CNN (cnn:3x32x32/c32p1-bn-relu-mp2-
+ * c64p1-bn-relu-mp2-flat-fc10, batch 64), each pass (fwd, bwd_data, bwd_filter), each precision
+ * (f32 = TF32 off, tf32, fp16, bf16), NCHW, timed in each algorithm mode (arg `mode`: 0
+ * heuristic, 1 benchmark, 2 deterministic; tandem/backends.h).
+ *
+ * Each benchmark clears the device's plan cache, makes one untimed call (the search, whose cost
+ * tdm_conv_algo_last reports), then times calls with CUDA events (manual time). Counters:
+ * GFLOP/s (FLOP = 2 N O OH OW (C/g) kh kw, the same for all three passes), search_ms,
+ * candidates, workspace_bytes, and in benchmark mode heuristic_ms (the heuristic's plan timed the
+ * same way, right after) and payback_iters = search_ms / (heuristic_ms - benchmark_ms): the
+ * calls after which the search has paid for itself (-1: never, the heuristic was as fast). The
+ * label names the engine each mode picked. The last output is checked at 4 points against a
+ * double computation (bound: (n u + 2 u_t) M + u_out |e|, docs/CONFORMANCE.md).
+ * Not measured yet: whole-network step time with/without search, the cost of a new input shape;
+ * NHWC (tandem's tensors are NCHW-contiguous). docs/suites/cudnn.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/gbench_shim.h"
+#include "harness/suites.h"
+#include "tandem/tandem.h"
+
+#ifdef TDM_HAVE_CUDA
+#include <cuda_runtime.h>
+
+static bench_suite_config cudnn_cfg;
+enum { CUDNN_SEED = 20261123 };
+
+typedef struct {
+    const char *net, *layer;
+    int64_t n, c, h, w, o, k;
+    int stride, pad;
+} conv_layer;
+
+// ResNet-18/50 (torchvision) at 224x224, batch 32; shapes shared by both nets listed once.
+static const conv_layer layers[] = {
+    {"resnet18", "conv1", 32, 3, 224, 224, 64, 7, 2, 3},
+    {"resnet18", "layer1_3x3", 32, 64, 56, 56, 64, 3, 1, 1},
+    {"resnet18", "layer2_3x3s2", 32, 64, 56, 56, 128, 3, 2, 1},
+    {"resnet18", "layer2_down1x1", 32, 64, 56, 56, 128, 1, 2, 0},
+    {"resnet18", "layer2_3x3", 32, 128, 28, 28, 128, 3, 1, 1},
+    {"resnet18", "layer3_3x3", 32, 256, 14, 14, 256, 3, 1, 1},
+    {"resnet18", "layer4_3x3", 32, 512, 7, 7, 512, 3, 1, 1},
+    {"resnet50", "layer1_reduce1x1", 32, 256, 56, 56, 64, 1, 1, 0},
+    {"resnet50", "layer1_expand1x1", 32, 64, 56, 56, 256, 1, 1, 0},
+    {"resnet50", "layer3_expand1x1", 32, 256, 14, 14, 1024, 1, 1, 0},
+    {"resnet50", "layer4_expand1x1", 32, 512, 7, 7, 2048, 1, 1, 0},
+    {"smallcnn", "conv1", 64, 3, 32, 32, 32, 3, 1, 1},
+    {"smallcnn", "conv2", 64, 32, 16, 16, 64, 3, 1, 1},
+};
+enum { N_LAYERS = sizeof layers / sizeof *layers };
+
+static const char *const pass_names[3] = {"fwd", "bwd_data", "bwd_filter"};
+static const char *const prec_names[4] = {"f32", "tf32", "fp16", "bf16"};
+static const tdm_dtype prec_dtypes[4] = {TDM_DTYPE_F32, TDM_DTYPE_F32, TDM_DTYPE_F16,
+                                         TDM_DTYPE_BF16};
+
+typedef struct {
+    int layer, pass, prec;
+} cudnn_ctx;
+static cudnn_ctx ctxs[N_LAYERS * 3 * 4];
+
+static void cudnn_fail(tdm_gb_state *st, const char *what) {
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s: %s", what, tdm_last_error());
+    tdm_gb_skip_with_error(st, msg);
+}
+
+static int64_t out_size(int64_t in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+// One call of the pass; the output (y, gx or gw) replaces *out.
+static tdm_status run_pass(int pass, const tdm_tensor *x, const tdm_tensor *w,
+                           const tdm_tensor *gy, const tdm_conv2d_params *p, tdm_tensor **out) {
+    tdm_tensor_free(*out);
+    *out = NULL;
+    if (pass == 0) {
+        *out = tdm_conv2d(x, w, NULL, p);
+        return *out ? TDM_OK : tdm_last_status();
+    }
+    return tdm_conv2d_backward(gy, x, w, p, pass == 1 ? out : NULL, pass == 2 ? out : NULL, NULL);
+}
+
+// Mean ms of `iters` calls timed with events (outside the benchmark loop); -1 on failure.
+static double time_calls(int pass, const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *gy,
+                         const tdm_conv2d_params *p, tdm_tensor **out, int iters) {
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) return -1;
+    float ms = -1;
+    bool ok = cudaEventRecord(e0, 0) == cudaSuccess;
+    for (int i = 0; ok && i < iters; i++) ok = run_pass(pass, x, w, gy, p, out) == TDM_OK;
+    ok = ok && cudaEventRecord(e1, 0) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ok ? ms / iters : -1;
+}
+
+// 4 points of the output against double sums over the host copies; fails st on a mismatch.
+static void verify(tdm_gb_state *st, const conv_layer *L, int pass, bool tf32, tdm_dtype dt,
+                   const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *gy,
+                   const tdm_tensor *out) {
+    const int64_t OH = out_size(L->h, (int)L->k, L->stride, L->pad);
+    const int64_t OW = out_size(L->w, (int)L->k, L->stride, L->pad);
+    const int64_t K = L->k;
+    double *hx = malloc((size_t)tdm_tensor_numel(x) * sizeof(double));
+    double *hw = malloc((size_t)tdm_tensor_numel(w) * sizeof(double));
+    double *hg = pass ? malloc((size_t)tdm_tensor_numel(gy) * sizeof(double)) : NULL;
+    double *ho = malloc((size_t)tdm_tensor_numel(out) * sizeof(double));
+    if (!hx || !hw || (pass && !hg) || !ho || tdm_tensor_to_host_f64(x, hx) != TDM_OK ||
+        tdm_tensor_to_host_f64(w, hw) != TDM_OK ||
+        (pass && tdm_tensor_to_host_f64(gy, hg) != TDM_OK) ||
+        tdm_tensor_to_host_f64(out, ho) != TDM_OK) {
+        cudnn_fail(st, "verify: copy to host");
+        goto done;
+    }
+    uint64_t s = 7;
+    const double u_out = dt == TDM_DTYPE_F32 ? 0x1p-24 : dt == TDM_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+    for (int t = 0; t < 4; t++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t idx = (int64_t)((s >> 33) % (uint64_t)tdm_tensor_numel(out));
+        double e = 0, m = 0, terms = 0;
+        // x[n,c,ih,iw] (N,C,H,W), w[o,c,i,j] (O,C,K,K), y/gy[n,o,oh,ow] (N,O,OH,OW)
+        if (pass == 0 || pass == 2) {
+            int64_t a0, a1, a2, a3;   // y: (n,o,oh,ow); gw: (o,c,i,j)
+            int64_t r = idx;
+            a3 = r % (pass == 0 ? OW : K), r /= pass == 0 ? OW : K;
+            a2 = r % (pass == 0 ? OH : K), r /= pass == 0 ? OH : K;
+            a1 = r % (pass == 0 ? L->o : L->c), a0 = r / (pass == 0 ? L->o : L->c);
+            for (int64_t n = 0; n < L->n; n++)
+            for (int64_t c = 0; c < L->c; c++)
+            for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+            for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                if (pass == 0 && (n != a0 || oh != a2 || ow != a3)) continue;
+                if (pass == 2 && (c != a1 || i != a2 || j != a3)) continue;
+                const int64_t o = pass == 0 ? a1 : a0;
+                const int64_t ih = oh * L->stride - L->pad + i, iw = ow * L->stride - L->pad + j;
+                if (ih < 0 || ih >= L->h || iw < 0 || iw >= L->w) continue;
+                const double xv = hx[((n * L->c + c) * L->h + ih) * L->w + iw];
+                const double v = pass == 0 ? hw[((o * L->c + c) * K + i) * K + j]
+                                           : hg[((n * L->o + o) * OH + oh) * OW + ow];
+                e += xv * v;
+                m += fabs(xv * v);
+                terms++;
+            }
+        } else {   // gx[n,c,ih,iw] = sum over o,i,j of gy[n,o,oh,ow] w[o,c,i,j]
+            int64_t r = idx;
+            const int64_t iw = r % L->w, ih = (r /= L->w) % L->h, c = (r /= L->h) % L->c,
+                          n = r / L->c;
+            for (int64_t o = 0; o < L->o; o++)
+            for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++) {
+                const int64_t th = ih + L->pad - i, tw = iw + L->pad - j;
+                if (th < 0 || tw < 0 || th % L->stride || tw % L->stride) continue;
+                const int64_t oh = th / L->stride, ow = tw / L->stride;
+                if (oh >= OH || ow >= OW) continue;
+                const double v = hg[((n * L->o + o) * OH + oh) * OW + ow] *
+                                 hw[((o * L->c + c) * K + i) * K + j];
+                e += v;
+                m += fabs(v);
+                terms++;
+            }
+        }
+        const double g = terms * 0x1p-24 / (1 - terms * 0x1p-24);
+        const double bound = ((tf32 ? 2.0 * 0x1p-10 + 0x1p-20 : 0) + g) * m + u_out * fabs(e) +
+                             1e-30;
+        if (!(fabs(ho[idx] - e) <= bound)) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s element %lld = %.9g, expected %.9g (double), |error| "
+                     "%.3g > bound %.3g", pass_names[pass], (long long)idx, ho[idx], e,
+                     fabs(ho[idx] - e), bound);
+            tdm_gb_skip_with_error(st, msg);
+            break;
+        }
+    }
+done:
+    free(hx);
+    free(hw);
+    free(hg);
+    free(ho);
+}
+
+static void bm_conv(tdm_gb_state *st, void *vctx) {
+    const cudnn_ctx *ctx = vctx;
+    const conv_layer *L = &layers[ctx->layer];
+    const int pass = ctx->pass;
+    const tdm_conv_algo_mode mode = (tdm_conv_algo_mode)tdm_gb_arg(st, 0);
+    const tdm_dtype dt = prec_dtypes[ctx->prec];
+    const bool tf32 = ctx->prec == 1;
+    const tdm_device dev = cudnn_cfg.device;
+    const bool tf32_before = tdm_tf32_allowed(TDM_TF32_CONV);
+    const tdm_conv_algo_mode mode_before = tdm_conv_algo_mode_get();
+    tdm_tf32_set_allowed(TDM_TF32_CONV, tf32);
+    tdm_conv_algo_mode_set(mode);
+
+    const tdm_conv2d_params p = {{L->stride, L->stride}, {L->pad, L->pad}, {1, 1}, 1};
+    const int64_t OH = out_size(L->h, (int)L->k, L->stride, L->pad);
+    const int64_t OW = out_size(L->w, (int)L->k, L->stride, L->pad);
+    const int64_t xs[4] = {L->n, L->c, L->h, L->w}, ws[4] = {L->o, L->c, L->k, L->k};
+    const int64_t ys[4] = {L->n, L->o, OH, OW};
+    tdm_tensor *x = tdm_tensor_randn(4, xs, dt, dev, CUDNN_SEED, 0);
+    tdm_tensor *w = tdm_tensor_randn(4, ws, dt, dev, CUDNN_SEED, 1);
+    tdm_tensor *gy = pass ? tdm_tensor_randn(4, ys, dt, dev, CUDNN_SEED, 2) : NULL;
+    tdm_tensor *out = NULL;
+    tdm_conv_algo_info info, heur_info;
+    memset(&heur_info, 0, sizeof heur_info);
+    double bench_ms_sum = 0, heur_ms = -1;
+    int64_t timed = 0;
+    if (!x || !w || (pass && !gy)) {
+        cudnn_fail(st, "inputs");
+        goto out;
+    }
+    // the search, untimed: a fresh cache so that this mode's choice is made (and costed) here
+    if (tdm_conv_algo_cache_clear(dev) != TDM_OK || run_pass(pass, x, w, gy, &p, &out) != TDM_OK ||
+        tdm_conv_algo_last(dev, (tdm_conv_pass)pass, &info) != TDM_OK) {
+        cudnn_fail(st, "first call");
+        goto out;
+    }
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+        tdm_gb_skip_with_error(st, "cudaEventCreate failed");
+        goto out;
+    }
+    while (tdm_gb_keep_running(st)) {
+        float ms = 0;
+        cudaEventRecord(e0, 0);
+        tdm_status s = run_pass(pass, x, w, gy, &p, &out);
+        cudaEventRecord(e1, 0);
+        if (s != TDM_OK || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+            cudnn_fail(st, "timed call");
+            break;
+        }
+        tdm_gb_set_iteration_time(st, ms / 1e3);
+        bench_ms_sum += ms;
+        timed++;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (tdm_gb_error_occurred(st)) goto out;
+    verify(st, L, pass, tf32, dt, x, w, gy, out);
+    if (tdm_gb_error_occurred(st)) goto out;
+    // benchmark mode: the heuristic's plan, for the payback
+    if (mode == TDM_CONV_ALGO_BENCHMARK) {
+        tdm_conv_algo_mode_set(TDM_CONV_ALGO_HEURISTIC);
+        if (run_pass(pass, x, w, gy, &p, &out) == TDM_OK &&
+            tdm_conv_algo_last(dev, (tdm_conv_pass)pass, &heur_info) == TDM_OK)
+            heur_ms = time_calls(pass, x, w, gy, &p, &out, 10);
+        if (heur_ms < 0) {
+            cudnn_fail(st, "heuristic comparison");
+            goto out;
+        }
+    }
+    {
+        const double flop = 2.0 * L->n * L->o * OH * OW * L->c * L->k * L->k;
+        tdm_gb_counter(st, "GFLOP/s", flop / 1e9, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "search_ms", info.search_ms, TDM_GB_PLAIN);
+        tdm_gb_counter(st, "candidates", info.candidates, TDM_GB_PLAIN);
+        tdm_gb_counter(st, "workspace_bytes", (double)info.workspace_bytes, TDM_GB_PLAIN);
+        char label[300];
+        if (mode == TDM_CONV_ALGO_BENCHMARK) {
+            const double bench_ms = timed ? bench_ms_sum / timed : 0;
+            const double gain = heur_ms - bench_ms;
+            tdm_gb_counter(st, "heuristic_ms", heur_ms, TDM_GB_PLAIN);
+            tdm_gb_counter(st, "payback_iters", gain > 0 ? info.search_ms / gain : -1,
+                           TDM_GB_PLAIN);
+            snprintf(label, sizeof label, "%s; heuristic: %s", info.engine, heur_info.engine);
+        } else {
+            snprintf(label, sizeof label, "%s", info.engine);
+        }
+        tdm_gb_set_label(st, label);
+    }
+out:
+    tdm_tensor_free(out);
+    tdm_tensor_free(gy);
+    tdm_tensor_free(w);
+    tdm_tensor_free(x);
+    tdm_tf32_set_allowed(TDM_TF32_CONV, tf32_before);
+    tdm_conv_algo_mode_set(mode_before);
+}
+
+static int cudnn_register(const bench_suite_config *cfg) {
+    cudnn_cfg = *cfg;
+    int n = 0;
+    for (int l = 0; l < N_LAYERS; l++) {
+        // quick: the small CNN and one ResNet layer, f32 and fp16
+        if (cfg->quick && strcmp(layers[l].net, "smallcnn") && strcmp(layers[l].layer, "layer1_3x3"))
+            continue;
+        for (int pass = 0; pass < 3; pass++) {
+            for (int prec = 0; prec < 4; prec++) {
+                if (cfg->quick && (prec == 1 || prec == 3)) continue;
+                cudnn_ctx *c = &ctxs[n++];
+                *c = (cudnn_ctx){l, pass, prec};
+                char name[160], desc[400];
+                snprintf(name, sizeof name, "conv_%s_%s_%s_%s_nchw", layers[l].net,
+                         layers[l].layer, pass_names[pass], prec_names[prec]);
+                tdm_gb_bench *b = tdm_gb_register(name, bm_conv, c);
+                if (!b) return -1;
+                snprintf(desc, sizeof desc,
+                         "%s %s: x (%lld,%lld,%lld,%lld), w (%lld,%lld,%lld,%lld) stride %d pad "
+                         "%d, %s %s; FLOP = 2 N O OH OW C kh kw; mode 0 heuristic, 1 benchmark, "
+                         "2 deterministic",
+                         layers[l].net, layers[l].layer, (long long)layers[l].n,
+                         (long long)layers[l].c, (long long)layers[l].h, (long long)layers[l].w,
+                         (long long)layers[l].o, (long long)layers[l].c, (long long)layers[l].k,
+                         (long long)layers[l].k, layers[l].stride, layers[l].pad, pass_names[pass],
+                         prec_names[prec]);
+                tdm_gb_set_info(b, desc, "time");
+                tdm_gb_arg_names(b, 1, (const char *[]){"mode"});
+                for (int64_t m = 0; m < 3; m++) tdm_gb_args(b, 1, &m);
+                tdm_gb_use_manual_time(b);
+            }
+        }
+    }
+    return 0;
+}
+
+#else   // a build without CUDA: the suite has no form (devices = cuda only, never registered)
+
+static int cudnn_register(const bench_suite_config *cfg) {
+    (void)cfg;
+    return 0;
+}
+
+#endif
+
+const bench_suite bench_suite_cudnn = {
+    .name = "cudnn",
+    .description = "cuDNN convolution algorithm modes (heuristic, benchmark = cudnn.benchmark, "
+                   "deterministic) on ResNet-18/50 and small-CNN conv layers: time, search cost, "
+                   "payback; cuda only (no CPU form: the reference has no algorithms to choose)",
+    .doc = "docs/suites/cudnn.md",
+    .devices = BENCH_SUITE_CUDA,
+    .ratios = NULL,
+    .register_benchmarks = cudnn_register,
+};

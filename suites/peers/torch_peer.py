@@ -1,0 +1,1219 @@
+#!/usr/bin/env python3
+"""torch_peer.py — the PyTorch peer: runs PyTorch versions of tandem's benchmark suites (ops,
+transfer, amp, cudnn, cpu-vs-gpu) and writes a results directory in tandem's format
+(docs/RESULTS_FORMAT.md), so `bench compare`, `bench plot` and `bench report` treat PyTorch as one
+more run. docs/PEERS.md says what is compared and how the comparison is kept fair.
+
+Same workloads as tandem's suites (suites/bench/*.c, names fixed by the suites' spec): the same
+shapes, dtypes, models, batch sizes and optimizer; random N(0,1) inputs (never zeros); the same
+repetition semantics as `bench run` (Google Benchmark's: an untimed warm-up of min(min-time, 0.1) s,
+then per repetition the iteration count grown until one run lasts --min-time, the time per
+iteration of that run recorded); CUDA events around the timed loop on a GPU, time.perf_counter on
+the CPU; the median over repetitions in the CSVs; each benchmark checks the data it produced after
+timing it, and a failed check fails the benchmark (no CSV rows, status.json "failed", exit 1).
+
+Uses only the standard library and torch; works with PyTorch 1.13 (Debian's, CPU) and 2.x (CUDA).
+Exit: 0 done, 1 a benchmark failed, 2 bad arguments, 3 no usable torch in this python,
+128+signal when interrupted (after the current benchmark, as bench run).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+FORMAT = "tandem-results/1"
+SEED = 20261122
+U = {"f32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoffs
+
+# ---- sizes and models (must match suites/bench/*.c and /work/brief/suites_spec.md) ------------
+
+# ops (suites/bench/ops_cpu.c)
+OPS_MATMUL_N = [64, 128, 256]
+OPS_ADD_N = 1 << 20
+OPS_SOFTMAX = (256, 1024)
+OPS_CONV = (4, 16, 32, 32, 3)           # n, c, hw, o, k
+OPS_MLP = [256, 128, 10]                # mlp:256-128-10, SGD lr 0.01
+OPS_MLP_BATCH = 64
+
+# transfer (suites/bench/transfer.c): powers of two 1 KiB .. 1 GiB plus 1e6..1e9; quick 1 KiB..4 MiB
+TRANSFER_SIZES = sorted(set([1 << k for k in range(10, 31)] + [10**6, 10**7, 10**8, 10**9]))
+TRANSFER_SIZES_QUICK = [1 << k for k in range(10, 23)]
+
+# amp and cpu-vs-gpu (suites/bench/amp.c, cpu_vs_gpu.c)
+MODELS = {  # name -> (spec in tandem's grammar, input shape without batch)
+    "mlp_1000_512_10": ("mlp:1000-512-10", (1000,)),
+    "mlp_1000_512_128_10": ("mlp:1000-512-128-10", (1000,)),
+    "mlp_10000_5000_2000_10": ("mlp:10000-5000-2000-10", (10000,)),   # cuda only
+    "cnn_bn": ("cnn:3x32x32/c16k3p1-bn-relu-mp2-c32k3p1-bn-relu-mp2-flat-fc10", (3, 32, 32)),
+}
+CUDA_ONLY_MODELS = {"mlp_10000_5000_2000_10"}
+TRAIN_BATCHES, TRAIN_BATCHES_QUICK = [64, 256, 1024], [64]
+TRAIN_LR = 0.01                         # plain SGD, as ops' mlp_train
+AMP_MATMUL_N, AMP_MATMUL_N_QUICK_CPU = [1024, 2048, 4096, 8192], [128]
+AMP_CONV_BATCHES = [64, 256, 1024]      # conv_<prec>/batch:B, 3x3 64->64 on 56x56
+AMP_CONV_BATCHES_QUICK_CUDA, AMP_CONV_BATCHES_CPU = [64], [1]
+
+# cudnn (suites/bench/cudnn.c, written in parallel: check these names against it when it lands)
+# ResNet-18/50 conv layers at batch 32: name -> (C, O, H=W, k, stride, padding)
+CUDNN_BATCH, CUDNN_BATCH_QUICK = 32, 8
+CUDNN_LAYERS = {
+    "resnet18": [("conv1", 3, 64, 224, 7, 2, 3), ("layer1_conv", 64, 64, 56, 3, 1, 1),
+                 ("layer2_down", 64, 128, 56, 3, 2, 1), ("layer2_conv", 128, 128, 28, 3, 1, 1),
+                 ("layer3_conv", 256, 256, 14, 3, 1, 1), ("layer4_conv", 512, 512, 7, 3, 1, 1)],
+    "resnet50": [("layer1_conv1", 64, 64, 56, 1, 1, 0), ("layer1_conv2", 64, 64, 56, 3, 1, 1),
+                 ("layer1_conv3", 64, 256, 56, 1, 1, 0), ("layer3_conv2", 256, 256, 14, 3, 1, 1),
+                 ("layer4_conv2", 512, 512, 7, 3, 1, 1)],
+}
+CUDNN_PASSES = ["fwd", "bwd_data", "bwd_filter"]
+CUDNN_PRECS = ["f32", "tf32", "fp16", "bf16"]
+CUDNN_LAYOUTS = ["nchw", "nhwc"]
+CUDNN_MODES = [0, 1, 2]   # 0 heuristic, 1 cudnn.benchmark, 2 cudnn.deterministic
+
+# The suites tandem knows that have no PyTorch version here (skipped with this reason).
+NOT_PORTED = {"scaling": "no PyTorch version in the peer yet (DDP over NCCL/gloo)",
+              "pipeline": "no PyTorch version in the peer yet (DataLoader)"}
+
+torch = None   # imported in main(), after the arguments are checked
+
+
+class CheckFailed(Exception):
+    """A benchmark's check of its own output failed: the benchmark fails, the run goes on."""
+
+
+# ---- timing -----------------------------------------------------------------------------------
+
+def is_cuda(dev):
+    return dev.type == "cuda"
+
+
+def timed(dev, body, iters):
+    """Seconds for `iters` calls of body(): CUDA events on the current stream on a GPU (the work
+    of every stream the body uses joins it before the end event), perf_counter on the CPU."""
+    if is_cuda(dev):
+        torch.cuda.synchronize(dev)
+        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0.record()
+        for _ in range(iters):
+            body()
+        t1.record()
+        t1.synchronize()
+        return t0.elapsed_time(t1) / 1e3
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        body()
+    return time.perf_counter() - t0
+
+
+def run_until(dev, body, min_time, max_iters=10**9):
+    """Google Benchmark 1.7's iteration-count search: start with 1 iteration, multiply by
+    min(10, 1.4 * min_time / elapsed) (10 while elapsed < 10% of min_time) until one run lasts
+    min_time. Returns (iterations, seconds, cpu seconds) of that run."""
+    iters = 1
+    while True:
+        c0 = time.process_time()
+        t = timed(dev, body, iters)
+        cpu = time.process_time() - c0
+        if t >= min_time or iters >= max_iters:
+            return iters, t, cpu
+        mult = 1.4 * min_time / max(t, 1e-9) if t / min_time > 0.1 else 10.0
+        iters = int(min(max(mult * iters, iters + 1), max_iters))
+
+
+# ---- verification helpers ---------------------------------------------------------------------
+
+def pick(state, n):
+    """ops_cpu.c's positions: a small LCG over [0, n), the same on every run."""
+    state[0] = (state[0] * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+    return (state[0] >> 33) % n
+
+
+def check_close(what, got, want, bound):
+    """got, want, bound: float64 tensors of one shape; raises CheckFailed at the worst element."""
+    err = (got - want).abs()
+    bad = ~(err <= bound)
+    if bool(bad.any()):
+        idx = int(((err - bound).masked_fill(~bad, -math.inf)).argmax())
+        i = list(divmod_index(idx, got.shape))
+        raise CheckFailed("%s%s = %.9g, expected %.9g (double), |error| %.3g > bound %.3g" % (
+            what, i, float(got.flatten()[idx]), float(want.flatten()[idx]),
+            float(err.flatten()[idx]), float(bound.flatten()[idx])))
+
+
+def divmod_index(flat, shape):
+    out = []
+    for s in reversed(list(shape)):
+        flat, r = divmod(flat, s)
+        out.append(r)
+    return reversed(out)
+
+
+def randn(shape, dev, dtype=None, seed_offset=0):
+    g = torch.Generator(device="cpu")
+    g.manual_seed(SEED + seed_offset)
+    t = torch.randn(shape, generator=g, dtype=torch.float32)
+    return t.to(device=dev, dtype=dtype or torch.float32)
+
+
+def prec_dtype(prec):
+    return {"f32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+            "bf16": torch.bfloat16}[prec]
+
+
+def set_tf32(on):
+    """f32 is strict f32 (PyTorch's default lets cuDNN use TF32: turned off, as tandem's f32);
+    tf32 allows TF32 in matmuls and convolutions (TDM_TF32_MATMUL + TDM_TF32_CONV)."""
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+
+# ---- a benchmark instance -----------------------------------------------------------------------
+
+class Bench:
+    """One instance: name "matmul", args [("n", 64)], and a setup() returning the state a timed
+    iteration needs. setup(b) fills b.body (one iteration), optionally b.verify (raises
+    CheckFailed), b.counters_after (plain counters measured after timing); rates are amounts per
+    iteration of counters whose name ends in /s (GFLOP/s: FLOP/1e9 per iteration)."""
+
+    def __init__(self, name, args, setup, rates, plain, label, dev, timer_dev=None, x_arg=None):
+        self.name, self.args, self.setup = name, args, setup
+        self.rates, self.plain, self.label, self.dev = rates, plain, label, dev
+        self.timer_dev = timer_dev or dev   # where the work runs (cpu-vs-gpu: cpu on a cuda run)
+        self.x_arg = x_arg if x_arg is not None else (0 if len(args) == 1 else -1)
+        self.body = None
+        self.verify = None
+        self.counters_after = None
+        self.cleanup = None
+
+    @property
+    def param(self):
+        return "/".join("%s:%d" % (k, v) for k, v in self.args)
+
+    @property
+    def gb_name(self):   # Google Benchmark's instance name, as tandem's suites register them
+        return "%s%s%s/real_time" % (self.name, "/" if self.args else "", self.param)
+
+    def bench_id(self, suite):
+        return "%s/%s%s%s" % (suite, self.name, "/" if self.args else "", self.param)
+
+
+# ---- suite ops (suites/bench/ops_cpu.c) --------------------------------------------------------
+
+def ops_register(cfg):
+    dev, out = cfg["device"], []
+    for n in OPS_MATMUL_N[:1 if cfg["quick"] else 3]:
+        out.append(Bench("matmul", [("n", n)], lambda b, n=n: ops_matmul(b, n),
+                         {"GFLOP/s": 2.0 * n**3 / 1e9}, {"FLOP/iteration": 2.0 * n**3},
+                         "FLOP = 2*n^3", dev))
+    n = OPS_ADD_N
+    out.append(Bench("add", [("n", n)], lambda b: ops_add(b, n), {"GB/s": 12.0 * n / 1e9},
+                     {"bytes/iteration": 12.0 * n}, "bytes = 3*4*n", dev))
+    r, c = OPS_SOFTMAX
+    out.append(Bench("softmax", [("rows", r), ("cols", c)], lambda b: ops_softmax(b, r, c),
+                     {"GB/s": 8.0 * r * c / 1e9}, {"bytes/iteration": 8.0 * r * c},
+                     "bytes = 2*4*rows*cols", dev))
+    N, C, HW, O, K = OPS_CONV
+    flop = 2.0 * N * O * HW * HW * C * K * K
+    out.append(Bench("conv2d", [("n", N), ("c", C), ("hw", HW), ("o", O), ("k", K)],
+                     lambda b: ops_conv2d(b, N, C, HW, O, K), {"GFLOP/s": flop / 1e9},
+                     {"FLOP/iteration": flop}, "FLOP = 2*N*O*H'*W'*C*kh*kw", dev))
+    bs = OPS_MLP_BATCH
+    out.append(Bench("mlp_train", [("batch", bs)], lambda b: ops_mlp_train(b, bs),
+                     {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
+                     "mlp:256-128-10, SGD lr 0.01, samples = batch", dev))
+    return out
+
+
+def ops_matmul(b, n):
+    a, bb = randn((n, n), b.dev, seed_offset=1), randn((n, n), b.dev, seed_offset=2)
+    res = {}
+    b.body = lambda: res.__setitem__("c", torch.matmul(a, bb))
+
+    def verify():   # 16 elements; bound n * u * sum |a_ik b_kj| (f32 accumulation)
+        ha, hb, hc = a.double().cpu(), bb.double().cpu(), res["c"].double().cpu()
+        s = [1]
+        for _ in range(16):
+            i, j = pick(s, n), pick(s, n)
+            prod = ha[i, :] * hb[:, j]
+            check_close("matmul: C", hc[i:i + 1, j:j + 1], prod.sum().view(1, 1),
+                        (n * U["f32"] * prod.abs().sum() + 1e-30).view(1, 1))
+    b.verify = verify
+
+
+def ops_add(b, n):
+    x, y = randn((n,), b.dev, seed_offset=3), randn((n,), b.dev, seed_offset=4)
+    res = {}
+    b.body = lambda: res.__setitem__("c", torch.add(x, y))
+
+    def verify():   # every element: one rounding of the exact sum
+        want = x.double().cpu() + y.double().cpu()
+        check_close("add: c", res["c"].double().cpu(), want, U["f32"] * want.abs())
+    b.verify = verify
+
+
+def ops_softmax(b, rows, cols):
+    x = randn((rows, cols), b.dev, seed_offset=5)
+    res = {}
+    b.body = lambda: res.__setitem__("y", torch.softmax(x, dim=1))
+
+    def verify():   # 4 rows against exp(x - max) / sum in double; bound 16 u y + 2^-126
+        hx, hy = x.double().cpu(), res["y"].double().cpu()
+        s = [2]
+        for _ in range(4):
+            r = pick(s, rows)
+            e = (hx[r] - hx[r].max()).exp()
+            want = e / e.sum()
+            check_close("softmax: y[%d]" % r, hy[r], want, 16 * U["f32"] * want + 2.0**-126)
+    b.verify = verify
+
+
+def conv_check(what, x, w, y, stride, padding, red, u, seed):
+    """8 outputs of y = conv2d(x, w) against double, bound red * u * sum |x w| (red = C*k*k)."""
+    hx, hw, hy = x.double().cpu(), w.double().cpu(), y.double().cpu()
+    N, O, Ho, Wo = hy.shape
+    s = [seed]
+    for _ in range(8):
+        n, o, i, j = pick(s, N), pick(s, O), pick(s, Ho), pick(s, Wo)
+        k = hw.shape[2]
+        pad = torch.nn.functional.pad(hx[n], (padding, padding, padding, padding))
+        patch = pad[:, i * stride:i * stride + k, j * stride:j * stride + k]
+        prod = patch * hw[o]
+        check_close("%s[%d,%d,%d,%d]" % (what, n, o, i, j), hy[n, o, i:i + 1, j],
+                    prod.sum().view(1), (red * u * prod.abs().sum() + 1e-30).view(1))
+
+
+def ops_conv2d(b, N, C, HW, O, K):
+    x, w = randn((N, C, HW, HW), b.dev, seed_offset=6), randn((O, C, K, K), b.dev, seed_offset=7)
+    res = {}
+    b.body = lambda: res.__setitem__("y", torch.nn.functional.conv2d(x, w, None, 1, K // 2))
+    b.verify = lambda: conv_check("conv2d: y", x, w, res["y"], 1, K // 2, C * K * K, U["f32"], 3)
+
+
+def build_model(spec):
+    """A model of tandem's grammar (mlp:D0-...-Dk, cnn:CxHxW/TOK-...) as a torch Sequential."""
+    nn = torch.nn
+    if spec.startswith("mlp:"):
+        w = [int(v) for v in spec[4:].split("-")]
+        layers = []
+        for i in range(len(w) - 1):
+            layers.append(nn.Linear(w[i], w[i + 1]))
+            if i < len(w) - 2:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers)
+    chw, toks = spec[4:].split("/")
+    c, h, _ = [int(v) for v in chw.split("x")]
+    layers, flat = [], None
+    for t in toks.split("-"):
+        m = re.fullmatch(r"c(\d+)k(\d+)p(\d+)", t)
+        if m:
+            o, k, p = (int(v) for v in m.groups())
+            layers.append(nn.Conv2d(c, o, k, 1, p))
+            c, h = o, h + 2 * p - k + 1
+        elif t == "bn":
+            layers.append(nn.BatchNorm2d(c))
+        elif t == "relu":
+            layers.append(nn.ReLU())
+        elif re.fullmatch(r"mp(\d+)", t):
+            k = int(t[2:])
+            layers.append(nn.MaxPool2d(k))
+            h //= k
+        elif t == "flat":
+            layers.append(nn.Flatten())
+            flat = c * h * h
+        elif re.fullmatch(r"fc(\d+)", t):
+            layers.append(nn.Linear(flat, int(t[2:])))
+        else:
+            raise ValueError("model spec %s: token %s not known to the peer" % (spec, t))
+    return nn.Sequential(*layers)
+
+
+class Trainer:
+    """A model, plain SGD and one random batch (labels from ops' LCG); step() is one training step
+    (zero_grad, forward, cross-entropy, backward, step) with autocast and a grad scaler as asked."""
+
+    def __init__(self, spec, in_shape, batch, dev, prec="f32", lr=TRAIN_LR):
+        torch.manual_seed(SEED)
+        self.dev, self.prec = dev, prec
+        self.model = build_model(spec).to(dev)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
+        self.x = randn((batch,) + tuple(in_shape), dev, seed_offset=8)
+        s = [4]
+        self.y = torch.tensor([pick(s, 10) for _ in range(batch)], dtype=torch.int64, device=dev)
+        self.scaler = None
+        if prec == "fp16":
+            amp = getattr(torch, "amp", None)
+            if amp is not None and hasattr(amp, "GradScaler"):
+                self.scaler = amp.GradScaler(dev.type)
+            else:
+                self.scaler = torch.cuda.amp.GradScaler()
+        self.last_loss = None
+
+    def _forward(self):
+        if self.prec in ("fp16", "bf16"):
+            dt = torch.float16 if self.prec == "fp16" else torch.bfloat16
+            with torch.autocast(device_type=self.dev.type, dtype=dt):
+                return torch.nn.functional.cross_entropy(self.model(self.x), self.y)
+        return torch.nn.functional.cross_entropy(self.model(self.x), self.y)
+
+    def step(self):
+        self.opt.zero_grad(set_to_none=True)
+        loss = self._forward()
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.opt.step()
+        self.last_loss = loss
+
+    def loss(self):
+        with torch.no_grad():
+            return float(self._forward())
+
+
+def train_setup(b, spec, in_shape, batch, prec="f32", peak=False):
+    set_tf32(prec == "tf32")
+    t = Trainer(spec, in_shape, batch, b.dev, prec)
+    before = t.loss()
+    b.body = t.step
+    if peak and is_cuda(b.dev):
+        torch.cuda.reset_peak_memory_stats(b.dev)
+
+    def verify():   # steps of plain SGD on one batch must lower its loss
+        after = t.loss()
+        if not after < before:
+            raise CheckFailed("%s: the loss did not fall (%.6g -> %.6g)" % (b.name, before, after))
+        b.plain["loss"] = after
+    b.verify = verify
+    if peak and is_cuda(b.dev):
+        b.counters_after = lambda: {"peak_bytes": float(torch.cuda.max_memory_allocated(b.dev))}
+
+
+def ops_mlp_train(b, batch):
+    train_setup(b, "mlp:" + "-".join(map(str, OPS_MLP)), (OPS_MLP[0],), batch)
+
+
+# ---- suite transfer (suites/bench/transfer.c) ----------------------------------------------------
+
+def transfer_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    sizes = TRANSFER_SIZES_QUICK if quick else TRANSFER_SIZES
+    if is_cuda(dev):
+        names = []
+        for d in ("h2d", "d2h"):
+            for mem in ("pageable", "pinned", "registered"):
+                names += ["%s_%s" % (d, mem), "%s_%s_async" % (d, mem)]
+        names += ["d2d", "d2d_async", "d2d_kernel", "bidir_pinned_async"]
+    else:   # host memcpy through the same API: "device" memory is host memory
+        names = ["h2d_pageable", "h2d_pinned", "d2h_pageable", "d2h_pinned", "d2d"]
+    for name in names:
+        mult = 2.0 if name.startswith("bidir") else 1.0
+        for n in sizes:
+            out.append(Bench(name, [("bytes", n)], lambda b, name=name, n=n: transfer_setup(
+                b, name, n), {"GB/s": mult * n / 1e9}, {"bytes/iteration": mult * n},
+                "bytes = %sbytes" % ("2*" if mult == 2 else ""), dev))
+    return out
+
+
+def random_bytes(n, dev):
+    g = torch.Generator(device="cpu")
+    g.manual_seed(SEED + n % 1000)
+    h = torch.randint(1, 256, (min(n, 1 << 20),), generator=g, dtype=torch.uint8)
+    reps = -(-n // h.numel())
+    return h.repeat(reps)[:n].contiguous().to(dev)   # never zeros; varied within each MiB
+
+
+def transfer_setup(b, name, n):
+    dev, cpu = b.dev, torch.device("cpu")
+    parts = name.split("_")
+    direction, is_async = parts[0], parts[-1] == "async"
+    mem = parts[1] if len(parts) > 1 and parts[1] not in ("async", "kernel") else None
+    registered = []
+
+    def host_buf(src_data=None):
+        if mem == "pinned" and is_cuda(dev):
+            t = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+        else:
+            t = torch.empty(n, dtype=torch.uint8)
+        if mem == "registered" and is_cuda(dev):
+            rc = torch.cuda.cudart().cudaHostRegister(t.data_ptr(), n, 0)
+            if int(rc) != 0:   # as torch/cuda/_pin_memory_utils.py
+                raise CheckFailed("cudaHostRegister failed: cudaError %d" % int(rc))
+            registered.append(t)
+        if src_data is not None:
+            t.copy_(src_data)
+        return t
+
+    data = random_bytes(n, cpu)
+    stream = torch.cuda.Stream(dev) if is_cuda(dev) and (is_async or direction == "bidir") else None
+    if direction == "h2d":
+        src, dst = host_buf(data), torch.empty(n, dtype=torch.uint8, device=dev)
+    elif direction == "d2h":
+        src, dst = data.to(dev), host_buf()
+    elif direction == "d2d":
+        src, dst = data.to(dev), torch.empty(n, dtype=torch.uint8, device=dev)
+    else:   # bidir: pinned host <-> device, h2d and d2h at once on two streams
+        src, dst = host_buf(data), torch.empty(n, dtype=torch.uint8, device=dev)
+        src2, dst2 = data.to(dev), host_buf()
+        stream2 = torch.cuda.Stream(dev)
+
+    if name == "d2d_kernel":   # an SM-driven copy: an elementwise kernel (bitwise or 0, exact)
+        if n % 4 == 0:
+            s32, d32 = src.view(torch.int32), dst.view(torch.int32)
+            b.body = lambda: torch.bitwise_or(s32, 0, out=d32)
+        else:
+            b.body = lambda: torch.bitwise_or(src, 0, out=dst)
+    elif direction == "bidir":
+        def body():
+            cur = torch.cuda.current_stream(dev)
+            stream.wait_stream(cur)
+            stream2.wait_stream(cur)
+            with torch.cuda.stream(stream):
+                dst.copy_(src, non_blocking=True)
+            with torch.cuda.stream(stream2):
+                dst2.copy_(src2, non_blocking=True)
+            cur.wait_stream(stream)
+            cur.wait_stream(stream2)
+        b.body = body
+    elif stream is not None:   # cudaMemcpyAsync on a stream; the timing events join it
+        def body():
+            cur = torch.cuda.current_stream(dev)
+            stream.wait_stream(cur)
+            with torch.cuda.stream(stream):
+                dst.copy_(src, non_blocking=True)
+            cur.wait_stream(stream)
+        b.body = body
+    else:   # synchronous copy (copy_ without non_blocking waits for the copy on the host)
+        b.body = lambda: dst.copy_(src)
+
+    def verify():   # every byte of the destination
+        if is_cuda(dev):
+            torch.cuda.synchronize(dev)
+        pairs = [(dst, "dst")] + ([(dst2, "dst2")] if direction == "bidir" else [])
+        for t, what in pairs:
+            got = t.cpu()
+            if not torch.equal(got, data):
+                i = int((got != data).nonzero()[0])
+                raise CheckFailed("%s: %s[%d] = %d, expected %d" % (name, what, i, int(got[i]),
+                                                                    int(data[i])))
+    b.verify = verify
+
+    def cleanup():
+        for t in registered:
+            torch.cuda.cudart().cudaHostUnregister(t.data_ptr())
+    b.cleanup = cleanup
+
+
+# ---- suite amp (suites/bench/amp.c) --------------------------------------------------------------
+
+def amp_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    cuda = is_cuda(dev)
+    precs = ["f32", "tf32", "fp16", "bf16"] if cuda else ["f32", "bf16"]
+    batches = TRAIN_BATCHES_QUICK if quick or not cuda else TRAIN_BATCHES
+    for model, (spec, shape) in MODELS.items():
+        if model in CUDA_ONLY_MODELS and not cuda:
+            continue
+        for prec in precs:
+            for bs in batches:
+                out.append(Bench("train_%s_%s" % (model, prec), [("batch", bs)],
+                                 lambda b, s=spec, sh=shape, bs=bs, p=prec: train_setup(
+                                     b, s, sh, bs, p, peak=True),
+                                 {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
+                                 "%s, SGD lr %g, %s, samples = batch" % (spec, TRAIN_LR, prec),
+                                 dev))
+    mm = AMP_MATMUL_N_QUICK_CPU if not cuda else AMP_MATMUL_N[:1] if quick else AMP_MATMUL_N
+    for prec in precs:
+        for n in mm:
+            out.append(Bench("matmul_%s" % prec, [("n", n)],
+                             lambda b, n=n, p=prec: amp_matmul(b, n, p),
+                             {"GFLOP/s": 2.0 * n**3 / 1e9}, {"FLOP/iteration": 2.0 * n**3},
+                             "FLOP = 2*n^3", dev))
+    cb = AMP_CONV_BATCHES_CPU if not cuda else AMP_CONV_BATCHES_QUICK_CUDA if quick \
+        else AMP_CONV_BATCHES
+    for prec in precs:
+        for bs in cb:
+            flop = 2.0 * bs * 64 * 64 * 9 * 56 * 56
+            out.append(Bench("conv_%s" % prec, [("batch", bs)],
+                             lambda b, bs=bs, p=prec: amp_conv(b, bs, p),
+                             {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
+                             "FLOP = 2*B*64*64*9*56*56", dev))
+    return out
+
+
+def amp_matmul(b, n, prec):
+    set_tf32(prec == "tf32")
+    dt = prec_dtype(prec)
+    a, c = randn((n, n), b.dev, dt, 1), randn((n, n), b.dev, dt, 2)
+    res = {}
+    b.body = lambda: res.__setitem__("y", torch.matmul(a, c))
+
+    def verify():   # 16 elements; bound n * u(prec) * sum |a b| (inputs exact in double)
+        ha, hc, hy = a.double().cpu(), c.double().cpu(), res["y"].double().cpu()
+        s = [1]
+        for _ in range(16):
+            i, j = pick(s, n), pick(s, n)
+            prod = ha[i, :] * hc[:, j]
+            check_close("matmul_%s: C" % prec, hy[i:i + 1, j:j + 1], prod.sum().view(1, 1),
+                        (n * U[prec] * prod.abs().sum() + 1e-30).view(1, 1))
+    b.verify = verify
+
+
+def amp_conv(b, bs, prec):
+    set_tf32(prec == "tf32")
+    dt = prec_dtype(prec)
+    x, w = randn((bs, 64, 56, 56), b.dev, dt, 6), randn((64, 64, 3, 3), b.dev, dt, 7)
+    res = {}
+    b.body = lambda: res.__setitem__("y", torch.nn.functional.conv2d(x, w, None, 1, 1))
+    b.verify = lambda: conv_check("conv_%s: y" % prec, x, w, res["y"], 1, 1, 64 * 9, U[prec], 3)
+
+
+# ---- suite cpu-vs-gpu (suites/bench/cpu_vs_gpu.c) -----------------------------------------------
+
+def cpu_vs_gpu_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    cpu = torch.device("cpu")
+    batches = TRAIN_BATCHES_QUICK if quick else TRAIN_BATCHES
+    for where in (["cpu", "cuda"] if is_cuda(dev) else ["cpu"]):
+        d = cpu if where == "cpu" else dev
+        for model, (spec, shape) in MODELS.items():
+            if model in CUDA_ONLY_MODELS and where == "cpu":
+                continue
+            for bs in batches:
+                out.append(Bench("train_%s_%s" % (model, where), [("batch", bs)],
+                                 lambda b, s=spec, sh=shape, bs=bs: train_setup(b, s, sh, bs),
+                                 {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
+                                 "%s, SGD lr %g, f32, samples = batch" % (spec, TRAIN_LR), d))
+    return out
+
+
+# ---- suite cudnn (suites/bench/cudnn.c) ---------------------------------------------------------
+# cuDNN's algorithm cache lives as long as the process and is keyed by the shape (and the
+# deterministic and TF32 flags), not by cudnn.benchmark: a heuristic pick would be reused by a
+# later cudnn.benchmark run of the same layer and the other way round. So each mode runs in a
+# process of its own (this script with --cudnn-mode M), and within it every layer is new.
+
+def cudnn_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    batch = CUDNN_BATCH_QUICK if quick else CUDNN_BATCH
+    for net, layers in CUDNN_LAYERS.items():
+        if quick and net != "resnet18":
+            continue
+        for (layer, C, O, HW, k, stride, pad) in (layers[:2] if quick else layers):
+            Ho = (HW + 2 * pad - k) // stride + 1
+            flop = 2.0 * batch * O * Ho * Ho * C * k * k
+            for ps in CUDNN_PASSES:
+                for prec in (["f32"] if quick else CUDNN_PRECS):
+                    for layout in (["nchw"] if quick else CUDNN_LAYOUTS):
+                        for mode in CUDNN_MODES:
+                            if cfg.get("cudnn_mode") is not None and mode != cfg["cudnn_mode"]:
+                                continue
+                            name = "conv_%s_%s_%s_%s_%s" % (net, layer, ps, prec, layout)
+                            shape = (batch, C, O, HW, k, stride, pad)
+                            out.append(Bench(name, [("mode", mode)],
+                                             lambda b, sh=shape, ps=ps, p=prec, ly=layout,
+                                             m=mode: cudnn_setup(b, sh, ps, p, ly, m),
+                                             {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
+                                             "FLOP = 2*N*O*H'*W'*C*kh*kw", dev))
+    return out
+
+
+def cudnn_setup(b, shape, ps, prec, layout, mode):
+    N, C, O, HW, k, stride, pad = shape
+    cudnn = torch.backends.cudnn
+    cudnn.benchmark, cudnn.deterministic = mode == 1, mode == 2
+    set_tf32(prec == "tf32")
+    dt = prec_dtype(prec)
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x = randn((N, C, HW, HW), b.dev, dt, 6).contiguous(memory_format=fmt)
+    w = randn((O, C, k, k), b.dev, dt, 7).contiguous(memory_format=fmt)
+    Ho = (HW + 2 * pad - k) // stride + 1
+    g = randn((N, O, Ho, Ho), b.dev, dt, 9).contiguous(memory_format=fmt)
+    mask = {"fwd": None, "bwd_data": [True, False, False], "bwd_filter": [False, True, False]}[ps]
+    res = {}
+    F = torch.nn.functional
+
+    def bwd(gg, xx, ww, m):
+        return torch.ops.aten.convolution_backward(gg, xx, ww, None, [stride] * 2, [pad] * 2,
+                                                   [1, 1], False, [0, 0], 1, m)
+
+    if ps == "fwd":
+        b.body = lambda: res.__setitem__("y", F.conv2d(x, w, None, stride, pad))
+    else:
+        b.body = lambda: res.__setitem__("y", bwd(g, x, w, mask)[0 if ps == "bwd_data" else 1])
+    # search_ms: the first call (cudnn.benchmark: the algorithm search) over a steady one.
+    t_first = timed(b.dev, b.body, 1)
+    t_next = min(timed(b.dev, b.body, 1) for _ in range(3))
+    extra = {"search_ms": max(t_first - t_next, 0.0) * 1e3} if mode == 1 else {}
+
+    def verify():   # every element against double on the device: bound red * u * |x| (*) |w|
+        xd, wd, gd = x.double(), w.double(), g.double()
+        if ps == "fwd":
+            want = F.conv2d(xd, wd, None, stride, pad)
+            mag, red = F.conv2d(xd.abs(), wd.abs(), None, stride, pad), C * k * k
+        elif ps == "bwd_data":
+            want, mag = bwd(gd, xd, wd, mask)[0], bwd(gd.abs(), xd, wd.abs(), mask)[0]
+            red = O * k * k
+        else:
+            want, mag = bwd(gd, xd, wd, mask)[1], bwd(gd.abs(), xd.abs(), wd, mask)[1]
+            red = N * Ho * Ho
+        check_close(b.name + ": out", res["y"].double(), want, red * U[prec] * mag + 1e-30)
+    b.verify = verify
+    b.counters_after = lambda: extra
+
+
+# ---- the suites ---------------------------------------------------------------------------------
+
+SUITES = {   # name -> (devices, register)
+    "ops": ({"cpu"}, ops_register),
+    "transfer": ({"cpu", "cuda"}, transfer_register),
+    "amp": ({"cpu", "cuda"}, amp_register),
+    "cpu-vs-gpu": ({"cpu", "cuda"}, cpu_vs_gpu_register),
+    "cudnn": ({"cuda"}, cudnn_register),
+}
+
+
+# ---- files --------------------------------------------------------------------------------------
+
+def write_atomic(path, text):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def fmt_num(v):   # as tandem's CSVs: %.10g, empty when not finite
+    return "%.10g" % v if v is not None and math.isfinite(v) else ""
+
+
+def csv_text(s):
+    if any(c in s for c in ',"\n'):
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
+def summarize(v):   # stats.c's bench_summarize: median, mean, sample stddev, cv, min, max
+    n = len(v)
+    s = sorted(v)
+    med = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    mean = sum(v) / n
+    sd = 0.0 if n == 1 else math.sqrt(sum((x - mean) ** 2 for x in v) / (n - 1))
+    return {"median": med, "mean": mean, "stddev": sd, "cv": sd / mean if mean else math.nan,
+            "min": s[0], "max": s[-1]}
+
+
+def read_first(path, key, sep):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(key):
+                    return line.split(sep, 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return None
+
+
+def env_json(dev):
+    """The machine's context with bench env's keys where they mean the same, plus PyTorch's."""
+    e = {"host": socket.gethostname(),
+         "cpu_model": read_first("/proc/cpuinfo", "model name", ":") or platform.processor(),
+         "cpu_logical": os.cpu_count()}
+    mt = read_first("/proc/meminfo", "MemTotal", ":")
+    ma = read_first("/proc/meminfo", "MemAvailable", ":")
+    e["memory_total_bytes"] = int(mt.split()[0]) * 1024 if mt else None
+    e["memory_available_bytes"] = int(ma.split()[0]) * 1024 if ma else None
+    e["os"] = read_first("/etc/os-release", "PRETTY_NAME", "=") or "unknown"
+    u = platform.uname()
+    e["kernel"] = "%s %s %s" % (u.system, u.release, u.machine)
+    e["python"] = "%s %s" % (platform.python_implementation(), platform.python_version())
+    e["python_executable"] = sys.executable
+    e["torch_version"] = torch.__version__
+    e["torch_git_version"] = getattr(torch.version, "git_version", None)
+    e["torch_num_threads"] = torch.get_num_threads()
+    e["torch_num_interop_threads"] = torch.get_num_interop_threads()
+    e["torch_parallel_backend"] = torch.__config__.parallel_info().splitlines()[2].strip() \
+        if len(torch.__config__.parallel_info().splitlines()) > 2 else None
+    e["cuda_runtime"] = torch.version.cuda
+    e["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    e["nccl"] = None
+    try:
+        if torch.cuda.is_available() and hasattr(torch.cuda, "nccl"):
+            v = torch.cuda.nccl.version()
+            e["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:   # NCCL absent from this build: unknown
+        pass
+    gpus = []
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    e["gpu_count"] = n
+    for i in range(n):
+        p = torch.cuda.get_device_properties(i)
+        g = {"index": i, "device": "cuda:%d" % i, "name": p.name,
+             "memory_bytes": p.total_memory,
+             "compute_capability": "%d.%d" % (p.major, p.minor),
+             "sm_count": p.multi_processor_count}
+        for attr, key in (("L2_cache_size", "l2_bytes"), ("pci_bus_id", "pci_bus_id"),
+                          ("uuid", "uuid")):
+            if hasattr(p, attr):
+                g[key] = str(getattr(p, attr)) if key == "uuid" else getattr(p, attr)
+        gpus.append(g)
+    e["gpus"] = gpus
+    return e
+
+
+def flat_strings(obj, prefix, out):
+    """bench run's context fields as strings: "env.host", "env.gpus.0.name"."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            flat_strings(v, "%s.%s" % (prefix, k), out)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            flat_strings(v, "%s.%d" % (prefix, i), out)
+    elif isinstance(obj, bool):
+        out[prefix] = "true" if obj else "false"
+    elif obj is None:
+        out[prefix] = "null"
+    elif isinstance(obj, float):
+        out[prefix] = "%.17g" % obj
+    else:
+        out[prefix] = str(obj)
+
+
+class Results:
+    """The results directory, rewritten (atomically) after every benchmark, as bench run does."""
+
+    def __init__(self, out, device_name, plans, skipped):
+        self.dir, self.device_name = out, device_name
+        self.plans = plans         # [(suite, [Bench])]
+        self.skipped = skipped     # [{"suite", "reason"}]
+        self.finished, self.failed, self.running, self.complete = [], [], None, False
+        self.entries = {}          # suite -> Google Benchmark JSON entries
+        self.series = {}           # suite -> [(Bench, metric, unit, [values])]
+        self.context = {}
+        self.clock_check = {"checked": False, "reason": "the PyTorch peer does not read clocks"}
+
+    def status(self):
+        done = set(self.finished) | {f["name"] for f in self.failed}
+        unfinished = [b.bench_id(s) for s, bl in self.plans for b in bl if b.bench_id(s) not in done]
+        st = {"complete": self.complete, "running": self.running, "finished": self.finished,
+              "unfinished": unfinished, "failed": self.failed, "skipped": self.skipped,
+              "clock_check": self.clock_check}
+        write_atomic(os.path.join(self.dir, "status.json"), json.dumps(st, indent=1) + "\n")
+
+    def write_suite(self, suite):
+        gb = {"context": self.context, "benchmarks": self.entries.get(suite, [])}
+        write_atomic(os.path.join(self.dir, suite + ".json"), json.dumps(gb, indent=2) + "\n")
+        tidy = ["suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions"]
+        raw = ["suite,benchmark,param,x,metric,unit,repetition,value"]
+        for b, metric, unit, v in self.series.get(suite, []):
+            x = ""
+            if 0 <= b.x_arg < len(b.args):
+                x = fmt_num(float(b.args[b.x_arg][1]))
+            pre = ",".join([csv_text(suite), csv_text(b.name), csv_text(b.param), x,
+                            csv_text(metric), csv_text(unit)])
+            s = summarize(v)
+            tidy.append(pre + "," + ",".join(fmt_num(s[k]) for k in (
+                "median", "mean", "stddev", "cv", "min", "max")) + ",%d" % len(v))
+            raw += [pre + ",%d,%s" % (i, fmt_num(val)) for i, val in enumerate(v)]
+        write_atomic(os.path.join(self.dir, suite + ".csv"), "\n".join(tidy) + "\n")
+        write_atomic(os.path.join(self.dir, suite + ".samples.csv"), "\n".join(raw) + "\n")
+
+
+def gb_entries(b, family, reps, samples, rates, plain):
+    """Google Benchmark's JSON entries for one instance: one per repetition, then the mean,
+    median, stddev and cv aggregates (what compare.py and bench run read)."""
+    base = {"name": b.gb_name, "family_index": family, "per_family_instance_index": 0,
+            "run_name": b.gb_name}
+    out = []
+    for i, (iters, t, cpu) in enumerate(samples):
+        e = dict(base, run_type="iteration", repetitions=reps, repetition_index=i, threads=1,
+                 iterations=iters, real_time=t / iters * 1e9, cpu_time=cpu / iters * 1e9,
+                 time_unit="ns")
+        for k, v in plain.items():
+            e[k] = v
+        for k, v in rates.items():
+            e[k] = v / (t / iters)
+        e["label"] = b.label
+        out.append(e)
+    if len(samples) > 1:
+        cols = {"real_time": [s[1] / s[0] * 1e9 for s in samples],
+                "cpu_time": [s[2] / s[0] * 1e9 for s in samples]}
+        for k, v in rates.items():
+            cols[k] = [v / (s[1] / s[0]) for s in samples]
+        for agg in ("mean", "median", "stddev", "cv"):
+            e = dict(base, name=b.gb_name + "_" + agg, run_type="aggregate", repetitions=reps,
+                     threads=1, aggregate_name=agg,
+                     aggregate_unit="percentage" if agg == "cv" else "time",
+                     iterations=len(samples), time_unit="ns")
+            for k, v in cols.items():
+                e[k] = summarize(v)[agg]
+            for k, v in plain.items():
+                e[k] = v if agg in ("mean", "median") else 0.0
+            e["label"] = b.label
+            out.append(e)
+    return out
+
+
+# ---- running --------------------------------------------------------------------------------------
+
+g_stop = [0, 0]   # [stop requests, last signal]
+
+
+def on_signal(sig, _frame):
+    g_stop[0] += 1
+    g_stop[1] = sig
+    if g_stop[0] == 1:
+        sys.stderr.write("\ntorch_peer: interrupted: stopping after the current benchmark "
+                         "(again to stop it now)\n")
+    else:
+        raise KeyboardInterrupt
+
+
+def run_one(b, a):
+    """Set up, warm up, time the repetitions, verify. Returns (samples, counters_after) or raises
+    CheckFailed (or any error from PyTorch, which fails the benchmark the same way)."""
+    b.setup(b)
+    try:
+        warm = min(a.min_time, 0.1)
+        run_until(b.timer_dev, b.body, warm)   # untimed warm-up (at least one iteration)
+        samples = [run_until(b.timer_dev, b.body, a.min_time) for _ in range(a.repetitions)]
+        if b.verify:
+            b.verify()
+        after = b.counters_after() if b.counters_after else {}
+        return samples, after
+    finally:
+        if b.cleanup:
+            b.cleanup()
+
+
+def record(res, suite, family, b, samples, after, a):
+    plain = dict(b.plain)
+    plain.update(after)
+    rates = dict(b.rates)
+    res.entries.setdefault(suite, []).extend(gb_entries(b, family, a.repetitions, samples, rates,
+                                                        plain))
+    ser = res.series.setdefault(suite, [])
+    ser.append((b, "time", "ns", [t / it * 1e9 for it, t, _ in samples]))
+    for k, v in rates.items():
+        ser.append((b, k, k, [v / (t / it) for it, t, _ in samples]))
+
+
+def print_result(i, total, bid, samples, rates, err):
+    line = "[%d/%d] %-36s" % (i, total, bid)
+    if err:
+        line += " FAILED: " + err
+    else:
+        t = summarize([s[1] / s[0] * 1e9 for s in samples])
+        v = t["median"]
+        u, d = ("s", 1e9) if v >= 1e9 else ("ms", 1e6) if v >= 1e6 else ("us", 1e3) \
+            if v >= 1e3 else ("ns", 1)
+        line += " %9.3f %-2s cv %5.1f%%" % (v / d, u, 100 * t["cv"])
+        for k, amount in rates.items():
+            line += "  %10.4g %s" % (summarize([amount / (s[1] / s[0]) for s in samples])[
+                "median"], k)
+    print(line, flush=True)
+
+
+def cudnn_worker(a, dev):
+    """--cudnn-mode M: runs the cudnn suite's benchmarks of one mode and prints their results as
+    one JSON line per benchmark on stdout (the parent records them)."""
+    cfg = {"device": dev, "quick": a.quick, "cudnn_mode": a.cudnn_mode}
+    for b in cudnn_register(cfg):
+        if not matches(a.filter, b):
+            continue
+        out = {"id": b.bench_id("cudnn")}
+        try:
+            samples, after = run_one(b, a)
+            out.update(samples=samples, after=after)
+        except Exception as ex:   # noqa: BLE001 — a failed benchmark, reported by the parent
+            out["error"] = str(ex).splitlines()[0] if str(ex) else type(ex).__name__
+        print("PEER-RESULT " + json.dumps(out), flush=True)
+        torch.cuda.empty_cache()
+    return 0
+
+
+def cudnn_run_modes(a, dev, benches, want):
+    """The cudnn suite: one process per mode (see above). Yields (bench, samples, after, error)."""
+    by_id = {b.bench_id("cudnn"): b for b in benches}
+    for mode in CUDNN_MODES:
+        ids = [i for i in want if by_id[i].args[0][1] == mode]
+        if not ids:
+            continue
+        cmd = [sys.executable, os.path.abspath(__file__), "--cudnn-mode", str(mode), "--device",
+               a.device, "--repetitions", str(a.repetitions), "--min-time", repr(a.min_time),
+               "--threads", str(a.threads), "--out", a.out] + (["--quick"] if a.quick else []) \
+            + (["--filter", a.filter] if a.filter else [])
+        got = {}
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        try:
+            for line in proc.stdout:
+                if not line.startswith("PEER-RESULT "):
+                    sys.stdout.write(line)
+                    continue
+                r = json.loads(line[len("PEER-RESULT "):])
+                got[r["id"]] = r
+                b = by_id[r["id"]]
+                yield b, [tuple(s) for s in r.get("samples", [])], r.get("after", {}), \
+                    r.get("error")
+        finally:   # stopped (Ctrl-C) or done: the mode's process does not outlive the run
+            if proc.poll() is None and g_stop[0]:
+                proc.terminate()
+            rc = proc.wait()
+        for i in ids:
+            if i not in got and not g_stop[0]:
+                yield by_id[i], None, None, "the cudnn mode-%d process ended (exit %d) before " \
+                    "this benchmark" % (mode, rc)
+
+
+def matches(flt, b):
+    if not flt:
+        return True
+    neg = flt.startswith("-")
+    hit = re.search(flt[1:] if neg else flt, "%s/%s" % (b.name, b.param) if b.args else b.name)
+    return not hit if neg else bool(hit)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="torch_peer.py",
+        description="PyTorch versions of tandem's benchmark suites, written as a tandem results "
+                    "directory (docs/PEERS.md).")
+    p.add_argument("--out", required=False, help="results directory (must not hold a run)")
+    p.add_argument("--suite", help="suites, comma-separated (default: all that run on the device)")
+    p.add_argument("--filter", help="only benchmarks whose name (matmul/n:64) matches this regular "
+                                    "expression; -REGEX excludes")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    p.add_argument("--repetitions", type=int, help="timed repetitions (default 5, --quick 3)")
+    p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5, "
+                                                  "--quick 0.01)")
+    p.add_argument("--quick", action="store_true", help="the smallest sizes only")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch.set_num_threads (default 1: tandem's CPU backend uses one thread)")
+    p.add_argument("--list", action="store_true", help="print the benchmark ids and exit")
+    p.add_argument("--skip-unknown-suites", action="store_true",
+                   help="skip (with the reason) suites the peer does not know instead of failing "
+                        "(bench run --peer passes tandem's suite list)")
+    p.add_argument("--tandem-commit", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--command", default=None, help=argparse.SUPPRESS)  # bench run's argv (JSON)
+    p.add_argument("--cudnn-mode", type=int, default=None, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.repetitions is not None and not 1 <= a.repetitions <= 100000:
+        p.error("--repetitions %d: expected an integer from 1 to 100000" % a.repetitions)
+    if a.min_time is not None and not (math.isfinite(a.min_time) and 0 < a.min_time <= 1e5):
+        p.error("--min-time %g: expected seconds > 0" % a.min_time)
+    if not 1 <= a.threads <= 4096:
+        p.error("--threads %d: expected a positive integer" % a.threads)
+    a.repetitions = a.repetitions or (3 if a.quick else 5)
+    a.min_time = a.min_time or (0.01 if a.quick else 0.5)
+    if not re.fullmatch(r"cpu|cuda:\d+", a.device):
+        p.error("--device %s: expected cpu or cuda:N" % a.device)
+    if a.filter:
+        try:
+            re.compile(a.filter[1:] if a.filter.startswith("-") else a.filter)
+        except re.error as ex:
+            p.error("--filter %s: not a valid regular expression (%s)" % (a.filter, ex))
+    if not a.out and not a.list:
+        p.error("--out DIR is required")
+    return a, p
+
+
+def main(argv):
+    global torch
+    a, parser = parse_args(argv)
+    try:
+        import torch as _torch
+        torch = _torch
+    except Exception as ex:   # noqa: BLE001 — any import failure means no usable torch
+        sys.stderr.write("torch_peer: %s cannot import torch: %s\n  install PyTorch for this "
+                         "python (Debian: apt install python3-torch), or give bench run "
+                         "--python PATH / TDM_PYTHON a python that has it\n" % (sys.executable, ex))
+        return 3
+    torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    if is_cuda(dev):
+        if not torch.cuda.is_available():
+            sys.stderr.write("torch_peer: --device %s: this torch (%s) sees no CUDA device\n" % (
+                a.device, torch.__version__))
+            return 2
+        if dev.index >= torch.cuda.device_count():
+            sys.stderr.write("torch_peer: --device %s: only %d CUDA device(s)\n" % (
+                a.device, torch.cuda.device_count()))
+            return 2
+        torch.cuda.set_device(dev)
+    if a.cudnn_mode is not None:
+        return cudnn_worker(a, dev)
+    kind = dev.type
+
+    names = [s for s in a.suite.split(",") if s] if a.suite else list(SUITES)
+    if a.suite is not None and not names:
+        parser.error("--suite: no suite named")
+    unknown = [s for s in names if s not in SUITES and s not in NOT_PORTED]
+    if unknown and not a.skip_unknown_suites:
+        parser.error("unknown suite '%s' (the peer has: %s)" % (unknown[0], ", ".join(SUITES)))
+    plans, skipped = [], []
+    cfg = {"device": dev, "quick": a.quick}
+    for s in dict.fromkeys(names):
+        reason = None
+        if s in NOT_PORTED:
+            reason = NOT_PORTED[s]
+        elif s not in SUITES:
+            reason = "no PyTorch version in the peer"
+        elif kind not in SUITES[s][0]:
+            reason = "runs on %s, not on %s" % (", ".join(sorted(SUITES[s][0])), a.device)
+        else:
+            benches = [b for b in SUITES[s][1](cfg) if matches(a.filter, b)]
+            if benches:
+                plans.append((s, benches))
+                continue
+            reason = "no benchmark matches --filter %s" % a.filter
+        sys.stderr.write("torch_peer: skipping suite %s: %s\n" % (s, reason))
+        skipped.append({"suite": s, "reason": reason})
+    if a.list:
+        for s, bl in plans:
+            for b in bl:
+                print(b.bench_id(s))
+        return 0
+    total = sum(len(bl) for _, bl in plans)
+    if total == 0:
+        sys.stderr.write("torch_peer: nothing to run on %s\n" % a.device)
+        return 2
+
+    try:
+        os.makedirs(a.out, exist_ok=True)
+    except OSError as ex:
+        sys.stderr.write("torch_peer: --out %s: cannot create the directory: %s\n" % (a.out, ex))
+        return 2
+    if os.path.exists(os.path.join(a.out, "status.json")):
+        sys.stderr.write("torch_peer: --out %s already holds a run (status.json): choose another "
+                         "directory\n" % a.out)
+        return 2
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    env = env_json(dev)
+    commit = a.tandem_commit
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
+                                    timeout=10).stdout.strip() or "unknown"
+        except (OSError, subprocess.SubprocessError):
+            commit = "unknown"
+    command = json.loads(a.command) if a.command else [sys.executable] + sys.argv
+    context = {
+        "format": FORMAT,
+        "tandem": {"version": "peer", "commit": commit,
+                   "build": "PyTorch %s through suites/peers/torch_peer.py (not tandem)"
+                   % torch.__version__},
+        "peer": {"name": "torch", "script": os.path.abspath(__file__),
+                 "torch_version": torch.__version__, "cuda": torch.version.cuda,
+                 "cudnn": env["cudnn"], "threads": torch.get_num_threads(),
+                 "timing": "CUDA events" if is_cuda(dev) else "time.perf_counter",
+                 "cudnn_benchmark_default": False},
+        "command": command,
+        "device": a.device,
+        "started": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "flush_l2": False,
+        "env": env,
+    }
+    write_atomic(os.path.join(a.out, "context.json"), json.dumps(context, indent=1) + "\n")
+    res = Results(a.out, a.device, plans, skipped)
+    gb_ctx = {"date": started.astimezone().isoformat(timespec="seconds"),
+              "host_name": env["host"], "executable": os.path.abspath(__file__),
+              "num_cpus": os.cpu_count(), "library_build_type": "release",
+              "torch_version": torch.__version__, "tandem_device": a.device,
+              "tandem_commit": commit, "tandem_version": "peer"}
+    flat_strings(env, "env", gb_ctx)
+    res.context = gb_ctx
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    res.status()
+    done, rc, failed_any = 0, 0, False
+    try:
+        for s, benches in plans:
+            if g_stop[0]:
+                break
+            fam = {}
+            if s == "cudnn":
+                gen = cudnn_run_modes(a, dev, benches, [b.bench_id(s) for b in benches])
+            else:
+                gen = None
+            it = iter(benches) if gen is None else gen
+            for item in it:
+                if g_stop[0]:
+                    break
+                if gen is None:
+                    b = item
+                    res.running = b.bench_id(s)
+                    res.status()
+                    try:
+                        samples, after = run_one(b, a)
+                        err = None
+                    except KeyboardInterrupt:
+                        raise
+                    except Exception as ex:   # noqa: BLE001 — the benchmark fails, the run goes on
+                        samples, after = None, None
+                        msg = str(ex).strip().splitlines()
+                        err = msg[0] if msg else type(ex).__name__
+                    finally:
+                        if is_cuda(dev):
+                            torch.cuda.empty_cache()
+                else:
+                    b, samples, after, err = item
+                bid = b.bench_id(s)
+                family = fam.setdefault(b.name, len(fam))
+                done += 1
+                if err:
+                    failed_any = True
+                    res.failed.append({"name": bid, "error": err})
+                    res.entries.setdefault(s, []).append(
+                        {"name": b.gb_name, "family_index": family, "per_family_instance_index": 0,
+                         "run_name": b.gb_name, "run_type": "iteration",
+                         "repetitions": a.repetitions, "repetition_index": 0, "threads": 1,
+                         "iterations": 0, "real_time": 0, "cpu_time": 0, "time_unit": "ns",
+                         "error_occurred": True, "error_message": err})
+                else:
+                    record(res, s, family, b, samples, after, a)
+                    res.finished.append(bid)
+                res.running = None
+                res.write_suite(s)
+                res.status()
+                print_result(done, total, bid, samples, b.rates, err)
+            if gen is not None:
+                gen.close()
+    except KeyboardInterrupt:
+        if not g_stop[0]:
+            g_stop[0], g_stop[1] = 1, signal.SIGINT
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    res.running = None
+    res.complete = not g_stop[0]
+    res.status()
+    unfinished = total - len(res.finished) - len(res.failed)
+    print("results in %s: %d finished, %d failed, %d unfinished, %d suite%s skipped" % (
+        a.out, len(res.finished), len(res.failed), unfinished, len(skipped),
+        "" if len(skipped) == 1 else "s"), flush=True)
+    for f in res.failed:
+        print("FAILED %s: %s" % (f["name"], f["error"]), flush=True)
+    if g_stop[0]:
+        return 128 + (g_stop[1] or signal.SIGINT)
+    return rc or (1 if failed_any else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

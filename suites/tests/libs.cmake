@@ -1,0 +1,42 @@
+# libs.cmake — the CUDA backend's library layer (kernels/blas.cu: cuBLASLt; kernels/conv_cudnn.cu:
+# cuDNN): its plan-cache keys and the algorithm-choice API on the CPU, `bench list` showing the
+# cudnn suite; and on cuda:0 (label gpu, exit 77 = SKIP without a device) the golden and random
+# cases of linear/matmul/conv2d in each convolution algorithm mode and with TF32 on and off (the
+# TANDEM_* environment defaults of tandem/backends.h; bounds widen for TF32, docs/CONFORMANCE.md).
+tdm_test_executable(plan_cache)
+add_test(NAME plan.keys COMMAND test_plan_cache keys)
+add_test(NAME plan.algo_api COMMAND test_plan_cache algo_api)
+add_test(NAME plan.env COMMAND test_plan_cache env)
+set_tests_properties(plan.env PROPERTIES ENVIRONMENT
+                     "TANDEM_TF32_MATMUL=1;TANDEM_TF32_CONV=0;TANDEM_CONV_ALGO=benchmark")
+
+# the benchmarks are registered in CUDA builds only (the suite times with CUDA events)
+if(TDM_CUDA)
+  set(LIST_CUDNN_BENCHMARKS "&& echo \"$out\" | grep -q 'conv_resnet50_layer1_expand1x1_bwd_filter_bf16_nchw' && echo \"$out\" | grep -q 'conv_smallcnn_conv2_bwd_data_tf32_nchw'")
+endif()
+add_test(NAME bench.list_cudnn
+         COMMAND sh -c "out=$($<TARGET_FILE:bench> list) || exit 1; echo \"$out\" | grep -q '^cudnn \\[cuda\\]' ${LIST_CUDNN_BENCHMARKS}")
+add_test(NAME bench.run_cpu_skips_cudnn
+         COMMAND sh -c "$<TARGET_FILE:bench> run --device cpu --quick --suite cudnn --out ${TEST_TMP}/run-cudnn 2>&1 | grep -q 'skipping suite cudnn'")
+
+set(LIBS_CASES ${CASES_linear} ${CASES_matmul} ${CASES_conv2d})
+set(LIBS_SKIP "case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $(echo \"$out\" | head -n1)\"; exit 77;; esac")
+foreach(variant "tf32_off:TANDEM_TF32_MATMUL=0 TANDEM_TF32_CONV=0"
+                "tf32_on:TANDEM_TF32_MATMUL=1 TANDEM_TF32_CONV=1"
+                "heuristic:TANDEM_CONV_ALGO=heuristic"
+                "benchmark:TANDEM_CONV_ALGO=benchmark"
+                "deterministic:TANDEM_CONV_ALGO=deterministic")
+  string(REGEX REPLACE ":.*" "" name ${variant})
+  string(REGEX REPLACE "^[^:]*:" "" envs ${variant})
+  add_test(NAME gpu.golden.cuda0.libs_${name}
+           COMMAND sh -c "out=$(env ${envs} $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${CASES_DIR}/matmul-f32-mm.safetensors 2>&1); rc=$?; ${LIBS_SKIP}; echo \"$out\"; [ $rc -eq 0 ] || exit 1; exec env ${envs} $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${LIBS_CASES}")
+  add_test(NAME gpu.conform.cuda0.libs_${name}
+           COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); ${LIBS_SKIP}; exec env ${envs} $<TARGET_FILE:bench> conform --device cuda:0 --ops linear,matmul,conv2d --dtypes f32,f16,bf16 --cases 3 --seed 2 --quiet --failures ${TEST_TMP}/conform-libs-${name}")
+  set_tests_properties(gpu.golden.cuda0.libs_${name} gpu.conform.cuda0.libs_${name}
+                       PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+endforeach()
+
+# The suite itself on cuda:0, quick: every instance runs its search, times, verifies 4 points.
+add_test(NAME gpu.bench.cudnn_quick
+         COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); ${LIBS_SKIP}; exec $<TARGET_FILE:bench> run --device cuda:0 --quick --suite cudnn --out ${TEST_TMP}/run-cudnn-cuda0")
+set_tests_properties(gpu.bench.cudnn_quick PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
