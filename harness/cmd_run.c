@@ -1121,8 +1121,8 @@ static void list_usage(FILE *f) {
             "  The benchmark suites, the devices each runs on, and their benchmarks: the\n"
             "  instances (parameters) `bench run` times, what each measures (bytes or FLOP\n"
             "  counted) and its unit. Names are what --filter matches.\n"
-            "  --device D   the benchmarks registered for D (cpu, the default, or cuda:N; the\n"
-            "               device need not be present)\n"
+            "  --device D   the benchmarks registered for D (cpu or cuda:N; the device need not\n"
+            "               be present). Default: cpu, and cuda:0 for a suite without a cpu form\n"
             "  Exit: 0, 2 bad arguments.\n");
 }
 
@@ -1133,12 +1133,14 @@ int bench_list(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     const char *suites = NULL;
     tdm_device dev = TDM_CPU;
+    bool dev_given = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's': suites = optarg; break;
         case 'd':
+            dev_given = true;
             if (tdm_device_parse(optarg, &dev) != TDM_OK) {
                 fprintf(stderr, "bench list: --device %s: %s\n", optarg, tdm_last_error());
                 return 2;
@@ -1165,14 +1167,17 @@ int bench_list(int argc, char **argv) {
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         char devs[32], err[512];
-        bench_suite_config cfg = {.device = dev, .quick = false};
+        // without --device: the cpu form, or the cuda form of a suite that has no cpu form
+        tdm_device d = dev_given || bench_suite_supports(v[i], dev) ? dev
+                                                                     : (tdm_device){TDM_DEVICE_CUDA, 0};
+        bench_suite_config cfg = {.device = d, .quick = false};
         printf("%s%s [%s]: %s\n", i ? "\n" : "", v[i]->name,
                bench_suite_devices_str(v[i], devs, sizeof devs), v[i]->description);
         char **names = NULL;
         int k = -1;
-        if (!bench_suite_supports(v[i], dev)) {
-            char d[32];
-            printf("  (no benchmarks on %s)\n", tdm_device_str(dev, d, sizeof d));
+        if (!bench_suite_supports(v[i], d)) {
+            char ds[32];
+            printf("  (no benchmarks on %s)\n", tdm_device_str(d, ds, sizeof ds));
             continue;
         }
         if (v[i]->register_benchmarks(&cfg) != 0) {

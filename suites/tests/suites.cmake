@@ -41,3 +41,8 @@ else()
   add_test(NAME suites.scaling_under_mpirun COMMAND sh -c "echo 'SKIP: built without MPI (install libopenmpi-dev openmpi-bin)'; exit 77")
   set_tests_properties(suites.scaling_under_mpirun PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+# bench list --device cpu says which suites have no cpu form
+add_test(NAME suites.list_device_cpu COMMAND $<TARGET_FILE:bench> list --device cpu --suite cudnn,amp)
+set_tests_properties(suites.list_device_cpu PROPERTIES PASS_REGULAR_EXPRESSION
+  "cudnn \\[cuda\\][^\n]*\n  \\(no benchmarks on cpu\\).*amp \\[cpu, cuda\\].*train_mlp_1000_512_10_f32")
