@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef TDM_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -48,6 +49,7 @@ struct dp_rank {
     int *ready;            // per bucket: gradients completed since its last reduce
     bool *reduced;         // per bucket: all-reduced since the last sync
     tdm_status failed;     // a failure inside a hook (reported by sync)
+    double comm_seconds;   // wall time spent in reduce_bucket since attach
     void *comm;            // the backend's communicator member, or NULL (host all-reduce)
     const struct tdm_backend_ops *comm_be;
     bool comm_wanted;      // set at attach: all parameters on one device with collectives
@@ -107,9 +109,6 @@ static void rank_clear(dp_rank *r) {
 void tdm_dp_group_free(tdm_dp_group *g) {
     if (!g) return;
     for (int i = 0; i < g->nranks; i++) rank_clear(&g->ranks[i]);
-#ifdef TDM_HAVE_MPI
-    if (g->mpi) MPI_Finalize();
-#endif
     pthread_barrier_destroy(&g->barrier);
     pthread_mutex_destroy(&g->lock);
     free(g->buckets);
@@ -125,6 +124,23 @@ bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank) {
     return rank >= 0 && rank < g->nranks && g->ranks[rank].comm != NULL;
 }
 int tdm_dp_group_rank(const tdm_dp_group *g) { return g->mpi ? g->self : 0; }
+
+int tdm_dp_launch_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v && tdm_dp_mpi_launched()) return atoi(v);
+    }
+    return 0;
+}
+
+#ifdef TDM_HAVE_MPI
+static void dp_mpi_finalize(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+#endif
 
 bool tdm_dp_mpi_launched(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
@@ -143,6 +159,7 @@ tdm_dp_group *tdm_dp_group_new_mpi(int64_t bucket_bytes) {
         tdm_error_set(TDM_ERR_BACKEND, "data parallel: MPI_Init_thread failed");
         return NULL;
     }
+    if (!inited) atexit(dp_mpi_finalize);   // at exit, so that a process can make several groups
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     tdm_dp_group *g = tdm_dp_group_new(size, bucket_bytes);
@@ -263,7 +280,22 @@ static tdm_status reduce_bucket_device(dp_rank *r, const dp_bucket *bk) {
     return s;
 }
 
+static double dp_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static tdm_status reduce_bucket_timed(dp_rank *r, int b);
+
 static tdm_status reduce_bucket(dp_rank *r, int b) {
+    double t0 = dp_now();
+    tdm_status s = reduce_bucket_timed(r, b);
+    r->comm_seconds += dp_now() - t0;
+    return s;
+}
+
+static tdm_status reduce_bucket_timed(dp_rank *r, int b) {
     tdm_dp_group *g = r->g;
     const dp_bucket *bk = &g->buckets[b];
     if (r->comm) {
@@ -457,4 +489,8 @@ tdm_status tdm_dp_sync(tdm_dp_group *g, int rank) {
     memset(r->reduced, 0, (size_t)g->n_buckets * sizeof *r->reduced);
     r->failed = TDM_OK;
     return s;
+}
+
+double tdm_dp_comm_seconds(const tdm_dp_group *g, int rank) {
+    return g && rank >= 0 && rank < g->nranks ? g->ranks[rank].comm_seconds : 0;
 }

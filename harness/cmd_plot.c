@@ -1,8 +1,9 @@
 /* cmd_plot.c — `bench plot DIR [DIR...] [--out DIR]`: draws each suite's figures with gnuplot, one
  * per metric, as PNG and SVG: lines of the median vs x per benchmark (min..max whiskers, log x when
  * x spans decades), or clustered bars for benchmarks without a numeric x. Several result
- * directories go side by side, one series per run (A100 vs H100, before vs after). Also the
- * results reader that `bench report` shares (cmd_plot.h). */
+ * directories go side by side, one series per run (A100 vs H100, before vs after). A suite with
+ * its own plots/<suite>.gp has its line figures drawn by that script (lines.gp's variables, plus
+ * kind, metric, runs and scripts). Also the results reader that `bench report` shares (cmd_plot.h). */
 #include <errno.h>
 #include <math.h>
 #include <dirent.h>
@@ -1052,6 +1053,23 @@ int bench_plot_draw(const char *cmd, const bench_results *runs, int n, const ben
             fprintf(stderr, "bench %s: %s: path too long\n", cmd, outdir);
             rc = 2;
         }
+        // A suite's own script, plots/<suite>.gp, draws its line figures when it exists: it gets
+        // lines.gp's variables plus kind ('lines'), metric, runs and scripts (and may set colours
+        // and styles, then load lines.gp from `scripts`). Bar charts are bars.gp's.
+        char own[PATH_MAX];
+        if (!rc && !f->bars &&
+            snprintf(own, sizeof own, "%s/%s.gp", scripts, f->suite) < (int)sizeof own &&
+            !strchr(f->suite, '/') && access(own, R_OK) == 0) {
+            snprintf(script, sizeof script, "%s", own);
+            gp_str(&a, "kind", f->bars ? "bars" : "lines");
+            gp_str(&a, "metric", f->metric);
+            gp_str(&a, "scripts", scripts);
+            sb_add(&a, "runs=%d; ", n);
+            if (a.oom) {
+                fprintf(stderr, "bench %s: out of memory\n", cmd);
+                rc = 1;
+            }
+        }
         if (!rc) rc = write_atomic(cmd, dpath, dat.p, dat.len);
         static const char *const fmts[] = {"png", "svg"};
         for (int k = 0; k < 2 && !rc; k++) {
@@ -1108,7 +1126,8 @@ static void plot_usage(FILE *f) {
         "  --out DIR   where the figures go (made when missing)\n"
         "  --quiet     no line per figure\n"
         "  Environment: GNUPLOT the gnuplot program (default: gnuplot on PATH);\n"
-        "  TANDEM_PLOTS_DIR the directory of lines.gp and bars.gp (default: found beside bench).\n"
+        "  TANDEM_PLOTS_DIR the directory of lines.gp and bars.gp (default: found beside bench);\n"
+        "  a suite's line figures are drawn by <that directory>/<suite>.gp when it exists.\n"
         "  Exit: 0 drawn, 1 gnuplot missing or failing, 2 bad arguments or results.\n");
 }
 

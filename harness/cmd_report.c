@@ -1,6 +1,8 @@
 /* cmd_report.c — `bench report DIR`: writes DIR/report.html (self-contained: inline CSS, the plots
  * by relative <img> or, with --embed, inline as data URIs) and DIR/report.md with the same content:
- * the run's context, per suite its figures and a table of medians with CV and unit, and what was
+ * the run's context, per suite the first paragraph of its doc page (docs/suites/<suite>.md), its
+ * ratio table (harness/suites.h's bench_ratio), its figures and a table of medians with CV and
+ * unit (predicted_* rows labelled as predictions), and what was
  * skipped or did not finish (status.json). Draws the plots first (bench plot's code) when absent.
  * Everything taken from the results files is escaped. */
 #include <errno.h>
@@ -16,6 +18,7 @@
 
 #include "bench.h"
 #include "cmd_plot.h"
+#include "suites.h"
 #include "run_peer.h"
 #include "tandem/tandem.h"
 
@@ -349,6 +352,206 @@ static int suite_files(const char *dir, const char *suite, char names[3][PATH_MA
 }
 
 // ---------------------------------------------------------------------------------------------
+// a suite's introduction: the first paragraph of its doc page, and its ratio table
+
+/* The file of a suite's doc page (desc->doc, relative to the source tree) into OUT: under
+ * $TANDEM_DOCS_ROOT; the source tree bench was built from; <bin>/../share/tandem; the program's
+ * directory or one of its parents. False when none is readable. */
+static bool find_doc(const char *doc, char *out, size_t len) {
+    const char *env = getenv("TANDEM_DOCS_ROOT");
+    if (env && *env) return snprintf(out, len, "%s/%s", env, doc) < (int)len && !access(out, R_OK);
+#ifdef TDM_PLOTS_DIR  // <source>/plots: the doc is in <source>/docs
+    if (snprintf(out, len, "%s/../%s", TDM_PLOTS_DIR, doc) < (int)len && !access(out, R_OK))
+        return true;
+#endif
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return false;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return false;
+    *slash = '\0';
+    if (snprintf(out, len, "%s/../share/tandem/%s", exe, doc) < (int)len && !access(out, R_OK))
+        return true;
+    for (int up = 0; up < 4; up++) {
+        if (snprintf(out, len, "%s/%s", exe, doc) < (int)len && !access(out, R_OK)) return true;
+        if (!(slash = strrchr(exe, '/')) || slash == exe) break;
+        *slash = '\0';
+    }
+    return false;
+}
+
+/* The first paragraph of a Markdown page (headings and blank lines before it skipped), its lines
+ * joined by spaces; malloc'd, NULL when there is none. */
+static char *first_paragraph(const char *path) {
+    char *text = bench_read_file(path, NULL);
+    if (!text) return NULL;
+    size_t out = 0;
+    bool started = false;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\r' || line[l - 1] == ' ')) line[--l] = '\0';
+        if (!started && (l == 0 || line[0] == '#')) continue;
+        if (l == 0 || line[0] == '#') break;
+        if (started) text[out++] = ' ';
+        memmove(text + out, line, l);   // the paragraph is rebuilt in place, never past `line`
+        out += l;
+        started = true;
+    }
+    text[out] = '\0';
+    if (!started) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* TO (a file) relative to the directory FROM, when both resolve; else TO as found. */
+static void rel_path(const char *from, const char *to, char *buf, size_t len) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!realpath(from, a) || !realpath(to, b)) {
+        snprintf(buf, len, "%s", to);
+        return;
+    }
+    // the longest common run of whole components: "/x/r/run" vs "/x/docs/s.md" share "/x"
+    size_t common = 0;
+    for (size_t i = 0; a[i] && a[i] == b[i]; i++)
+        if (b[i + 1] == '/' && (a[i + 1] == '/' || a[i + 1] == '\0')) common = i + 1;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (const char *s = a + common; *s; s++)  // one ../ per component of FROM past the prefix
+        if (*s == '/' && at + 4 < len) at += (size_t)snprintf(buf + at, len - at, "../");
+    snprintf(buf + at, len - at, "%s", b + common + 1);
+}
+
+/* The median of METRIC of BENCHMARK/PARAM in SUITE (NaN when absent). */
+static double median_of(const bench_results *run, const char *suite, const char *benchmark,
+                        const char *param, const char *metric) {
+    for (int k = 0; k < run->n_rows; k++) {
+        const bench_row *w = &run->rows[k];
+        if (!strcmp(w->suite, suite) && !strcmp(w->benchmark, benchmark) &&
+            !strcmp(w->param, param) && !strcmp(w->metric, metric))
+            return w->median;
+    }
+    return NAN;
+}
+
+/* Calls fn for every (ratio, param) of the suite whose two medians exist: the ratio's value. */
+static int suite_ratios(const bench_results *run, const bench_suite *desc,
+                        void (*fn)(FILE *, const bench_ratio *, const char *, double, double, double),
+                        FILE *f) {
+    int count = 0;
+    for (const bench_ratio *q = desc->ratios; q && q->label; q++)
+        for (int k = 0; k < run->n_rows; k++) {
+            const bench_row *w = &run->rows[k];
+            if (strcmp(w->suite, desc->name) || strcmp(w->benchmark, q->num) ||
+                strcmp(w->metric, q->metric) || !isfinite(w->median))
+                continue;
+            double den = median_of(run, desc->name, q->den, w->param, q->metric);
+            if (!isfinite(den) || den == 0) continue;  // its benchmark is missing: no row
+            if (fn) fn(f, q, w->param, w->median / den, w->median, den);
+            count++;
+        }
+    return count;
+}
+
+static void html_ratio_row(FILE *f, const bench_ratio *q, const char *param, double v, double a,
+                           double b) {
+    char b1[64], b2[64], b3[64];
+    fputs("<tr><td>", f);
+    html(f, q->label);
+    fputs("</td><td>", f);
+    html(f, param);
+    fprintf(f, "</td><td class=\"n\">%s</td><td>", num(v, b1, sizeof b1));
+    html(f, q->num);
+    fprintf(f, " %s / ", num(a, b2, sizeof b2));
+    html(f, q->den);
+    fprintf(f, " %s (", num(b, b3, sizeof b3));
+    html(f, q->metric);
+    fputs(")</td></tr>\n", f);
+}
+
+static void md_ratio_row(FILE *f, const bench_ratio *q, const char *param, double v, double a,
+                         double b) {
+    char b1[64], b2[64], b3[64];
+    fputs("| ", f);
+    md(f, q->label);
+    fputs(" | ", f);
+    md(f, param);
+    fprintf(f, " | %s | ", num(v, b1, sizeof b1));
+    md(f, q->num);
+    fprintf(f, " %s / ", num(a, b2, sizeof b2));
+    md(f, q->den);
+    fprintf(f, " %s (", num(b, b3, sizeof b3));
+    md(f, q->metric);
+    fputs(") |\n", f);
+}
+
+/* Markdown's `code` spans as <code>, the rest escaped. */
+static void html_inline_md(FILE *f, const char *s) {
+    bool code = false;
+    for (; *s; s++) {
+        if (*s == '`') {
+            fputs(code ? "</code>" : "<code>", f);
+            code = !code;
+        } else {
+            char one[2] = {*s, '\0'};
+            html(f, one);
+        }
+    }
+    if (code) fputs("</code>", f);
+}
+
+/* The summary paragraph (with a link to the page) and the ratio table of a suite. */
+static void suite_intro(FILE *f, const bench_results *run, const char *suite, bool as_html) {
+    const bench_suite *desc = bench_suite_find(suite);
+    if (!desc) return;
+    char path[PATH_MAX], link[PATH_MAX];
+    char *para = desc->doc && find_doc(desc->doc, path, sizeof path) ? first_paragraph(path) : NULL;
+    if (para) rel_path(run->dir, path, link, sizeof link);
+    if (as_html) {
+        fputs("<p>", f);
+        if (para) {
+            html_inline_md(f, para);
+            fputs(" <a href=\"", f);
+            html(f, link);
+            fputs("\">More: ", f);
+            html(f, desc->doc);
+            fputs("</a>", f);
+        } else {
+            html(f, desc->description);
+        }
+        fputs("</p>\n", f);
+    } else {
+        if (para) {
+            fprintf(f, "%s [More: ", para);
+            md(f, desc->doc);
+            fprintf(f, "](%s)\n\n", link);  // a path of the source tree
+        } else {
+            md(f, desc->description);
+            fputs("\n\n", f);
+        }
+    }
+    free(para);
+    if (!suite_ratios(run, desc, NULL, f)) return;
+    if (as_html) {
+        fputs("<table>\n<tr><th>ratio</th><th>param</th><th>value</th><th>medians</th></tr>\n", f);
+        suite_ratios(run, desc, html_ratio_row, f);
+        fputs("</table>\n<p class=\"note\">Ratios of the medians of two benchmarks at the same "
+              "param; a ratio whose benchmarks did not both run is left out.</p>\n", f);
+    } else {
+        fputs("| ratio | param | value | medians |\n| --- | --- | ---: | --- |\n", f);
+        suite_ratios(run, desc, md_ratio_row, f);
+        fputs("\nRatios of the medians of two benchmarks at the same param; a ratio whose "
+              "benchmarks did not both run is left out.\n\n", f);
+    }
+}
+
+/* Benchmarks named predicted_* hold a model's predictions, not measurements. */
+static bool is_prediction(const bench_row *w) { return !strncmp(w->benchmark, "predicted_", 10); }
+// ---------------------------------------------------------------------------------------------
 // the PyTorch peer (DIR/peer-torch, docs/PEERS.md): tandem's median over PyTorch's, per benchmark,
 // for its main metric (its first rate, a counter in "/s"; else time)
 
@@ -591,6 +794,7 @@ static int write_html(FILE *f, const report *r) {
         fputs("\">Suite ", f);
         html(f, suite);
         fputs("</h2>\n", f);
+        suite_intro(f, run, suite, true);
         char files[3][PATH_MAX];
         int nf = suite_files(run->dir, suite, files);
         for (int k = 0; k < nf; k++) {
@@ -656,6 +860,7 @@ static int write_html(FILE *f, const report *r) {
             bool noisy = isfinite(w->cv) && w->cv > 0.05;
             fprintf(f, "<tr%s><td>", noisy ? " class=\"noisy\"" : "");
             html(f, w->benchmark);
+            if (is_prediction(w)) fputs(" <em>(prediction, not measured)</em>", f);
             fputs("</td><td>", f);
             html(f, w->param);
             fputs("</td><td>", f);
@@ -834,6 +1039,7 @@ static int write_md(FILE *f, const report *r) {
         fputs("## Suite ", f);
         md(f, suite);
         fputs("\n\n", f);
+        suite_intro(f, run, suite, false);
         if (r->plots_note) {
             fputs("No plots: ", f);
             md(f, r->plots_note);
@@ -863,6 +1069,7 @@ static int write_md(FILE *f, const report *r) {
             if (strcmp(w->suite, suite)) continue;
             fputs("| ", f);
             md(f, w->benchmark);
+            if (is_prediction(w)) fputs(" (prediction, not measured)", f);
             fputs(" | ", f);
             md(f, w->param);
             fputs(" | ", f);
@@ -952,7 +1159,9 @@ static void report_usage(FILE *f) {
         f,
         "usage: bench report DIR [--replot] [--no-plots] [--embed]\n"
         "  Writes DIR/report.html and DIR/report.md from a results directory of bench run: the\n"
-        "  run's context (context.json), per suite its figures and a table of every benchmark's\n"
+        "  run's context (context.json), per suite the summary of its page docs/suites/<suite>.md\n"
+        "  (found in the source tree, or under $TANDEM_DOCS_ROOT), its ratios (e.g. fp16 / f32\n"
+        "  per batch, from the medians), its figures and a table of every benchmark's\n"
         "  median, CV (stddev/mean over repetitions) and unit, and what was skipped or did not\n"
         "  finish (status.json). The HTML has its CSS inline and shows DIR/plots/*.svg by\n"
         "  relative links (open it where it lies, or copy DIR whole).\n"

@@ -8,6 +8,7 @@
  * current benchmark (a second Ctrl-C stops it too), records the rest as unfinished and exits with
  * 128 + the signal. A benchmark that crashes the process (SIGSEGV) cannot be survived in-process:
  * the files written before it stay, and status.json names it as "running" and unfinished. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <getopt.h>
@@ -260,7 +261,14 @@ static bool has_error(const cJSON *list, const char *name) {
     return false;
 }
 
-static int series_from_json(const cJSON *root, series_set *ss) {
+// The unit of a plain counter the suite declares a result (bench_suite.metrics), or NULL.
+static const char *plain_metric_unit(const bench_suite *suite, const char *name) {
+    for (const bench_metric *m = suite ? suite->metrics : NULL; m && m->name; m++)
+        if (!strcmp(m->name, name)) return m->unit;
+    return NULL;
+}
+
+static int series_from_json(const cJSON *root, series_set *ss, const bench_suite *suite) {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "benchmarks");
     if (!cJSON_IsArray(list)) return -1;
     int count = 0;
@@ -281,6 +289,9 @@ static int series_from_json(const cJSON *root, series_set *ss) {
         cJSON_ArrayForEach(c, b) {
             if (c->string && cJSON_IsNumber(c) && ends_with(c->string, "/s"))
                 series_add(ss, name->valuestring, c->string, c->string, rep, c->valuedouble);
+            else if (c->string && cJSON_IsNumber(c) && plain_metric_unit(suite, c->string))
+                series_add(ss, name->valuestring, c->string, plain_metric_unit(suite, c->string),
+                           rep, c->valuedouble);
         }
         count++;
     }
@@ -490,6 +501,29 @@ static void print_result(run_ctx *r, const char *id, const series_set *ss, const
     fflush(stdout);
 }
 
+// Google Benchmark writes a NaN or infinite number (the cv aggregate of a counter whose mean is
+// 0) as NaN / Infinity, which is not JSON: a copy with those values as null, for cJSON.
+static char *json_without_nan(const char *json) {
+    size_t n = strlen(json);
+    char *out = xrealloc(NULL, 2 * n + 1), *o = out;   // NaN -> null grows by one
+    static const char *const bad[] = {"-NaN", "NaN", "-Infinity", "Infinity"};
+    for (const char *p = json; *p;) {
+        size_t k = 0;
+        if (p > json && (p[-1] == ' ' || p[-1] == ':'))
+            for (int b = 0; b < 4 && !k; b++)
+                if (!strncmp(p, bad[b], strlen(bad[b]))) k = strlen(bad[b]);
+        if (k) {
+            memcpy(o, "null", 4);
+            o += 4;
+            p += k;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 static void on_result(void *user, const tdm_gb_result *res) {
     run_ctx *r = user;
     const char *suite = r->cur->suite->name;
@@ -509,10 +543,12 @@ static void on_result(void *user, const tdm_gb_result *res) {
     }
     // The suite's JSON so far, its CSVs, then status.json.
     series_set ss = {0};
-    cJSON *root = cJSON_ParseWithOpts(res->json, NULL, true);
+    char *clean = json_without_nan(res->json);
+    cJSON *root = cJSON_ParseWithOpts(clean, NULL, true);
+    free(clean);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.json", r->dir, suite);
-    if (!root || series_from_json(root, &ss) != 0) {
+    if (!root || series_from_json(root, &ss, r->cur->suite) != 0) {
         fprintf(stderr, "bench run: Google Benchmark's JSON for %s does not parse\n", id);
     } else if (write_atomic(path, res->json, strlen(res->json)) != 0 ||
                write_csvs(r->dir, suite, &ss) != 0) {
@@ -718,6 +754,20 @@ static int parse_suites(const char *cmd, const char *list, const bench_suite ***
     return 0;
 }
 
+// Removes a directory holding only files (an MPI rank's scratch results).
+static void remove_flat_dir(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char f[4400];
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(f, sizeof f, "%s/%s", path, e->d_name) < (int)sizeof f)
+            unlink(f);
+    }
+    if (d) closedir(d);
+    rmdir(path);
+}
+
 static int mkdir_p(const char *path) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -890,8 +940,9 @@ int bench_run(int argc, char **argv) {
         rc = 2;
     }
 
-    // The results directory.
+    // The results directory (an MPI rank but 0 writes to a scratch directory, removed at the end).
     char dir[4096], iso[32], compact[32];
+    bool scratch_dir = false;
     utc_time(iso, sizeof iso, compact, sizeof compact);
     if (!rc) {
         if (a.out) {
@@ -906,9 +957,20 @@ int bench_run(int argc, char **argv) {
             dn[k] = '\0';
             snprintf(dir, sizeof dir, "results/%s-%s-%s", host, dn, compact);
         }
+        if (tdm_dp_launch_rank() > 0) {   // mpirun/srun: rank 0 writes the results
+            const char *tmpdir = getenv("TMPDIR");
+            snprintf(dir, sizeof dir, "%s/tandem-bench-rank%d-XXXXXX",
+                     tmpdir && *tmpdir ? tmpdir : "/tmp", tdm_dp_launch_rank());
+            if (!mkdtemp(dir)) {
+                fprintf(stderr, "bench run: %s: %s\n", dir, strerror(errno));
+                rc = 2;
+            }
+            scratch_dir = true;
+        }
         char probe[4200];
         snprintf(probe, sizeof probe, "%s/status.json", dir);
-        if (mkdir_p(dir) != 0) {
+        if (rc) {
+        } else if (mkdir_p(dir) != 0) {
             fprintf(stderr, "bench run: --out %s: cannot create the directory: %s\n", dir,
                     strerror(errno));
             rc = 2;
@@ -1029,7 +1091,7 @@ int bench_run(int argc, char **argv) {
     fflush(stdout);
 
     int exit_code = g_stop ? 128 + (g_signal ? g_signal : SIGINT) : rc ? rc : r.n_failed ? 1 : 0;
-    if (a.peer.peer && !g_stop) {   // the same suites through PyTorch, into DIR/peer-torch
+    if (a.peer.peer && !g_stop && !scratch_dir) {   // the same suites through PyTorch, into DIR/peer-torch
         strbuf names = {0};
         for (int i = 0; !a.suites && i < bench_suite_count(); i++)
             sb_add(&names, "%s%s", i ? "," : "", bench_suite_at(i)->name);
@@ -1038,6 +1100,7 @@ int bench_run(int argc, char **argv) {
         free(names.s);
         if (prc > 128 || !exit_code) exit_code = prc;
     }
+    if (scratch_dir) remove_flat_dir(dir);
     for (int i = 0; i < r.n_finished; i++) free(r.finished[i]);
     for (int i = 0; i < r.n_failed; i++) free(r.failed[i]), free(r.failed_msg[i]);
     free(r.finished);
@@ -1054,22 +1117,35 @@ int bench_run(int argc, char **argv) {
 
 static void list_usage(FILE *f) {
     fprintf(f,
-            "usage: bench list [--suite S[,S...]]\n"
+            "usage: bench list [--suite S[,S...]] [--device D]\n"
             "  The benchmark suites, the devices each runs on, and their benchmarks: the\n"
             "  instances (parameters) `bench run` times, what each measures (bytes or FLOP\n"
-            "  counted) and its unit. Names are what --filter matches. Exit: 0, 2 bad arguments.\n");
+            "  counted) and its unit. Names are what --filter matches.\n"
+            "  --device D   the benchmarks registered for D (cpu or cuda:N; the device need not\n"
+            "               be present). Default: cpu, and cuda:0 for a suite without a cpu form\n"
+            "  Exit: 0, 2 bad arguments.\n");
 }
 
 int bench_list(int argc, char **argv) {
     static const struct option opts[] = {{"suite", required_argument, 0, 's'},
+                                         {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *suites = NULL;
+    tdm_device dev = TDM_CPU;
+    bool dev_given = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's': suites = optarg; break;
+        case 'd':
+            dev_given = true;
+            if (tdm_device_parse(optarg, &dev) != TDM_OK) {
+                fprintf(stderr, "bench list: --device %s: %s\n", optarg, tdm_last_error());
+                return 2;
+            }
+            break;
         case 'h': list_usage(stdout); return 0;
         default: list_usage(stderr); return 2;
         }
@@ -1091,11 +1167,19 @@ int bench_list(int argc, char **argv) {
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         char devs[32], err[512];
-        bench_suite_config cfg = {.device = TDM_CPU, .quick = false};
+        // without --device: the cpu form, or the cuda form of a suite that has no cpu form
+        tdm_device d = dev_given || bench_suite_supports(v[i], dev) ? dev
+                                                                     : (tdm_device){TDM_DEVICE_CUDA, 0};
+        bench_suite_config cfg = {.device = d, .quick = false};
         printf("%s%s [%s]: %s\n", i ? "\n" : "", v[i]->name,
                bench_suite_devices_str(v[i], devs, sizeof devs), v[i]->description);
         char **names = NULL;
         int k = -1;
+        if (!bench_suite_supports(v[i], d)) {
+            char ds[32];
+            printf("  (no benchmarks on %s)\n", tdm_device_str(d, ds, sizeof ds));
+            continue;
+        }
         if (v[i]->register_benchmarks(&cfg) != 0) {
             fprintf(stderr, "bench list: suite %s: %s\n", v[i]->name, tdm_last_error());
             rc = 1;

@@ -26,6 +26,12 @@ typedef struct {
     const char *metric;   // "GB/s", "samples/s", "time"
 } bench_ratio;
 
+// A plain (non-rate) counter that is a result of the suite, written to the CSVs beside the
+// counters ending in "/s": its name and unit ("efficiency", "1"; "peak_bytes", "bytes").
+typedef struct {
+    const char *name, *unit;
+} bench_metric;
+
 typedef struct {
     const char *name;
     const char *description;
@@ -33,6 +39,7 @@ typedef struct {
     unsigned devices;
     const bench_ratio *ratios;   // optional: the ratios its report section tables, ended by a
                                  // {0} entry; NULL for none
+    const bench_metric *metrics;   // optional: plain counters that are results, ended by {0}
     // Registers the suite's benchmarks for cfg (tdm_gb_register ...). Returns 0, or -1 with a
     // message in tdm_last_error(). The config is only valid during the call: keep a copy.
     int (*register_benchmarks)(const bench_suite_config *cfg);
@@ -50,5 +57,8 @@ extern const bench_suite bench_suite_ops;
 extern const bench_suite bench_suite_cudnn;
 extern const bench_suite bench_suite_transfer;   // suites/bench/transfer.c
 extern const bench_suite bench_suite_pipeline;   // suites/bench/pipeline.c
+extern const bench_suite bench_suite_amp;
+extern const bench_suite bench_suite_cpu_vs_gpu;
+extern const bench_suite bench_suite_scaling;
 
 #endif

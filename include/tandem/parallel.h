@@ -28,7 +28,11 @@ int tdm_dp_group_size(const tdm_dp_group *g);
 
 // Was this process started by an MPI launcher (mpirun, srun) with more than one process?
 bool tdm_dp_mpi_launched(void);
-// A group of the MPI world's processes (initializes MPI; finalized by tdm_dp_group_free).
+// This process's rank as the MPI launcher's environment gives it (0 when not launched by one):
+// what a program reads before any group exists (e.g. so that only rank 0 writes results).
+int tdm_dp_launch_rank(void);
+// A group of the MPI world's processes (initializes MPI when needed, and then finalizes it at
+// exit: a process may make several groups one after another, for different models).
 // NULL + error in a build without MPI.
 tdm_dp_group *tdm_dp_group_new_mpi(int64_t bucket_bytes);
 // This process's rank: the MPI rank for an MPI group, 0 for a thread group (which holds them all).
@@ -51,6 +55,12 @@ tdm_status tdm_dp_sync(tdm_dp_group *g, int rank);
 void tdm_dp_set_overlap(tdm_dp_group *g, bool overlap);
 // Does this rank all-reduce on its device (NCCL) rather than through host memory? (After attach.)
 bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank);
+// Seconds rank has spent all-reducing gradient buckets since its attach (in the grad hooks
+// during backward and in tdm_dp_sync; gathering, waiting for the other ranks, summing and
+// writing back): the communication share of a step is its difference over the step's time.
+// The host all-reduce runs on the rank's own thread and blocks its backward. On the device path
+// (NCCL on a side stream) this is only the time to enqueue the all-reduces.
+double tdm_dp_comm_seconds(const tdm_dp_group *g, int rank);
 // Averages n doubles across ranks (every rank passes its own; all get the mean), in rank order.
 tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n);
 

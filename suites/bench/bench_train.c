@@ -1,0 +1,175 @@
+/* bench_train.c — the training step shared by the suites amp, cpu-vs-gpu and scaling
+ * (bench_train.h): build a seed model and a fixed batch, step it, read the loss. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/tensor_impl.h"   // tdm_error_set
+#include "suites/bench/bench_train.h"
+
+const bench_model bench_models[] = {
+    {"mlp_1000_512_10", "mlp:1000-512-10", false},
+    {"mlp_1000_512_128_10", "mlp:1000-512-128-10", false},
+    {"mlp_10000_5000_2000_10", "mlp:10000-5000-2000-10", true},
+    // conv-bn-relu-pool x2 + linear on 3x32x32 (CIFAR-sized), 10 classes
+    {"cnn_bn", "cnn:3x32x32/c8p1-bn-relu-mp2-c16p1-bn-relu-mp2-flat-fc10", false},
+    {0},
+};
+
+const char *bench_prec_name(bench_prec p) {
+    static const char *const names[] = {"f32", "tf32", "fp16", "bf16"};
+    return p >= 0 && p < BENCH_PREC_COUNT ? names[p] : "?";
+}
+
+unsigned bench_prec_apply(bench_prec p) {
+    unsigned prev = (tdm_tf32_allowed(TDM_TF32_MATMUL) ? 1u : 0u) |
+                    (tdm_tf32_allowed(TDM_TF32_CONV) ? 2u : 0u);
+    tdm_tf32_set_allowed(TDM_TF32_MATMUL, p == BENCH_PREC_TF32);
+    tdm_tf32_set_allowed(TDM_TF32_CONV, p == BENCH_PREC_TF32);
+    return prev;
+}
+
+void bench_prec_restore(unsigned previous) {
+    tdm_tf32_set_allowed(TDM_TF32_MATMUL, previous & 1u);
+    tdm_tf32_set_allowed(TDM_TF32_CONV, (previous & 2u) != 0);
+}
+
+void bench_fail(tdm_gb_state *st, const char *what) {
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s: %s", what, tdm_last_error());
+    tdm_gb_skip_with_error(st, msg);
+}
+
+double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---- the trainer ------------------------------------------------------------------------------
+
+void bench_trainer_free(bench_trainer *t) {
+    tdm_grad_scaler_free(t->scaler);
+    tdm_optimizer_free(t->opt);
+    tdm_module_free(t->m);
+    tdm_tensor_free(t->x);
+    tdm_tensor_free(t->y);
+    free(t->params);
+    *t = (bench_trainer){0};
+}
+
+tdm_status bench_trainer_init(bench_trainer *t, const char *spec, tdm_device dev, bench_prec prec,
+                              int64_t batch, uint64_t seed, uint64_t data_offset) {
+    *t = (bench_trainer){.dev = dev, .prec = prec, .batch = batch};
+    int ndim = 0;
+    int64_t shape[TDM_MAX_DIMS] = {batch};
+    tdm_status s = tdm_nn_spec_input_shape(spec, &ndim, shape + 1);
+    if (s == TDM_OK && ndim + 1 > TDM_MAX_DIMS)
+        s = tdm_error_set(TDM_ERR_ARG, "bench: %s: input of %d dims", spec, ndim);
+    int64_t *labels = s == TDM_OK ? malloc((size_t)batch * sizeof *labels) : NULL;
+    if (s == TDM_OK && !labels) s = tdm_error_set(TDM_ERR_OOM, "bench: out of memory");
+    if (s == TDM_OK) {
+        // x (batch, input...) ~ N(0,1); labels from a small LCG over the same stream number
+        t->x = tdm_tensor_randn(ndim + 1, shape, TDM_DTYPE_F32, dev, seed, data_offset);
+        uint64_t r = data_offset * 2654435761u + 12345;
+        for (int64_t i = 0; i < batch; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            labels[i] = (int64_t)((r >> 33) % BENCH_CLASSES);
+        }
+        t->y = tdm_tensor_from_host(1, &batch, TDM_DTYPE_I64, dev, labels);
+        if (!t->x || !t->y) s = tdm_last_status();
+    }
+    free(labels);
+    if (s == TDM_OK && !(t->m = tdm_nn_from_spec(spec))) s = tdm_last_status();
+    if (s == TDM_OK) s = tdm_module_init(t->m, seed);
+    if (s == TDM_OK) s = tdm_module_to(t->m, dev);
+    if (s == TDM_OK) {
+        t->n_params = tdm_module_parameters(t->m, NULL, 0);
+        t->params = calloc((size_t)t->n_params + 1, sizeof *t->params);
+        if (!t->params) s = tdm_error_set(TDM_ERR_OOM, "bench: out of memory");
+    }
+    if (s == TDM_OK) {
+        tdm_module_parameters(t->m, t->params, t->n_params);
+        for (int i = 0; i < t->n_params; i++)
+            t->param_bytes += tdm_tensor_numel(t->params[i]) * 4;
+        tdm_sgd_params p = {.lr = 0.01};
+        if (!(t->opt = tdm_optim_sgd(t->params, t->n_params, &p))) s = tdm_last_status();
+    }
+    if (s == TDM_OK && prec == BENCH_PREC_FP16) {
+        tdm_grad_scaler_params p = tdm_grad_scaler_defaults();
+        if (!(t->scaler = tdm_grad_scaler_new(&p))) s = tdm_last_status();
+    }
+    if (s != TDM_OK) bench_trainer_free(t);
+    return s;
+}
+
+tdm_status bench_trainer_attach(bench_trainer *t, tdm_dp_group *g, int rank) {
+    t->dp = g;
+    t->rank = rank;
+    return tdm_dp_attach(g, rank, t->params, t->n_params);
+}
+
+// Forward and loss under the precision's autocast: the loss (f32, a new reference) or NULL.
+static tdm_tensor *trainer_forward(bench_trainer *t) {
+    bool mixed = t->prec == BENCH_PREC_FP16 || t->prec == BENCH_PREC_BF16;
+    tdm_autocast_state prev = {0};
+    if (mixed) prev = tdm_autocast_enter(t->prec == BENCH_PREC_FP16 ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
+    tdm_tensor *out = tdm_module_forward(t->m, t->x);
+    tdm_tensor *loss = out ? tdm_cross_entropy(out, t->y, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    if (mixed) tdm_autocast_exit(prev);
+    tdm_tensor_free(out);
+    return loss;
+}
+
+tdm_status bench_trainer_step(bench_trainer *t, double *loss_out) {
+    unsigned tf32 = bench_prec_apply(t->prec);
+    tdm_optimizer_zero_grad(t->opt);
+    tdm_tensor *loss = trainer_forward(t), *scaled = NULL;
+    tdm_status s = loss ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && t->scaler) {
+        scaled = tdm_grad_scaler_scale(t->scaler, loss);
+        s = scaled ? tdm_backward(scaled, NULL) : tdm_last_status();
+    } else if (s == TDM_OK) {
+        s = tdm_backward(loss, NULL);
+    }
+    if (s == TDM_OK && t->dp) s = tdm_dp_sync(t->dp, t->rank);
+    if (s == TDM_OK && t->scaler) {
+        bool skipped = false;
+        s = tdm_grad_scaler_step(t->scaler, t->opt, &skipped);
+        tdm_grad_scaler_update(t->scaler);
+        t->skipped += skipped;
+    } else if (s == TDM_OK) {
+        s = tdm_optimizer_step(t->opt);
+    }
+    double v = NAN;   // loss.item(): after the step's work in the device's queue
+    if (s == TDM_OK) s = tdm_tensor_to_host_f64(loss, &v);
+    if (loss_out) *loss_out = v;
+    tdm_tensor_free(scaled);
+    tdm_tensor_free(loss);
+    bench_prec_restore(tf32);
+    return s;
+}
+
+tdm_status bench_trainer_loss(bench_trainer *t, double *v) {
+    unsigned tf32 = bench_prec_apply(t->prec);
+    bool prev = tdm_grad_set_enabled(false);
+    tdm_tensor *loss = trainer_forward(t);
+    tdm_status s = loss ? tdm_tensor_to_host_f64(loss, v) : tdm_last_status();
+    tdm_grad_set_enabled(prev);
+    tdm_tensor_free(loss);
+    bench_prec_restore(tf32);
+    return s;
+}
+
+tdm_status bench_train_protocol(const char *spec, tdm_device dev, bench_prec prec, int64_t batch,
+                                int steps, double *before, double *after) {
+    bench_trainer t;
+    enum { PROTOCOL_SEED = 7 };
+    tdm_status s = bench_trainer_init(&t, spec, dev, prec, batch, PROTOCOL_SEED, 1);
+    if (s != TDM_OK) return s;
+    for (int i = 0; s == TDM_OK && i < steps; i++) s = bench_trainer_step(&t, i == 0 ? before : NULL);
+    if (s == TDM_OK) s = bench_trainer_loss(&t, after);
+    bench_trainer_free(&t);
+    return s;
+}
