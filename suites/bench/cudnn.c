@@ -12,12 +12,19 @@
  * calls after which the search has paid for itself (-1: never, the heuristic was as fast). The
  * label names the engine each mode picked. The last output is checked at 4 points against a
  * double computation (bound: (n u + 2 u_t) M + u_out |e|, docs/CONFORMANCE.md).
- * Not measured yet: whole-network step time with/without search, the cost of a new input shape;
- * NHWC (tandem's tensors are NCHW-contiguous). docs/suites/cudnn.md. */
+ *
+ * Whole networks: step_<net>_<prec>_<mode>/batch:B times training steps (forward, cross-entropy,
+ * backward, SGD; fp16 = autocast + grad scaler, bf16 = autocast) of two CNNs in each mode, after a
+ * first step that made the choices (first_step_ms); the ratios "benchmark / heuristic" and
+ * "deterministic / heuristic" compare them. new_shape_<net>/mode:M times the first step at an
+ * input shape new to the plan cache against repeated steps at that shape (search_overhead_ms).
+ * Not measured: NHWC — tandem's tensors are NCHW-contiguous (no channels-last format), so every
+ * benchmark here is NCHW. docs/suites/cudnn.md. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness/gbench_shim.h"
 #include "harness/suites.h"
@@ -283,6 +290,326 @@ out:
     tdm_conv_algo_mode_set(mode_before);
 }
 
+// ---- whole-network training steps -------------------------------------------------------------
+// One training step (zero_grad, forward, cross-entropy, backward, SGD lr 0.01) of a CNN through
+// the nn/optim API, as a user's loop runs it; fp16 under autocast with the grad scaler, bf16 under
+// autocast alone (PyTorch's recipes). Master weights stay f32.
+
+typedef struct {
+    const char *name, *spec;
+} step_net;
+static const step_net step_nets[] = {
+    {"smallcnn", "cnn:3x32x32/c32k3p1-bn-relu-mp2-c64k3p1-bn-relu-mp2-flat-fc10"},
+    // ResNet widths (64/128/256) on 32x32: 5 convs, 3 of them 64 or 128 wide at full resolution
+    {"widecnn", "cnn:3x32x32/c64k3p1-bn-relu-c64k3p1-bn-relu-mp2-c128k3p1-bn-relu-c128k3p1-bn-"
+                "relu-mp2-c256k3p1-bn-relu-mp2-flat-fc10"},
+};
+enum { N_STEP_NETS = sizeof step_nets / sizeof *step_nets, MAX_PARAMS = 64 };
+static const char *const mode_names[3] = {"heuristic", "benchmark", "deterministic"};
+
+typedef struct {
+    tdm_module *m;
+    tdm_optimizer *opt;
+    tdm_grad_scaler *scaler;   // fp16 only
+    tdm_tensor *x, *y;         // x (B,3,32,32) f32 N(0,1), y (B) int64 in [0,10)
+    int prec;                  // index into prec_names
+    int64_t batch;
+    int skipped;               // steps the scaler skipped (inf/NaN gradients)
+} trainer;
+
+static void trainer_free(trainer *t) {
+    tdm_grad_scaler_free(t->scaler);
+    tdm_optimizer_free(t->opt);
+    tdm_module_free(t->m);
+    tdm_tensor_free(t->x);
+    tdm_tensor_free(t->y);
+    memset(t, 0, sizeof *t);
+}
+
+// A fresh random batch of `batch` samples (replaces the previous one).
+static tdm_status trainer_batch(trainer *t, int64_t batch) {
+    tdm_tensor_free(t->x);
+    tdm_tensor_free(t->y);
+    t->y = NULL;
+    t->batch = batch;
+    const int64_t xs[4] = {batch, 3, 32, 32};
+    t->x = tdm_tensor_randn(4, xs, TDM_DTYPE_F32, cudnn_cfg.device, CUDNN_SEED, 8);
+    int64_t *labels = malloc((size_t)batch * sizeof *labels);
+    if (!t->x || !labels) {
+        free(labels);
+        return t->x ? TDM_ERR_OOM : tdm_last_status();
+    }
+    uint64_t s = 4;
+    for (int64_t i = 0; i < batch; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        labels[i] = (int64_t)((s >> 33) % 10);
+    }
+    t->y = tdm_tensor_from_host(1, &batch, TDM_DTYPE_I64, cudnn_cfg.device, labels);
+    free(labels);
+    return t->y ? TDM_OK : tdm_last_status();
+}
+
+static tdm_status trainer_setup(trainer *t, const step_net *net, int prec, int64_t batch) {
+    memset(t, 0, sizeof *t);
+    t->prec = prec;
+    if (!(t->m = tdm_nn_from_spec(net->spec))) return tdm_last_status();
+    tdm_status s = tdm_module_init(t->m, CUDNN_SEED);
+    if (s == TDM_OK) s = tdm_module_to(t->m, cudnn_cfg.device);
+    if (s != TDM_OK) return s;
+    tdm_tensor *params[MAX_PARAMS];
+    const int np = tdm_module_parameters(t->m, params, MAX_PARAMS);
+    if (np <= 0 || np > MAX_PARAMS) return TDM_ERR_ARG;
+    const tdm_sgd_params sp = {.lr = 0.01};
+    if (!(t->opt = tdm_optim_sgd(params, np, &sp))) return tdm_last_status();
+    if (prec == 2) {
+        const tdm_grad_scaler_params gp = tdm_grad_scaler_defaults();
+        if (!(t->scaler = tdm_grad_scaler_new(&gp))) return tdm_last_status();
+    }
+    return trainer_batch(t, batch);
+}
+
+// One training step; *loss (optional: a synchronizing read) gets the step's loss before the update.
+static tdm_status trainer_step(trainer *t, double *loss) {
+    tdm_optimizer_zero_grad(t->opt);
+    const bool cast = t->prec == 2 || t->prec == 3;
+    tdm_autocast_state before = tdm_autocast_get();
+    if (cast) before = tdm_autocast_enter(t->prec == 2 ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
+    tdm_tensor *out = tdm_module_forward(t->m, t->x);   // (B,10)
+    tdm_tensor *l = out ? tdm_cross_entropy(out, t->y, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    if (cast) tdm_autocast_exit(before);
+    tdm_status s = l ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && t->scaler) {
+        tdm_tensor *scaled = tdm_grad_scaler_scale(t->scaler, l);
+        bool skipped = false;
+        s = scaled ? tdm_backward(scaled, NULL) : tdm_last_status();
+        if (s == TDM_OK) s = tdm_grad_scaler_step(t->scaler, t->opt, &skipped);
+        if (s == TDM_OK) tdm_grad_scaler_update(t->scaler);
+        t->skipped += skipped;
+        tdm_tensor_free(scaled);
+    } else if (s == TDM_OK) {
+        s = tdm_backward(l, NULL);
+        if (s == TDM_OK) s = tdm_optimizer_step(t->opt);
+    }
+    if (s == TDM_OK && loss) s = tdm_tensor_to_host_f64(l, loss);
+    tdm_tensor_free(l);
+    tdm_tensor_free(out);
+    return s;
+}
+
+// Milliseconds of one training step, host wall clock between device synchronizations (what a
+// user's loop sees: host-side search and plan builds included); -1 on failure.
+static double timed_step(trainer *t) {
+    if (cudaDeviceSynchronize() != cudaSuccess) return -1;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    if (trainer_step(t, NULL) != TDM_OK || cudaDeviceSynchronize() != cudaSuccess) return -1;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+// Sets the precision's TF32 flags and the mode; restore_flags puts the previous ones back.
+typedef struct {
+    bool tf32_conv, tf32_matmul;
+    tdm_conv_algo_mode mode;
+} saved_flags;
+static saved_flags set_flags(int prec, tdm_conv_algo_mode mode) {
+    const saved_flags f = {tdm_tf32_allowed(TDM_TF32_CONV), tdm_tf32_allowed(TDM_TF32_MATMUL),
+                           tdm_conv_algo_mode_get()};
+    tdm_tf32_set_allowed(TDM_TF32_CONV, prec == 1);
+    tdm_tf32_set_allowed(TDM_TF32_MATMUL, prec == 1);
+    tdm_conv_algo_mode_set(mode);
+    return f;
+}
+static void restore_flags(saved_flags f) {
+    tdm_tf32_set_allowed(TDM_TF32_CONV, f.tf32_conv);
+    tdm_tf32_set_allowed(TDM_TF32_MATMUL, f.tf32_matmul);
+    tdm_conv_algo_mode_set(f.mode);
+}
+
+// Fails st unless both losses are finite and the later one is lower.
+static void check_loss_falls(tdm_gb_state *st, const trainer *t, double before, double after) {
+    if (isfinite(before) && isfinite(after) && after < before) return;
+    char msg[300];
+    snprintf(msg, sizeof msg, "the loss did not fall over %lld timed steps (%.6g -> %.6g; %d "
+             "steps skipped by the grad scaler)", (long long)tdm_gb_iterations(st), before, after,
+             t->skipped);
+    tdm_gb_skip_with_error(st, msg);
+}
+
+typedef struct {
+    int net, prec, mode;
+} step_ctx;
+static step_ctx step_ctxs[N_STEP_NETS * 4 * 3];
+static int new_shape_ctxs[N_STEP_NETS];
+
+// step_<net>_<prec>_<mode>/batch:B — steady training steps after the first one (which made this
+// mode's choices for every convolution of the net: its time is first_step_ms).
+static void bm_step(tdm_gb_state *st, void *vctx) {
+    const step_ctx *c = vctx;
+    const int64_t batch = tdm_gb_arg(st, 0);
+    const saved_flags flags = set_flags(c->prec, (tdm_conv_algo_mode)c->mode);
+    trainer t;
+    double before = NAN, after = NAN, first_ms = -1, sum_ms = 0;
+    tdm_status s = trainer_setup(&t, &step_nets[c->net], c->prec, batch);
+    if (s == TDM_OK) s = tdm_conv_algo_cache_clear(cudnn_cfg.device);
+    if (s != TDM_OK || (first_ms = timed_step(&t)) < 0 || trainer_step(&t, &before) != TDM_OK) {
+        cudnn_fail(st, "setup and first steps");
+        goto out;
+    }
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+        tdm_gb_skip_with_error(st, "cudaEventCreate failed");
+        goto out;
+    }
+    while (tdm_gb_keep_running(st)) {
+        float ms = 0;
+        cudaEventRecord(e0, 0);
+        s = trainer_step(&t, NULL);
+        cudaEventRecord(e1, 0);
+        if (s != TDM_OK || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+            cudnn_fail(st, "timed step");
+            break;
+        }
+        tdm_gb_set_iteration_time(st, ms / 1e3);
+        sum_ms += ms;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (tdm_gb_error_occurred(st)) goto out;
+    if (trainer_step(&t, &after) != TDM_OK) {   // the loss after the timed steps' updates
+        cudnn_fail(st, "last step");
+        goto out;
+    }
+    check_loss_falls(st, &t, before, after);
+    if (tdm_gb_error_occurred(st)) goto out;
+    {
+        const double steady_ms = sum_ms / (double)tdm_gb_iterations(st);
+        tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "first_step_ms", first_ms, TDM_GB_PLAIN);
+        tdm_gb_counter(st, "search_overhead_ms", first_ms - steady_ms, TDM_GB_PLAIN);
+        tdm_gb_counter(st, "loss", after, TDM_GB_PLAIN);
+        tdm_gb_counter(st, "skipped_steps", t.skipped, TDM_GB_PLAIN);
+        tdm_conv_algo_info fi;
+        if (tdm_conv_algo_last(cudnn_cfg.device, TDM_CONV_PASS_FORWARD, &fi) == TDM_OK) {
+            char label[200];
+            snprintf(label, sizeof label, "%s %s, %s; last conv fwd: %s",
+                     step_nets[c->net].name, prec_names[c->prec], mode_names[c->mode], fi.engine);
+            tdm_gb_set_label(st, label);
+        }
+    }
+out:
+    trainer_free(&t);
+    restore_flags(flags);
+}
+
+// new_shape_<net>/mode:M — a step at an input shape the plan cache has not seen (after warm-up at
+// batch 64): its time (manual time, first_step_ms) against the mean of 3 steps at that shape right
+// after (steady_step_ms). Each iteration takes the next batch size of 65..96 (never the previous
+// one) and clears the plan cache first, so that every convolution of forward and backward is a
+// new shape to cuDNN, as a never-seen batch size is: heuristics query, plan builds and, in
+// benchmark mode, timing every candidate. Cycling keeps the step's own cost in a narrow band
+// however many iterations Google Benchmark runs; the sizes repeat, so the caching allocator has
+// blocks for them (a truly new size may add a cudaMalloc, the allocator's one-off cost, not
+// cuDNN's).
+static void bm_new_shape(tdm_gb_state *st, void *vctx) {
+    const int net = *(const int *)vctx;
+    const tdm_conv_algo_mode mode = (tdm_conv_algo_mode)tdm_gb_arg(st, 0);
+    const saved_flags flags = set_flags(0, mode);
+    trainer t;
+    double before = NAN, after = NAN, first_sum = 0, steady_sum = 0;
+    int64_t k = 0;
+    tdm_status s = trainer_setup(&t, &step_nets[net], 0, 64);
+    for (int i = 0; s == TDM_OK && i < 3; i++) s = trainer_step(&t, i ? NULL : &before);
+    if (s != TDM_OK) {
+        cudnn_fail(st, "setup and warm-up at batch 64");
+        goto out;
+    }
+    while (tdm_gb_keep_running(st)) {
+        s = trainer_batch(&t, 65 + k++ % 32);   // manual time: only the first step counts
+        if (s == TDM_OK) s = tdm_conv_algo_cache_clear(cudnn_cfg.device);
+        const double first = s == TDM_OK ? timed_step(&t) : -1;
+        double steady = 0;
+        for (int i = 0; first >= 0 && steady >= 0 && i < 3; i++) {
+            const double ms = timed_step(&t);
+            steady = ms < 0 ? -1 : steady + ms / 3;
+        }
+        if (first < 0 || steady < 0) {
+            cudnn_fail(st, "step at a new batch size");
+            break;
+        }
+        tdm_gb_set_iteration_time(st, first / 1e3);
+        first_sum += first;
+        steady_sum += steady;
+    }
+    if (tdm_gb_error_occurred(st)) goto out;
+    if (trainer_batch(&t, 64) != TDM_OK || trainer_step(&t, &after) != TDM_OK) {
+        cudnn_fail(st, "last step at batch 64");
+        goto out;
+    }
+    check_loss_falls(st, &t, before, after);
+    if (tdm_gb_error_occurred(st) || k == 0) goto out;
+    tdm_gb_counter(st, "first_step_ms", first_sum / (double)k, TDM_GB_PLAIN);
+    tdm_gb_counter(st, "steady_step_ms", steady_sum / (double)k, TDM_GB_PLAIN);
+    tdm_gb_counter(st, "search_overhead_ms", (first_sum - steady_sum) / (double)k, TDM_GB_PLAIN);
+    tdm_gb_set_label(st, mode_names[mode]);
+out:
+    trainer_free(&t);
+    restore_flags(flags);
+}
+
+static int register_steps(const bench_suite_config *cfg) {
+    int n = 0;
+    for (int net = 0; net < N_STEP_NETS; net++) {
+        for (int prec = 0; prec < 4; prec++) {
+            if (cfg->quick && (prec == 1 || prec == 3)) continue;
+            for (int mode = 0; mode < 3; mode++) {
+                step_ctx *c = &step_ctxs[n++];
+                *c = (step_ctx){net, prec, mode};
+                char name[160], desc[600];
+                snprintf(name, sizeof name, "step_%s_%s_%s", step_nets[net].name,
+                         prec_names[prec], mode_names[mode]);
+                tdm_gb_bench *b = tdm_gb_register(name, bm_step, c);
+                if (!b) return -1;
+                snprintf(desc, sizeof desc,
+                         "one training step of %s (forward, cross-entropy, backward, SGD lr 0.01; "
+                         "%s) with convolutions in %s mode, after a first step that made the "
+                         "choices (first_step_ms); samples/s = batch / step time; checks the loss "
+                         "is finite and falls",
+                         step_nets[net].spec,
+                         prec == 0   ? "f32, TF32 off"
+                         : prec == 1 ? "f32 with TF32"
+                         : prec == 2 ? "autocast f16 + grad scaler"
+                                     : "autocast bf16",
+                         mode_names[mode]);
+                tdm_gb_set_info(b, desc, "samples/s");
+                tdm_gb_arg_names(b, 1, (const char *[]){"batch"});
+                static const int64_t batches[] = {64, 256};
+                for (int i = 0; i < (cfg->quick ? 1 : 2); i++) tdm_gb_args(b, 1, &batches[i]);
+                tdm_gb_use_manual_time(b);
+            }
+        }
+    }
+    for (int net = 0; net < N_STEP_NETS; net++) {
+        new_shape_ctxs[net] = net;
+        char name[160], desc[600];
+        snprintf(name, sizeof name, "new_shape_%s", step_nets[net].name);
+        tdm_gb_bench *b = tdm_gb_register(name, bm_new_shape, &new_shape_ctxs[net]);
+        if (!b) return -1;
+        snprintf(desc, sizeof desc,
+                 "%s, f32: the first training step at an input shape new to the plan cache "
+                 "(batch 65..96, cache cleared) after warm-up at batch 64 (time = "
+                 "first_step_ms) against steps repeated at that shape (steady_step_ms); "
+                 "mode 0 heuristic, 1 benchmark, 2 deterministic",
+                 step_nets[net].spec);
+        tdm_gb_set_info(b, desc, "time");
+        tdm_gb_arg_names(b, 1, (const char *[]){"mode"});
+        for (int64_t m = 0; m < 3; m++) tdm_gb_args(b, 1, &m);
+        tdm_gb_use_manual_time(b);
+    }
+    return 0;
+}
+
 static int cudnn_register(const bench_suite_config *cfg) {
     cudnn_cfg = *cfg;
     int n = 0;
@@ -316,7 +643,7 @@ static int cudnn_register(const bench_suite_config *cfg) {
             }
         }
     }
-    return 0;
+    return register_steps(cfg);
 }
 
 #else   // a build without CUDA: the suite has no form (devices = cuda only, never registered)
@@ -328,13 +655,30 @@ static int cudnn_register(const bench_suite_config *cfg) {
 
 #endif
 
+// "benchmark / heuristic" and "deterministic / heuristic" in samples/s, per net and precision:
+// above 1 the mode's steady step is faster than the heuristic's.
+#define CUDNN_RATIOS(net, prec)                                                                    \
+    {"benchmark / heuristic (" net " " prec ")", "step_" net "_" prec "_benchmark",               \
+     "step_" net "_" prec "_heuristic", "samples/s"},                                             \
+    {"deterministic / heuristic (" net " " prec ")", "step_" net "_" prec "_deterministic",       \
+     "step_" net "_" prec "_heuristic", "samples/s"}
+static const bench_ratio cudnn_ratios[] = {
+    CUDNN_RATIOS("smallcnn", "f32"), CUDNN_RATIOS("smallcnn", "tf32"),
+    CUDNN_RATIOS("smallcnn", "fp16"), CUDNN_RATIOS("smallcnn", "bf16"),
+    CUDNN_RATIOS("widecnn", "f32"), CUDNN_RATIOS("widecnn", "tf32"),
+    CUDNN_RATIOS("widecnn", "fp16"), CUDNN_RATIOS("widecnn", "bf16"),
+    {0},
+};
+
 const bench_suite bench_suite_cudnn = {
     .name = "cudnn",
     .description = "cuDNN convolution algorithm modes (heuristic, benchmark = cudnn.benchmark, "
-                   "deterministic) on ResNet-18/50 and small-CNN conv layers: time, search cost, "
-                   "payback; cuda only (no CPU form: the reference has no algorithms to choose)",
+                   "deterministic) on ResNet-18/50 and small-CNN conv layers (time, search cost, "
+                   "payback), whole training steps of two CNNs per mode, and the cost of a new "
+                   "input shape; NCHW only (tandem's tensors are NCHW-contiguous: no NHWC); cuda "
+                   "only (no CPU form: the reference has no algorithms to choose)",
     .doc = "docs/suites/cudnn.md",
     .devices = BENCH_SUITE_CUDA,
-    .ratios = NULL,
+    .ratios = cudnn_ratios,
     .register_benchmarks = cudnn_register,
 };

@@ -61,21 +61,32 @@ AMP_MATMUL_N, AMP_MATMUL_N_QUICK_CPU = [1024, 2048, 4096, 8192], [128]
 AMP_CONV_BATCHES = [64, 256, 1024]      # conv_<prec>/batch:B, 3x3 64->64 on 56x56
 AMP_CONV_BATCHES_QUICK_CUDA, AMP_CONV_BATCHES_CPU = [64], [1]
 
-# cudnn (suites/bench/cudnn.c, written in parallel: check these names against it when it lands)
-# ResNet-18/50 conv layers at batch 32: name -> (C, O, H=W, k, stride, padding)
-CUDNN_BATCH, CUDNN_BATCH_QUICK = 32, 8
+# cudnn (suites/bench/cudnn.c): the same layers, names and quick set as tandem's
+# (bench.peer_cudnn_names checks the lists match). name -> (N, C, O, H=W, k, stride, padding)
 CUDNN_LAYERS = {
-    "resnet18": [("conv1", 3, 64, 224, 7, 2, 3), ("layer1_conv", 64, 64, 56, 3, 1, 1),
-                 ("layer2_down", 64, 128, 56, 3, 2, 1), ("layer2_conv", 128, 128, 28, 3, 1, 1),
-                 ("layer3_conv", 256, 256, 14, 3, 1, 1), ("layer4_conv", 512, 512, 7, 3, 1, 1)],
-    "resnet50": [("layer1_conv1", 64, 64, 56, 1, 1, 0), ("layer1_conv2", 64, 64, 56, 3, 1, 1),
-                 ("layer1_conv3", 64, 256, 56, 1, 1, 0), ("layer3_conv2", 256, 256, 14, 3, 1, 1),
-                 ("layer4_conv2", 512, 512, 7, 3, 1, 1)],
+    "resnet18": [("conv1", 32, 3, 64, 224, 7, 2, 3), ("layer1_3x3", 32, 64, 64, 56, 3, 1, 1),
+                 ("layer2_3x3s2", 32, 64, 128, 56, 3, 2, 1),
+                 ("layer2_down1x1", 32, 64, 128, 56, 1, 2, 0),
+                 ("layer2_3x3", 32, 128, 128, 28, 3, 1, 1),
+                 ("layer3_3x3", 32, 256, 256, 14, 3, 1, 1),
+                 ("layer4_3x3", 32, 512, 512, 7, 3, 1, 1)],
+    "resnet50": [("layer1_reduce1x1", 32, 256, 64, 56, 1, 1, 0),
+                 ("layer1_expand1x1", 32, 64, 256, 56, 1, 1, 0),
+                 ("layer3_expand1x1", 32, 256, 1024, 14, 1, 1, 0),
+                 ("layer4_expand1x1", 32, 512, 2048, 7, 1, 1, 0)],
+    "smallcnn": [("conv1", 64, 3, 32, 32, 3, 1, 1), ("conv2", 64, 32, 64, 16, 3, 1, 1)],
 }
 CUDNN_PASSES = ["fwd", "bwd_data", "bwd_filter"]
-CUDNN_PRECS = ["f32", "tf32", "fp16", "bf16"]
-CUDNN_LAYOUTS = ["nchw", "nhwc"]
+CUDNN_PRECS, CUDNN_PRECS_QUICK = ["f32", "tf32", "fp16", "bf16"], ["f32", "fp16"]
+CUDNN_LAYOUT = "nchw"     # tandem's tensors are NCHW-contiguous: no NHWC benchmarks to pair with
 CUDNN_MODES = [0, 1, 2]   # 0 heuristic, 1 cudnn.benchmark, 2 cudnn.deterministic
+CUDNN_MODE_NAMES = ["heuristic", "benchmark", "deterministic"]
+CUDNN_NETS = {  # whole training steps: name -> spec (input 3x32x32)
+    "smallcnn": "cnn:3x32x32/c32k3p1-bn-relu-mp2-c64k3p1-bn-relu-mp2-flat-fc10",
+    "widecnn": "cnn:3x32x32/c64k3p1-bn-relu-c64k3p1-bn-relu-mp2-c128k3p1-bn-relu-c128k3p1-bn-"
+               "relu-mp2-c256k3p1-bn-relu-mp2-flat-fc10",
+}
+CUDNN_STEP_BATCHES, CUDNN_STEP_BATCHES_QUICK = [64, 256], [64]
 
 # The suites tandem knows that have no PyTorch version here (skipped with this reason).
 NOT_PORTED = {"scaling": "no PyTorch version in the peer yet (DDP over NCCL/gloo)",
@@ -604,27 +615,128 @@ def cpu_vs_gpu_register(cfg):
 
 def cudnn_register(cfg):
     dev, quick, out = cfg["device"], cfg["quick"], []
-    batch = CUDNN_BATCH_QUICK if quick else CUDNN_BATCH
+
+    def want(mode):
+        return cfg.get("cudnn_mode") is None or mode == cfg["cudnn_mode"]
+
     for net, layers in CUDNN_LAYERS.items():
-        if quick and net != "resnet18":
-            continue
-        for (layer, C, O, HW, k, stride, pad) in (layers[:2] if quick else layers):
+        for (layer, N, C, O, HW, k, stride, pad) in layers:
+            if quick and net != "smallcnn" and layer != "layer1_3x3":
+                continue
             Ho = (HW + 2 * pad - k) // stride + 1
-            flop = 2.0 * batch * O * Ho * Ho * C * k * k
+            flop = 2.0 * N * O * Ho * Ho * C * k * k
             for ps in CUDNN_PASSES:
-                for prec in (["f32"] if quick else CUDNN_PRECS):
-                    for layout in (["nchw"] if quick else CUDNN_LAYOUTS):
-                        for mode in CUDNN_MODES:
-                            if cfg.get("cudnn_mode") is not None and mode != cfg["cudnn_mode"]:
-                                continue
-                            name = "conv_%s_%s_%s_%s_%s" % (net, layer, ps, prec, layout)
-                            shape = (batch, C, O, HW, k, stride, pad)
-                            out.append(Bench(name, [("mode", mode)],
-                                             lambda b, sh=shape, ps=ps, p=prec, ly=layout,
-                                             m=mode: cudnn_setup(b, sh, ps, p, ly, m),
-                                             {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
-                                             "FLOP = 2*N*O*H'*W'*C*kh*kw", dev))
+                for prec in (CUDNN_PRECS_QUICK if quick else CUDNN_PRECS):
+                    for mode in CUDNN_MODES:
+                        if not want(mode):
+                            continue
+                        name = "conv_%s_%s_%s_%s_%s" % (net, layer, ps, prec, CUDNN_LAYOUT)
+                        shape = (N, C, O, HW, k, stride, pad)
+                        b = Bench(name, [("mode", mode)],
+                                  lambda b, sh=shape, ps=ps, p=prec, m=mode:
+                                  cudnn_setup(b, sh, ps, p, CUDNN_LAYOUT, m),
+                                  {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
+                                  "FLOP = 2*N*O*H'*W'*C*kh*kw", dev)
+                        b.cudnn_mode = mode
+                        out.append(b)
+    for net, spec in CUDNN_NETS.items():
+        for prec in (CUDNN_PRECS_QUICK if quick else CUDNN_PRECS):
+            for mode in CUDNN_MODES:
+                if not want(mode):
+                    continue
+                for batch in (CUDNN_STEP_BATCHES_QUICK if quick else CUDNN_STEP_BATCHES):
+                    b = Bench("step_%s_%s_%s" % (net, prec, CUDNN_MODE_NAMES[mode]),
+                              [("batch", batch)],
+                              lambda b, sp=spec, bs=batch, p=prec, m=mode:
+                              cudnn_step_setup(b, sp, bs, p, m),
+                              {"samples/s": batch}, {}, "%s, SGD lr %g, %s, %s mode" % (
+                                  spec, TRAIN_LR, prec, CUDNN_MODE_NAMES[mode]), dev)
+                    b.cudnn_mode = mode
+                    out.append(b)
+    for net, spec in CUDNN_NETS.items():
+        for mode in CUDNN_MODES:
+            if not want(mode):
+                continue
+            b = Bench("new_shape_%s" % net, [("mode", mode)],
+                      lambda b, sp=spec, m=mode: cudnn_new_shape_setup(b, sp, m), {}, {},
+                      "%s, f32, %s mode" % (spec, CUDNN_MODE_NAMES[mode]), dev)
+            b.cudnn_mode = mode
+            out.append(b)
     return out
+
+
+def cudnn_flags(mode, prec):
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = mode == 1, mode == 2
+    set_tf32(prec == "tf32")
+
+
+def sync_ms(dev, fn):
+    """Milliseconds of fn() between device synchronizations (host wall clock)."""
+    if is_cuda(dev):
+        torch.cuda.synchronize(dev)
+    t0 = time.perf_counter()
+    fn()
+    if is_cuda(dev):
+        torch.cuda.synchronize(dev)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def cudnn_step_setup(b, spec, batch, prec, mode):
+    """step_<net>_<prec>_<mode>/batch:B: steady training steps after a first one (first_step_ms:
+    the algorithm choices; cuDNN's cache cannot be cleared, so a shape another benchmark of this
+    mode's process searched earlier is not searched again)."""
+    cudnn_flags(mode, prec)
+    t = Trainer(spec, (3, 32, 32), batch, b.dev, prec)
+    first = sync_ms(b.dev, t.step)
+    before = float(t.last_loss)
+    steady = min(sync_ms(b.dev, t.step) for _ in range(3))
+    b.body = t.step
+
+    def verify():   # finite and falling over the timed steps
+        after = t.loss()
+        if not (math.isfinite(before) and math.isfinite(after) and after < before):
+            raise CheckFailed("%s: the loss did not fall (%.6g -> %.6g)" % (b.name, before, after))
+        b.plain["loss"] = after
+    b.verify = verify
+    b.counters_after = lambda: {"first_step_ms": first, "search_overhead_ms": first - steady}
+
+
+g_new_batch = [64]   # the last batch size a new_shape benchmark used in this process
+
+
+def cudnn_new_shape_setup(b, spec, mode):
+    """new_shape_<net>/mode:M: each iteration one step at a batch size never seen in this process
+    (65, 66, ...: PyTorch cannot clear cuDNN's algorithm cache, so the sizes are truly new, where
+    tandem cycles 65..96 and clears its plan cache), after warm-up at batch 64."""
+    cudnn_flags(mode, "f32")
+    t = Trainer(spec, (3, 32, 32), 64, b.dev, "f32")
+    for _ in range(3):
+        t.step()
+    before = float(t.last_loss)
+    acc = {"first": 0.0, "n": 0}
+    s = [4]
+
+    def body():
+        g_new_batch[0] += 1
+        bs = g_new_batch[0]
+        t.x = randn((bs, 3, 32, 32), b.dev, seed_offset=8)
+        t.y = torch.tensor([pick(s, 10) for _ in range(bs)], dtype=torch.int64, device=b.dev)
+        acc["first"] += sync_ms(b.dev, t.step)
+        acc["n"] += 1
+    b.body = body
+
+    def verify():
+        after = float(t.last_loss)
+        if not (math.isfinite(before) and math.isfinite(after)):
+            raise CheckFailed("%s: loss not finite (%.6g -> %.6g)" % (b.name, before, after))
+    b.verify = verify
+
+    def after():
+        steady = sum(sync_ms(b.dev, t.step) for _ in range(3)) / 3
+        first = acc["first"] / max(acc["n"], 1)
+        return {"first_step_ms": first, "steady_step_ms": steady,
+                "search_overhead_ms": first - steady}
+    b.counters_after = after
 
 
 def cudnn_setup(b, shape, ps, prec, layout, mode):
@@ -951,7 +1063,7 @@ def cudnn_run_modes(a, dev, benches, want):
     """The cudnn suite: one process per mode (see above). Yields (bench, samples, after, error)."""
     by_id = {b.bench_id("cudnn"): b for b in benches}
     for mode in CUDNN_MODES:
-        ids = [i for i in want if by_id[i].args[0][1] == mode]
+        ids = [i for i in want if by_id[i].cudnn_mode == mode]
         if not ids:
             continue
         cmd = [sys.executable, os.path.abspath(__file__), "--cudnn-mode", str(mode), "--device",
@@ -1045,7 +1157,7 @@ def main(argv):
         return 3
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    if is_cuda(dev):
+    if is_cuda(dev) and not a.list:   # listing needs no device
         if not torch.cuda.is_available():
             sys.stderr.write("torch_peer: --device %s: this torch (%s) sees no CUDA device\n" % (
                 a.device, torch.__version__))

@@ -21,3 +21,9 @@ add_test(NAME peer.bench_run_peer_torch COMMAND sh ${PEER_TEST} run $<TARGET_FIL
 add_test(NAME peer.python_without_torch COMMAND sh ${PEER_TEST} no_torch $<TARGET_FILE:bench>
          $<TARGET_FILE:test_run> ${PEER_PYTHON} ${PEER_SCRIPT} ${TEST_TMP}/peer/no_torch)
 set_tests_properties(peer.bench_run_peer_torch peer.python_without_torch PROPERTIES TIMEOUT 120)
+# The cudnn suite's ids in tandem and the peer (tandem registers them in CUDA builds only).
+if(TDM_CUDA)
+  add_test(NAME peer.cudnn_names COMMAND sh ${PEER_TEST} cudnn_names $<TARGET_FILE:bench>
+           $<TARGET_FILE:test_run> ${PEER_PYTHON} ${PEER_SCRIPT} ${TEST_TMP}/peer/cudnn_names)
+  set_tests_properties(peer.cudnn_names PROPERTIES TIMEOUT 60)
+endif()

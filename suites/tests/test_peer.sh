@@ -12,6 +12,10 @@
 #        test_peer.sh no_torch BENCH TEST_RUN PYTHON PEER_SCRIPT WORK
 #          a python without torch: a message naming it, exit 2, tandem's results complete; a
 #          python that does not exist, an unknown peer: exit 2 before anything runs
+#        test_peer.sh cudnn_names BENCH TEST_RUN PYTHON PEER_SCRIPT WORK
+#          the cudnn suite's benchmark ids (bench list in a CUDA build; the peer's --list needs
+#          no GPU) are the same in tandem and in the peer, and include the step_ and new_shape_
+#          benchmarks
 set -u
 mode=$1 bench=$2 test_run=$3 python=$4 script=$5 work=$6
 fail() { echo "FAIL: $*"; exit 1; }
@@ -21,6 +25,23 @@ rm -rf "$work" && mkdir -p "$work" || fail "cannot make $work"
 keys() { tail -n +2 "$1" | cut -d, -f2,3,5 | sort; }
 
 case $mode in
+cudnn_names)
+  "$bench" list --suite cudnn >"$work/list.txt" || fail "bench list --suite cudnn failed"
+  # bench list: "  NAME  UNIT  DESCRIPTION", then an indented line of the params
+  awk '/^  [a-z]/ {name = $1; next}
+       /^                          / {for (i = 1; i <= NF; i++) print "cudnn/" name "/" $i}' \
+    "$work/list.txt" | sort >"$work/tandem.ids"
+  "$python" "$script" --list --device cuda:0 --suite cudnn >"$work/peer.unsorted" ||
+    fail "the peer's --list failed"
+  sort "$work/peer.unsorted" >"$work/peer.ids"
+  grep -q '^cudnn/step_widecnn_fp16_benchmark/batch:256$' "$work/tandem.ids" ||
+    fail "tandem lists no step_widecnn_fp16_benchmark/batch:256"
+  grep -q '^cudnn/new_shape_smallcnn/mode:1$' "$work/tandem.ids" ||
+    fail "tandem lists no new_shape_smallcnn/mode:1"
+  diff "$work/tandem.ids" "$work/peer.ids" >"$work/diff.txt" ||
+    fail "the cudnn ids differ (< tandem, > peer): $(head -n 6 "$work/diff.txt")"
+  echo "ok: $(wc -l <"$work/tandem.ids") cudnn ids, the same in tandem and the peer"
+  ;;
 script)
   quick=$7
   "$python" -c 'import torch' || fail "$python has no torch: install python3-torch (.ci/deps)"
