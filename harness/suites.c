@@ -9,6 +9,7 @@ static const bench_suite *const all_suites[] = {
     &bench_suite_cudnn,
     &bench_suite_transfer,
     &bench_suite_pipeline,
+    &bench_suite_graphs,
 };
 
 int bench_suite_count(void) { return (int)(sizeof all_suites / sizeof *all_suites); }

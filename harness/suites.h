@@ -50,5 +50,6 @@ extern const bench_suite bench_suite_ops;
 extern const bench_suite bench_suite_cudnn;
 extern const bench_suite bench_suite_transfer;   // suites/bench/transfer.c
 extern const bench_suite bench_suite_pipeline;   // suites/bench/pipeline.c
+extern const bench_suite bench_suite_graphs;     // suites/bench/graphs.c
 
 #endif

@@ -79,7 +79,8 @@ CUDNN_MODES = [0, 1, 2]   # 0 heuristic, 1 cudnn.benchmark, 2 cudnn.deterministi
 
 # The suites tandem knows that have no PyTorch version here (skipped with this reason).
 NOT_PORTED = {"scaling": "no PyTorch version in the peer yet (DDP over NCCL/gloo)",
-              "pipeline": "no PyTorch version in the peer yet (DataLoader)"}
+              "pipeline": "no PyTorch version in the peer yet (DataLoader)",
+              "graphs": "no PyTorch version in the peer yet (torch.cuda.graph)"}
 
 torch = None   # imported in main(), after the arguments are checked
 
