@@ -29,6 +29,9 @@
  *   replay would repeat): use SGD in a captured step.
  * - dropout (its seed and offset are kernel arguments: every replay would draw the same mask).
  * - the gradient scaler's step (it reads found_inf on the host to decide whether to step).
+ * - BatchNorm2d in training mode (num_batches_tracked is incremented through the host).
+ * Copies between tensors of the capturing device are recorded (without the synchronization they
+ * have outside a capture).
  * Not checked under capture: cross_entropy targets and embedding indices (the check reads a
  * device flag on the host); out-of-range indices are undefined behaviour then, as in PyTorch.
  * Optimizer state must exist before the capture: run a few eager steps first (PyTorch requires
