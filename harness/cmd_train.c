@@ -634,13 +634,13 @@ int bench_train(int argc, char **argv) {
     if (!rc && report) {
         double el = t.elapsed > 0 ? t.elapsed : 1e-9;
         printf("trained %s for %lld steps of %lld samples (%s, lr %g, amp %s, %lld rank%s%s): "
-               "loss %.6f -> %.6f, %.1f samples/s, peak memory %.2f MB above the start (%s)%s\n",
+               "loss %.6f -> %.6f, %.1f samples/s, peak memory %.2f MB above the start (%s%s)%s\n",
                a.model, (long long)a.steps, (long long)a.batch, a.opt,
                a.lr_set ? a.lr : tdm_adam_defaults(false).lr, a.amp, (long long)a.ranks,
                a.ranks > 1 ? "s" : "", a.accumulate > 1 ? ", accumulated" : "", t.losses[0],
                t.losses[a.steps - 1], (double)(a.steps * a.batch) / el,
                (double)(t.mem1.peak_allocated - t.mem0.allocated) / 1e6, a.device,
-               t.skipped_steps ? " (some fp16 steps skipped by the scaler)" : "");
+               a.graph ? ", CUDA graph replays" : "", t.skipped_steps ? " (some fp16 steps skipped by the scaler)" : "");
         if (a.dump) rc = dump_state(t.model0, a.dump, t.losses, a.steps);
         if (!rc && a.profile && t.prof) {   // the trace, then the top ops
             if (tdm_profile_trace_save(t.prof, a.profile) != TDM_OK) {

@@ -27,3 +27,6 @@ add_test(NAME gpu.graph.train_refuses_dropout COMMAND sh -c
   "${GSKIP}; out=$(${GB} train --model cnn:1x4x4/flat-do0.5-fc3 --batch 4 --steps 3 --opt sgd --lr 0.1 --device cuda:0 --graph 2>&1); rc=$?; echo \"$out\"; test $rc -eq 1 && echo \"$out\" | grep -q 'dropout: cannot be captured in a CUDA graph'")
 set_tests_properties(gpu.graph.train_matches_eager gpu.graph.train_refuses_dropout PROPERTIES
                      LABELS gpu SKIP_RETURN_CODE 77)
+# The graphs suite: listed with both benchmarks; on the cpu skipped with its reason.
+add_test(NAME graph.suite_list_and_cpu_skip COMMAND sh -c
+  "out=$(${GB} list --suite graphs) || exit 1; echo \"$out\" | grep -q 'mlp_step_eager samples/s' && echo \"$out\" | grep -q 'mlp_step_graph samples/s' || exit 1; out=$(${GB} run --device cpu --suite graphs --quick --out ${GT}/run 2>&1); echo \"$out\"; echo \"$out\" | grep -q 'skipping suite graphs: runs on cuda, not on cpu'")
