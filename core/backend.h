@@ -204,6 +204,18 @@ struct tdm_backend_ops {
     // backend check without a host sync per tensor; core reads found_inf once per step.
     tdm_status (*amp_unscale_check)(tdm_tensor *const *grads, int n, double inv_scale,
                                     tdm_tensor *found_inf);
+    // ---- optional: graph capture (tandem/graph.h, core/graph.c; NULL: "needs a CUDA device") --
+    // Starts capturing the calling thread's current stream on the device (core has just made a
+    // fresh side stream current and synchronized the device); allocations of this thread on the
+    // device come from the capture's private pool until the end. *capture = the handle.
+    tdm_status (*graph_capture_begin)(int device_index, void **capture);
+    // Ends the capture and makes it executable (on failure the capture is freed and the reason
+    // recorded; core then restores the current stream).
+    tdm_status (*graph_capture_end)(void *capture, int device_index);
+    // Launches it on the calling thread's current stream of the device.
+    tdm_status (*graph_replay)(void *capture, int device_index);
+    // Waits for its replays, frees it and gives its private pool back.
+    void (*graph_free)(void *capture, int device_index);
 };
 
 enum { TDM_COMM_ID_BYTES = 128 };   // NCCL_UNIQUE_ID_BYTES

@@ -372,6 +372,11 @@ static tdm_status unscale(tdm_grad_scaler *s, tdm_optimizer *o) {
 tdm_status tdm_grad_scaler_step(tdm_grad_scaler *s, tdm_optimizer *o, bool *skipped) {
     if (skipped) *skipped = false;
     if (!s->p.enabled) return tdm_optimizer_step(o);
+    for (int i = 0; i < o->n; i++)   // found_inf is read on the host to decide: not capturable
+        if (tdm_graph_is_capturing(o->slots[i].param->device))
+            return tdm_error_set(TDM_ERR_UNSUPPORTED,
+                                 "grad_scaler_step: cannot be captured in a CUDA graph: it reads "
+                                 "found_inf on the host to decide whether to step");
     TDM_TRY(unscale(s, o));
     if (skipped) *skipped = s->found_inf;
     return s->found_inf ? TDM_OK : tdm_optimizer_step(o);

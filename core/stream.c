@@ -7,6 +7,7 @@
 
 #include "core/autograd_impl.h"
 #include "core/tensor_impl.h"
+#include "tandem/graph.h"
 
 // Current streams are kept for device indices below this (the CUDA backend's own limit).
 #define STREAM_MAX_DEVICES 64
@@ -406,5 +407,9 @@ tdm_status tdm_copy_device_to_device(tdm_tensor *dst, const tdm_tensor *src) {
     void *h = stream_handle(NULL, dst->device);
     TDM_TRY(be->copy_async(tdm_data(dst), tdm_data_c(src), tdm_tensor_nbytes(dst), TDM_COPY_D2D,
                            dst->device.index, src->device.index, h));
+    // Under graph capture (tandem/graph.h) the copy is recorded in stream order, and a
+    // synchronization would break the capture: the stream's later work is ordered after it.
+    if (tdm_graph_is_capturing(dst->device) && tdm_device_equal(dst->device, src->device))
+        return TDM_OK;
     return be->stream_synchronize(h, dst->device.index);
 }

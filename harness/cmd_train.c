@@ -20,6 +20,7 @@ typedef struct {
     int64_t batch, steps, accumulate, segments, ranks;
     double lr, momentum, weight_decay;
     bool lr_set, momentum_set, wd_set, ranks_set;
+    bool graph;   // --graph: capture one step into a CUDA graph, replay it (tandem/graph.h)
     uint64_t seed;
 } train_args;
 
@@ -29,7 +30,7 @@ static void train_usage(FILE *f) {
         "                   [--momentum F] [--weight-decay F] [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
-        "                   [--tf32 on|off] [--deterministic]\n"
+        "                   [--tf32 on|off] [--deterministic] [--graph]\n"
         "\n"
         "Trains a model with cross-entropy loss and prints one line per step (to stderr when it is\n"
         "a terminal) and a summary. Model grammar (an equivalent torch.nn.Sequential; state dict\n"
@@ -59,6 +60,11 @@ static void train_usage(FILE *f) {
         "--deterministic   convolutions use only bit-reproducible algorithms\n"
         "                  (cudnn.deterministic); the cpu reference always is\n"
         "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
+        "--graph           CUDA graphs (PyTorch's reduce-overhead): up to 3 eager warm-up steps,\n"
+        "                  then one whole step (zero_grad, forward, loss, backward, SGD step) is\n"
+        "                  captured with static input/target tensors and each later step copies\n"
+        "                  its batch into them and replays the graph. cuda only, --opt sgd, one\n"
+        "                  rank, no --accumulate, no --amp fp16, no --profile, no dropout\n"
         "--profile FILE    profiles steps 2-4 (step 1 is warm-up; with --steps 1, step 1), writes\n"
         "                  their Chrome trace to FILE (open in ui.perfetto.dev) and prints the\n"
         "                  top ops (docs/PROFILING.md)\n"
@@ -230,6 +236,61 @@ static tdm_status micro_step(tdm_module *m, tdm_tensor *xb, tdm_tensor *yb, int6
     return s;
 }
 
+// --graph: the step that is captured. Everything it reads is static (the model, xs, ys, ones,
+// the optimizer's state made by the eager warm-up steps); the loss it returns is the graph's
+// output, rewritten by each replay. backward is seeded with `ones` made before the capture (the
+// implicit seed would be a host copy, which cannot be captured).
+static tdm_status graph_step(tdm_module *m, tdm_optimizer *opt, tdm_tensor *xs, tdm_tensor *ys,
+                             tdm_tensor *ones, const char *amp, tdm_tensor **loss_out) {
+    tdm_autocast_state prev = {0};
+    bool ac = strcmp(amp, "off") != 0;
+    tdm_optimizer_zero_grad(opt);
+    if (ac) prev = tdm_autocast_enter(TDM_DTYPE_BF16);   // fp16 is refused (the scaler)
+    tdm_tensor *out = tdm_module_forward(m, xs);
+    tdm_tensor *loss = out ? tdm_cross_entropy(out, ys, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    if (ac) tdm_autocast_exit(prev);
+    tdm_status s = loss ? tdm_backward(loss, ones) : tdm_last_status();
+    if (s == TDM_OK) s = tdm_optimizer_step(opt);
+    tdm_tensor_free(out);
+    if (s != TDM_OK) {
+        tdm_tensor_free(loss);
+        loss = NULL;
+    }
+    *loss_out = loss;
+    return s;
+}
+
+// --graph, step `step` >= the warm-up: this batch into the static tensors, then (the first time)
+// capture the step, and replay it; *l = the static loss after the replay.
+typedef struct {
+    tdm_tensor *xs, *ys, *ones, *loss;
+    tdm_graph *g;
+} graph_state;
+
+static tdm_status graph_run(graph_state *gs, tdm_module *m, tdm_optimizer *opt, tdm_tensor *xb,
+                            tdm_tensor *yb, const char *amp, tdm_device dev, double *l) {
+    if (!gs->xs) {   // the static tensors, shaped as the batch
+        gs->xs = tdm_tensor_zeros(tdm_tensor_ndim(xb), tdm_tensor_shape(xb), tdm_tensor_dtype(xb), dev);
+        gs->ys = tdm_tensor_zeros(tdm_tensor_ndim(yb), tdm_tensor_shape(yb), tdm_tensor_dtype(yb), dev);
+        float one = 1.0f;
+        gs->ones = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, dev, &one);
+        if (!gs->xs || !gs->ys || !gs->ones) return tdm_last_status();
+    }
+    TDM_TRY(tdm_tensor_copy_(gs->xs, xb));
+    TDM_TRY(tdm_tensor_copy_(gs->ys, yb));
+    if (!gs->g) {
+        TDM_TRY(tdm_graph_capture_begin(dev));
+        tdm_status s = graph_step(m, opt, gs->xs, gs->ys, gs->ones, amp, &gs->loss);
+        char why[512];
+        snprintf(why, sizeof why, "%s", tdm_last_error());
+        tdm_status e = tdm_graph_capture_end(dev, &gs->g);
+        if (s != TDM_OK) return tdm_error_set(s, "--graph: capturing the step: %s", why);
+        if (e != TDM_OK) return tdm_error_set(e, "--graph: %s", tdm_last_error());
+    }
+    TDM_TRY(tdm_graph_replay(gs->g));
+    return tdm_tensor_to_host_f64(gs->loss, l);   // on the current stream: after the replay
+}
+
 static int dump_state(tdm_module *m, const char *path, const float *losses, int64_t steps) {
     int n = tdm_module_state(m, NULL, NULL, 0);
     const char **names = calloc((size_t)n + 1, sizeof *names);
@@ -357,6 +418,10 @@ static tdm_status train_rank(int rank, void *arg) {
         tdm_memory_stats_get(t->dev, &t->mem0);
         tdm_memory_reset_peak(t->dev);
     }
+    graph_state gs = {0};
+    // --graph: eager warm-up steps (at least one when there are two steps or more, so that the
+    // optimizer's state exists before the capture), then capture + replays
+    const int64_t warm = a->graph ? (a->steps - 1 < 3 ? a->steps - 1 : 3) : a->steps;
     double t0 = now_s();
     int64_t slice = a->batch / nranks, micro = slice / a->accumulate;
     const int64_t pfirst = a->steps > 1 ? 1 : 0;
@@ -364,6 +429,23 @@ static tdm_status train_rank(int rank, void *arg) {
     for (int64_t step = 0; s == TDM_OK && step < a->steps; step++) {
         double total = 0;
         if (rank == 0 && a->profile && step == pfirst) s = tdm_profile_start();
+        if (step >= warm) {   // --graph: replay the captured step
+            tdm_tensor *xb = NULL, *yb = NULL;
+            s = batch_rows(t->d, a->model, step * a->batch, a->batch, dev, &xb, &yb);
+            if (s == TDM_OK) s = graph_run(&gs, m, opt, xb, yb, a->amp, dev, &total);
+            tdm_tensor_free(xb);
+            tdm_tensor_free(yb);
+            if (s != TDM_OK) {
+                tdm_error_set(s, "step %lld: %s", (long long)step, tdm_last_error());
+                break;
+            }
+            t->losses[step] = (float)total;
+            if (tty)
+                fprintf(stderr, "step %lld/%lld  loss %.6f  (graph replay)  %.0f samples/s\n",
+                        (long long)step + 1, (long long)a->steps, total,
+                        (double)(step + 1) * a->batch / fmax(now_s() - t0, 1e-9));
+            continue;
+        }
         (void)tdm_profile_range_push("step");
         tdm_optimizer_zero_grad(opt);
         for (int64_t k = 0; s == TDM_OK && k < a->accumulate; k++) {
@@ -414,6 +496,11 @@ static tdm_status train_rank(int rank, void *arg) {
         t->model0 = m;
         m = NULL;
     }
+    tdm_graph_free(gs.g);   // the static tensors and the loss after it: it synchronizes first
+    tdm_tensor_free(gs.loss);
+    tdm_tensor_free(gs.xs);
+    tdm_tensor_free(gs.ys);
+    tdm_tensor_free(gs.ones);
     free(params);
     tdm_grad_scaler_free(scaler);
     tdm_optimizer_free(opt);
@@ -432,7 +519,7 @@ int bench_train(int argc, char **argv) {
         {"checkpoint-segments", required_argument, 0, 'c'}, {"init", required_argument, 0, 'i'},
         {"data", required_argument, 0, 'D'},     {"dump", required_argument, 0, 'u'},
         {"tf32", required_argument, 0, 'T'},           {"deterministic", no_argument, 0, 'Z'},
-        {"profile", required_argument, 0, 'P'},
+        {"profile", required_argument, 0, 'P'},  {"graph", no_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0};
@@ -464,6 +551,7 @@ int bench_train(int argc, char **argv) {
             break;
         case 'Z': tdm_conv_algo_mode_set(TDM_CONV_ALGO_DETERMINISTIC); break;
         case 'P': a.profile = optarg; break;
+        case 'G': a.graph = true; break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
@@ -477,8 +565,18 @@ int bench_train(int argc, char **argv) {
     if (strcmp(a.amp, "off") && strcmp(a.amp, "fp16") && strcmp(a.amp, "bf16"))
         return bad("--amp %s: expected off, fp16 or bf16", a.amp);
     tdm_device dev;
-    if (tdm_device_parse(a.device, &dev) != TDM_OK || !tdm_device_available(dev))
-        return bad("%s", tdm_last_error());
+    if (tdm_device_parse(a.device, &dev) != TDM_OK) return bad("%s", tdm_last_error());
+    if (a.graph) {   // what one captured step cannot hold, said before anything runs
+        const char *why = dev.type != TDM_DEVICE_CUDA ? "needs a CUDA device (--device cuda:N)"
+                          : strcmp(a.opt, "sgd") ? "needs --opt sgd (Adam's step count is a kernel argument every replay would repeat)"
+                          : a.ranks > 1 || tdm_dp_mpi_launched() ? "needs one rank (no --ranks, no mpirun)"
+                          : a.accumulate > 1 ? "needs --accumulate 1 (one micro-batch per captured step)"
+                          : !strcmp(a.amp, "fp16") ? "cannot hold --amp fp16 (the scaler reads found_inf on the host)"
+                          : a.profile ? "cannot be profiled (--profile)"
+                          : NULL;
+        if (why) return bad("--graph %s", why);
+    }
+    if (!tdm_device_available(dev)) return bad("%s", tdm_last_error());
     // Under mpirun/srun (a build with MPI) the ranks are the launched processes.
     tdm_dp_group *mpi_group = NULL;
     if (tdm_dp_mpi_launched()) {
@@ -536,13 +634,13 @@ int bench_train(int argc, char **argv) {
     if (!rc && report) {
         double el = t.elapsed > 0 ? t.elapsed : 1e-9;
         printf("trained %s for %lld steps of %lld samples (%s, lr %g, amp %s, %lld rank%s%s): "
-               "loss %.6f -> %.6f, %.1f samples/s, peak memory %.2f MB above the start (%s)%s\n",
+               "loss %.6f -> %.6f, %.1f samples/s, peak memory %.2f MB above the start (%s%s)%s\n",
                a.model, (long long)a.steps, (long long)a.batch, a.opt,
                a.lr_set ? a.lr : tdm_adam_defaults(false).lr, a.amp, (long long)a.ranks,
                a.ranks > 1 ? "s" : "", a.accumulate > 1 ? ", accumulated" : "", t.losses[0],
                t.losses[a.steps - 1], (double)(a.steps * a.batch) / el,
                (double)(t.mem1.peak_allocated - t.mem0.allocated) / 1e6, a.device,
-               t.skipped_steps ? " (some fp16 steps skipped by the scaler)" : "");
+               a.graph ? ", CUDA graph replays" : "", t.skipped_steps ? " (some fp16 steps skipped by the scaler)" : "");
         if (a.dump) rc = dump_state(t.model0, a.dump, t.losses, a.steps);
         if (!rc && a.profile && t.prof) {   // the trace, then the top ops
             if (tdm_profile_trace_save(t.prof, a.profile) != TDM_OK) {

@@ -60,5 +60,6 @@ extern const bench_suite bench_suite_pipeline;   // suites/bench/pipeline.c
 extern const bench_suite bench_suite_amp;
 extern const bench_suite bench_suite_cpu_vs_gpu;
 extern const bench_suite bench_suite_scaling;
+extern const bench_suite bench_suite_graphs;     // suites/bench/graphs.c
 
 #endif

@@ -59,6 +59,8 @@ struct tdm_caching_allocator {
     ca_segment *seg_head, *seg_tail;
     ca_block **buckets;  // live blocks by pointer, chained
     size_t n_buckets, n_live;
+    void **held;  // private pools (stream keys) whose segments are never released
+    int n_held, cap_held;
     tdm_ca_stats st;
 };
 
@@ -251,12 +253,24 @@ static bool ca_segment_is_free(const ca_segment *seg) {
     return !seg->first->used && !seg->first->next;
 }
 
-// Releases every entirely free segment (its one block leaves its pool); returns how many.
+static bool ca_held(const tdm_caching_allocator *ca, const void *stream) {
+    for (int i = 0; i < ca->n_held; i++)
+        if (ca->held[i] == stream) return true;
+    return false;
+}
+
+// Free and not in a held private pool: may go back to the raw allocator.
+static bool ca_segment_releasable(const tdm_caching_allocator *ca, const ca_segment *seg) {
+    return ca_segment_is_free(seg) && !ca_held(ca, seg->stream);
+}
+
+// Releases every entirely free segment outside the held pools (its one block leaves its pool);
+// returns how many.
 static int ca_release_free_segments(tdm_caching_allocator *ca) {
     int n = 0;
     for (ca_segment *seg = ca->seg_head; seg;) {
         ca_segment *next = seg->next;
-        if (ca_segment_is_free(seg)) {
+        if (ca_segment_releasable(ca, seg)) {
             ca_pool_remove(ca, seg->first);
             ca_segment_release(ca, seg);
             n++;
@@ -328,7 +342,7 @@ static void *ca_alloc_locked(tdm_caching_allocator *ca, size_t bytes, void *stre
         return NULL;
     }
     ca_block *b = NULL;
-    if (ca->caching) {
+    if (ca->caching || ca_held(ca, stream)) {  // a held pool reuses its blocks even uncached
         b = ca_best_fit(ca, ca_is_small(rounded) ? CA_POOL_SMALL : CA_POOL_LARGE, rounded, stream);
         if (b) {
             ca_pool_remove(ca, b);
@@ -374,7 +388,7 @@ static void ca_free_locked(tdm_caching_allocator *ca, ca_block *b) {
         b = prev;
     }
     ca_pool_insert(ca, b);
-    if (!ca->caching && ca_segment_is_free(b->seg)) {
+    if (!ca->caching && ca_segment_releasable(ca, b->seg)) {
         ca_pool_remove(ca, b);
         ca_segment_release(ca, b->seg);
     }
@@ -461,7 +475,49 @@ void tdm_ca_destroy(tdm_caching_allocator *ca) {
     tdm_ca_free_all(ca);
     pthread_mutex_destroy(&ca->lock);
     free(ca->buckets);
+    free(ca->held);
     free(ca);
+}
+
+tdm_status tdm_ca_pool_hold(tdm_caching_allocator *ca, void *stream) {
+    if (!ca) return tdm_error_set(TDM_ERR_ARG, "caching allocator: NULL allocator");
+    pthread_mutex_lock(&ca->lock);
+    tdm_status s = TDM_OK;
+    if (!ca_held(ca, stream)) {
+        if (ca->n_held == ca->cap_held) {
+            int cap = ca->cap_held ? 2 * ca->cap_held : 4;
+            void **h = realloc(ca->held, (size_t)cap * sizeof *h);
+            if (h) {
+                ca->held = h;
+                ca->cap_held = cap;
+            }
+        }
+        if (ca->n_held < ca->cap_held)
+            ca->held[ca->n_held++] = stream;
+        else
+            s = tdm_error_set(TDM_ERR_OOM, "caching allocator: out of host memory");
+    }
+    pthread_mutex_unlock(&ca->lock);
+    return s;
+}
+
+void tdm_ca_pool_release(tdm_caching_allocator *ca, void *stream) {
+    if (!ca) return;
+    pthread_mutex_lock(&ca->lock);
+    for (int i = 0; i < ca->n_held; i++)
+        if (ca->held[i] == stream) {
+            ca->held[i] = ca->held[--ca->n_held];
+            break;
+        }
+    for (ca_segment *seg = ca->seg_head; seg;) {  // its free segments go back now
+        ca_segment *next = seg->next;
+        if (seg->stream == stream && ca_segment_is_free(seg)) {
+            ca_pool_remove(ca, seg->first);
+            ca_segment_release(ca, seg);
+        }
+        seg = next;
+    }
+    pthread_mutex_unlock(&ca->lock);
 }
 
 void tdm_ca_set_caching(tdm_caching_allocator *ca, bool caching) {

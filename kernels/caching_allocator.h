@@ -78,6 +78,16 @@ size_t tdm_ca_block_size(tdm_caching_allocator *ca, const void *p);
 void tdm_ca_empty_cache(tdm_caching_allocator *ca);
 // Releases every segment, live blocks included (their pointers become invalid): teardown.
 void tdm_ca_free_all(tdm_caching_allocator *ca);
+// Private pools (CUDA graphs, as PyTorch's graph pools): a pool is a stream key that no stream
+// uses (kernels/graph.cu takes a unique odd number). While held, its segments are never released
+// (empty_cache, the out-of-memory retry, caching off), and its free blocks are reused even with
+// caching off: a captured graph's replays write into them, so they must neither go back to the
+// device nor to any other pool. Release drops the hold and gives the pool's entirely free
+// segments back; segments with live blocks left (a graph's outputs) go back at a later
+// empty_cache once their blocks are freed.
+tdm_status tdm_ca_pool_hold(tdm_caching_allocator *ca, void *stream);
+void tdm_ca_pool_release(tdm_caching_allocator *ca, void *stream);
+
 // Caching off releases the free cached segments now, and each segment once it is free again.
 void tdm_ca_set_caching(tdm_caching_allocator *ca, bool caching);
 bool tdm_ca_caching(tdm_caching_allocator *ca);

@@ -13,6 +13,7 @@
 
 #include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_graph.h"
 #ifdef TDM_HAVE_NCCL
 #include "kernels/nccl.h"
 #endif
@@ -226,8 +227,13 @@ static tdm_status cuda_check_index(int device_index) {
 static void *cuda_raw_alloc(size_t bytes, void *ctx) {
     void *p = NULL;
     if (CUDA_CHECK(cudaSetDevice((int)(intptr_t)ctx)) != TDM_OK) return NULL;
-    if (CUDA_CHECK(cudaMalloc(&p, bytes)) != TDM_OK) return NULL;   // TDM_ERR_OOM when short
-    return p;
+    // Relaxed for the call: a graph capture on this thread (kernels/graph.cu) forbids cudaMalloc
+    // otherwise; its private pool's segments outlive its replays, so capture does not need it.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    tdm_status s = CUDA_CHECK(cudaMalloc(&p, bytes));   // TDM_ERR_OOM when short
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    return s == TDM_OK ? p : NULL;
 }
 
 static void cuda_raw_free(void *p, size_t bytes, void *ctx) {
@@ -270,11 +276,18 @@ static tdm_caching_allocator *cuda_allocator(int device_index, bool create) {
     return ca;
 }
 
+tdm_caching_allocator *tdm_cuda_device_allocator(int device_index) {
+    return cuda_check_index(device_index) == TDM_OK ? cuda_allocator(device_index, true) : NULL;
+}
+
 static void *cuda_alloc(size_t nbytes, int device_index) {
     if (cuda_check_index(device_index) != TDM_OK) return NULL;
     tdm_caching_allocator *ca = cuda_allocator(device_index, true);
-    // blocks are pooled per stream: the calling thread's current one (kernels/streams.cu)
-    return ca ? tdm_ca_alloc(ca, nbytes, (void *)tdm_cuda_current_stream(device_index)) : NULL;
+    // blocks are pooled per stream: the calling thread's current one (kernels/streams.cu), or
+    // while it captures a graph, the graph's private pool (kernels/graph.cu)
+    void *pool = tdm_cuda_graph_pool(device_index);
+    if (!pool) pool = (void *)tdm_cuda_current_stream(device_index);
+    return ca ? tdm_ca_alloc(ca, nbytes, pool) : NULL;
 }
 
 // nbytes is not needed: the allocator knows each block's size.
@@ -331,6 +344,8 @@ static tdm_status cuda_set_caching(int device_index, bool caching) {
 static tdm_status cuda_copy_from_host(void *dst, const void *src, size_t nbytes, int device_index) {
     cudaStream_t s = tdm_cuda_current_stream(device_index);
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
+    TDM_TRY(tdm_cuda_capture_refuse(s, device_index, "copy from the host",
+                                    "it synchronizes; fill static tensors before the capture"));
     TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s)));
     return CUDA_CHECK(cudaStreamSynchronize(s));
 }
@@ -338,6 +353,8 @@ static tdm_status cuda_copy_from_host(void *dst, const void *src, size_t nbytes,
 static tdm_status cuda_copy_to_host(void *dst, const void *src, size_t nbytes, int device_index) {
     cudaStream_t s = tdm_cuda_current_stream(device_index);
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
+    TDM_TRY(tdm_cuda_capture_refuse(s, device_index, "copy to the host",
+                                    "it synchronizes; read outputs after a replay"));
     TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s)));
     return CUDA_CHECK(cudaStreamSynchronize(s));
 }
@@ -435,4 +452,9 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .conv_algo_last = TDM_CUDA_CONV_ALGO_LAST,
     .conv_algo_cache_clear = TDM_CUDA_CONV_ALGO_CACHE_CLEAR,
     .amp_unscale_check = cuda_amp_unscale_check,
+    // graph capture (kernels/graph.cu)
+    .graph_capture_begin = tdm_cuda_graph_capture_begin,
+    .graph_capture_end = tdm_cuda_graph_capture_end,
+    .graph_replay = tdm_cuda_graph_replay,
+    .graph_free = tdm_cuda_graph_free,
 };

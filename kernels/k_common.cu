@@ -1,6 +1,7 @@
 /* k_common.cu — the launchers' host helpers (kernels/cuda_kernels.h): the device of a call, grid
  * sizes from the device's SM count, scratch tensors, and reading a kernel's error flag. */
 #include "kernels/k_common.cuh"
+#include "kernels/cuda_graph.h"
 
 tdm_status cuda_use_device(const tdm_tensor *t) {
     return CUDA_CHECK(cudaSetDevice(t->device.index));
@@ -49,6 +50,12 @@ tdm_tensor *cuda_flag_new(const tdm_tensor *like, int64_t n) {
 }
 
 tdm_status cuda_flag_read(tdm_tensor *flag, int64_t out[2]) {
+    // Under graph capture the read cannot happen (it synchronizes): indices are not checked, as
+    // in PyTorch; the flag, which the captured kernel writes on a bad index, lives with the graph.
+    if (tdm_cuda_stream_capturing(cuda_stream_current())) {
+        out[0] = out[1] = 0;
+        return tdm_cuda_graph_keep(flag);
+    }
     tdm_status s = CUDA_CHECK(cudaMemcpyAsync(out, tdm_data_c(flag), 2 * sizeof(int64_t),
                                               cudaMemcpyDeviceToHost, cuda_stream_current()));
     if (s == TDM_OK) s = CUDA_CHECK(cudaStreamSynchronize(cuda_stream_current()));

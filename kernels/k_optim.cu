@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "kernels/k_common.cuh"
+#include "kernels/cuda_graph.h"
 
 // ---- sgd ---------------------------------------------------------------------------------------
 // d = grad + wd param; with momentum: buf = initialized ? momentum buf + (1 - dampening) d : d,
@@ -72,6 +73,9 @@ tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor 
                           tdm_tensor *v, int64_t step, const tdm_adam_params *p) {
     if (param->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(param));
+    TDM_TRY(tdm_cuda_capture_refuse(cuda_stream_current(), param->device.index, "adam_step",
+                                    "the step count is a kernel argument (for the bias "
+                                    "corrections) that every replay would repeat; use SGD"));
     const double bc1 = 1 - pow(p->beta1, (double)step), bc2 = 1 - pow(p->beta2, (double)step);
     adam_fn f = {1 - p->lr * p->weight_decay, p->weight_decay, p->beta1, p->beta2, p->lr / bc1,
                  sqrt(bc2), p->eps, p->decoupled_weight_decay};

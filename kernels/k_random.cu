@@ -5,6 +5,7 @@
  * bit of the double, which survives rounding to f32/f16/bf16 only at a rounding tie's edge). */
 #include "core/philox.h"
 #include "kernels/k_common.cuh"
+#include "kernels/cuda_graph.h"
 
 // One Philox block gives 4 consecutive elements of the uniform stream: block q -> 4q..4q+3.
 __device__ __forceinline__ tdm_philox4 philox_block(uint64_t seed, uint64_t offset, uint64_t q) {
@@ -76,6 +77,9 @@ tdm_status cuda_dropout(const tdm_tensor *x, double p, uint64_t seed, uint64_t o
     const int64_t n = x->numel;
     if (n == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(x));
+    TDM_TRY(tdm_cuda_capture_refuse(cuda_stream_current(), x->device.index, "dropout",
+                                    "its seed and offset are kernel arguments: every replay "
+                                    "would draw the same mask"));
     const uint32_t threshold = tdm_dropout_threshold(p);
     const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     const int threads = 256;

@@ -125,5 +125,6 @@ tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
 #include "tandem/debug.h"
 #include "tandem/profile.h"
 #include "tandem/stream.h"
+#include "tandem/graph.h"
 
 #endif

@@ -90,7 +90,8 @@ CUDNN_STEP_BATCHES, CUDNN_STEP_BATCHES_QUICK = [64, 256], [64]
 
 # The suites tandem knows that have no PyTorch version here (skipped with this reason).
 NOT_PORTED = {"scaling": "no PyTorch version in the peer yet (DDP over NCCL/gloo)",
-              "pipeline": "no PyTorch version in the peer yet (DataLoader)"}
+              "pipeline": "no PyTorch version in the peer yet (DataLoader)",
+              "graphs": "no PyTorch version in the peer yet (torch.cuda.graph)"}
 
 torch = None   # imported in main(), after the arguments are checked
 

@@ -3,7 +3,8 @@
 # through tensors and skips (exit 77) without a device.
 tdm_test_executable(caching_allocator)
 foreach(t reuse rounding small_share split_merge streams oom_retry oom caching_off stats
-          empty_cache random summary bad_free threads public_api)
+          empty_cache random summary bad_free threads public_api
+          private_pool)
   add_test(NAME alloc.${t} COMMAND test_caching_allocator ${t})
 endforeach()
 set_tests_properties(alloc.random alloc.threads PROPERTIES TIMEOUT 60)

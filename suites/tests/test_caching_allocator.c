@@ -592,6 +592,43 @@ static void test_gpu(void) {
               "%s", tdm_last_error());
 }
 
+// A held private pool (a CUDA graph's): its blocks are served only to its key, its free segments
+// survive empty_cache, the out-of-memory retry and caching off, and release gives them back.
+static void test_private_pool(void) {
+    mock_raw m;
+    tdm_caching_allocator *ca = mock_ca(&m, 24 * MIB, true);
+    void *pool = (void *)(uintptr_t)0x11;  // an odd key, as kernels/graph.cu makes
+    CHECK(tdm_ca_pool_hold(ca, pool) == TDM_OK);
+    void *a = tdm_ca_alloc(ca, 1000, pool);
+    CHECK(a != NULL && m.n_alloc == 1);
+    CHECK(tdm_ca_free(ca, a) == TDM_OK);
+    void *other = tdm_ca_alloc(ca, 1000, NULL);  // another pool: a segment of its own
+    CHECK(other != NULL && other != a && m.n_alloc == 2);
+    CHECK(tdm_ca_free(ca, other) == TDM_OK);
+    tdm_ca_empty_cache(ca);  // the default pool's segment goes, the held one stays
+    CHECK(m.n_free == 1 && stats_of(ca).n_segments == 1);
+    tdm_ca_set_caching(ca, false);
+    CHECK(m.n_free == 1);
+    CHECK(tdm_ca_alloc(ca, 1000, pool) == a);  // reused although caching is off
+    CHECK(m.n_alloc == 2);
+    CHECK(tdm_ca_free(ca, a) == TDM_OK);
+    CHECK(m.n_free == 1);
+    tdm_ca_set_caching(ca, true);
+    // out of memory: the retry may not take the held segment (2 MiB of the 24 are held)
+    CHECK(tdm_ca_alloc(ca, 23 * MIB, NULL) == NULL);
+    CHECK(stats_of(ca).n_segments == 1);
+    // a live block at release: its segment stays until freed, then empty_cache returns it
+    void *live = tdm_ca_alloc(ca, 4 * MIB, pool);
+    CHECK(live != NULL && stats_of(ca).n_segments == 2);
+    tdm_ca_pool_release(ca, pool);
+    CHECK(stats_of(ca).n_segments == 1);  // the free small segment went back
+    CHECK(tdm_ca_free(ca, live) == TDM_OK);
+    tdm_ca_empty_cache(ca);
+    CHECK(stats_of(ca).n_segments == 0 && stats_of(ca).mem.reserved == 0);
+    tdm_ca_pool_release(ca, pool);  // twice: a no-op
+    mock_done(ca, &m);
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
@@ -612,6 +649,7 @@ int main(int argc, char **argv) {
         {"bad_free", test_bad_free},
         {"threads", test_threads},
         {"public_api", test_public_api},
+        {"private_pool", test_private_pool},
         {"gpu", test_gpu},
     };
     int ran = 0;

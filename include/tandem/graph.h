@@ -1,0 +1,69 @@
+/* graph.h — CUDA graphs: capture the work of a region (a whole training step) once and replay it
+ * with one launch, as torch.cuda.graph / torch.cuda.CUDAGraph (PyTorch's "reduce-overhead"), for
+ * small models whose steps are bound by kernel launches rather than by the kernels.
+ *
+ * Capture. tdm_graph_capture_begin makes a fresh side stream the calling thread's current stream
+ * on dev and starts capturing it (cudaStreamCaptureModeThreadLocal: a call on this thread that
+ * could synchronize or otherwise break the capture fails, other threads — data loader workers —
+ * are not affected). Every op called on this thread until tdm_graph_capture_end is recorded, not
+ * run: its outputs hold no values until the first replay. tdm_graph_capture_end ends the capture,
+ * restores the previous current stream and returns the executable graph. Work queued before
+ * begin is finished first (the device is synchronized).
+ *
+ * Replay. tdm_graph_replay launches the recorded work on the calling thread's current stream,
+ * with the very addresses of the capture: inputs are "static" tensors made before the capture,
+ * refilled by copies (tdm_tensor_copy) before each replay; outputs are the tensors the captured
+ * ops returned (keep them), overwritten by each replay.
+ *
+ * Memory. Tensors allocated during the capture come from a private pool of the graph (PyTorch's
+ * graph pools), never shared with allocations outside it, even after they are freed: replays
+ * write into them. The pool is given back when the graph is freed (blocks still held by live
+ * tensors, a graph's outputs, once those are freed and the cache is emptied).
+ *
+ * What cannot be captured fails with a message naming the op (the capture is then ended and
+ * unusable: call tdm_graph_capture_end, which reports it, and start again):
+ * - copies between host and device (they synchronize): tdm_tensor_from_host / tdm_tensor_to /
+ *   reading a value. Make constants before the capture. tdm_backward(loss, NULL) creates its
+ *   seed from the host: pass a static grad_output of ones made before the capture.
+ * - Adam/AdamW steps (the step count, for the bias corrections, is a kernel argument that every
+ *   replay would repeat): use SGD in a captured step.
+ * - dropout (its seed and offset are kernel arguments: every replay would draw the same mask).
+ * - the gradient scaler's step (it reads found_inf on the host to decide whether to step).
+ * - BatchNorm2d in training mode (num_batches_tracked is incremented through the host).
+ * Copies between tensors of the capturing device are recorded (without the synchronization they
+ * have outside a capture).
+ * Not checked under capture: cross_entropy targets and embedding indices (the check reads a
+ * device flag on the host); out-of-range indices are undefined behaviour then, as in PyTorch.
+ * Optimizer state must exist before the capture: run a few eager steps first (PyTorch requires
+ * this warm-up too; it also fills the allocator's cache and the matmul plan caches).
+ *
+ * On the cpu every call fails with TDM_ERR_UNSUPPORTED: graph capture needs a CUDA device. */
+#ifndef TANDEM_GRAPH_H
+#define TANDEM_GRAPH_H
+
+#include "tandem/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tdm_graph tdm_graph;
+
+// Starts capturing this thread's work on dev (one capture per thread and device at a time).
+tdm_status tdm_graph_capture_begin(tdm_device dev);
+// Ends the capture of this thread on dev: *out = the graph (NULL on failure, with the reason:
+// the op that broke the capture). The previous current stream is restored either way.
+tdm_status tdm_graph_capture_end(tdm_device dev, tdm_graph **out);
+// Runs the captured work on the calling thread's current stream of the graph's device
+// (asynchronous, as any launch).
+tdm_status tdm_graph_replay(tdm_graph *g);
+// Waits for the graph's replays, frees it and gives its private memory pool back. NULL is fine.
+void tdm_graph_free(tdm_graph *g);
+// Is the calling thread capturing on dev? (torch.cuda.is_current_stream_capturing)
+bool tdm_graph_is_capturing(tdm_device dev);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
