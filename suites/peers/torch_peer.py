@@ -45,7 +45,7 @@ OPS_MLP_BATCH = 64
 
 # transfer (suites/bench/transfer.c): powers of two 1 KiB .. 1 GiB plus 1e6..1e9; quick 1 KiB..4 MiB
 TRANSFER_SIZES = sorted(set([1 << k for k in range(10, 31)] + [10**6, 10**7, 10**8, 10**9]))
-TRANSFER_SIZES_QUICK = [1 << k for k in range(10, 23)]
+TRANSFER_SIZES_QUICK = [s for s in TRANSFER_SIZES if s <= 4 << 20]   # with 1e6, as tandem
 
 # amp and cpu-vs-gpu (suites/bench/amp.c, cpu_vs_gpu.c)
 MODELS = {  # name -> (spec in tandem's grammar, input shape without batch)

@@ -27,3 +27,9 @@ if(TDM_CUDA)
            $<TARGET_FILE:test_run> ${PEER_PYTHON} ${PEER_SCRIPT} ${TEST_TMP}/peer/cudnn_names)
   set_tests_properties(peer.cudnn_names PROPERTIES TIMEOUT 60)
 endif()
+# Every cpu-capable suite the peer ports, quick, one short repetition: each of tandem's ids has
+# its PyTorch counterpart and the reverse (the report counts those missing on either side), and
+# the report has a ratio row for each (a renamed or resized benchmark on one side fails this).
+add_test(NAME peer.cpu_suites_ids_match COMMAND sh -c
+  "d=${TEST_TMP}/peer/all; rm -rf $d && $<TARGET_FILE:bench> run --device cpu --quick --suite ops,transfer,amp,cpu-vs-gpu --peer torch --python ${PEER_PYTHON} --repetitions 1 --min-time 0.01 --out $d >/dev/null 2>&1 || { echo 'bench run --peer torch failed'; exit 1; }; $<TARGET_FILE:bench> report $d >/dev/null || exit 1; if grep -i 'have no PyTorch result' $d/report.md; then exit 1; fi; n=$(grep -c 'tandem .*x \\(slower\\|faster\\)' $d/report.md); echo \"$n ratio rows\"; [ $n -ge 60 ]")
+set_tests_properties(peer.cpu_suites_ids_match PROPERTIES TIMEOUT 300)
