@@ -169,6 +169,30 @@ template <typename A> __device__ A block_max(A v, A *sh) {
     return warp_max(v);
 }
 
+// A group working on one row: a warp (WARP: 32 lanes, several rows per block) or a whole block.
+template <bool WARP> struct grp {
+    static __device__ __forceinline__ int rank() { return WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x; }
+    static __device__ __forceinline__ int size() { return WARP ? 32 : (int)blockDim.x; }
+    static __device__ __forceinline__ int64_t first() {
+        return WARP ? ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5 : (int64_t)blockIdx.x;
+    }
+    static __device__ __forceinline__ int64_t step() {
+        return WARP ? ((int64_t)gridDim.x * blockDim.x) >> 5 : (int64_t)gridDim.x;
+    }
+    template <typename A> static __device__ __forceinline__ A sum(A v, A *sh) {
+        return WARP ? warp_sum(v) : block_sum(v, sh);
+    }
+    template <typename A> static __device__ __forceinline__ A max(A v, A *sh) {
+        return WARP ? warp_max(v) : block_max(v, sh);
+    }
+};
+
+// Blocks for `groups` rows of work, a warp or a block (of `threads`) per row.
+static inline unsigned group_blocks(int64_t groups, bool warp, int threads) {
+    return warp ? cuda_grid_blocks(groups * 32, threads)
+                : (unsigned)(groups < 2147483647LL ? groups : 2147483647LL);
+}
+
 // Grid-stride loop indices.
 #define GRID_STRIDE(i, n)                                                        \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \

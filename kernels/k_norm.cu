@@ -8,26 +8,10 @@
  *     ones), then an elementwise pass normalizes. */
 #include "kernels/k_common.cuh"
 
-template <bool WARP> struct grp {
-    static __device__ __forceinline__ int rank() { return WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x; }
-    static __device__ __forceinline__ int size() { return WARP ? 32 : (int)blockDim.x; }
-    static __device__ __forceinline__ int64_t first() {
-        return WARP ? ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5 : (int64_t)blockIdx.x;
-    }
-    static __device__ __forceinline__ int64_t step() {
-        return WARP ? ((int64_t)gridDim.x * blockDim.x) >> 5 : (int64_t)gridDim.x;
-    }
-    template <typename A> static __device__ __forceinline__ A sum(A v, A *sh) {
-        return WARP ? warp_sum(v) : block_sum(v, sh);
-    }
-};
 
 static const int NORM_THREADS = 256;
 
-static unsigned group_blocks(int64_t groups, bool warp) {
-    return warp ? cuda_grid_blocks(groups * 32, NORM_THREADS)
-                : (unsigned)(groups < 2147483647LL ? groups : 2147483647LL);
-}
+static unsigned norm_blocks(int64_t groups, bool warp) { return group_blocks(groups, warp, NORM_THREADS); }
 
 static tdm_dtype acc_dtype(tdm_dtype x) { return x == TDM_DTYPE_F64 ? TDM_DTYPE_F64 : TDM_DTYPE_F32; }
 
@@ -71,11 +55,11 @@ tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_t
     const cudaStream_t s = cuda_stream_current();
     TDM_DISPATCH_FLOAT(x->dtype, "layer_norm", T, {
         if (warp)
-            k_layer_norm<true, T><<<group_blocks(R, true), NORM_THREADS, 0, s>>>(
+            k_layer_norm<true, T><<<norm_blocks(R, true), NORM_THREADS, 0, s>>>(
                 R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
                 any_m(rstd));
         else
-            k_layer_norm<false, T><<<group_blocks(R, false), NORM_THREADS, 0, s>>>(
+            k_layer_norm<false, T><<<norm_blocks(R, false), NORM_THREADS, 0, s>>>(
                 R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
                 any_m(rstd));
     });
@@ -167,10 +151,10 @@ static tdm_status layer_norm_bwd_t(const tdm_tensor *gy, const tdm_tensor *x, co
     const cudaStream_t s = cuda_stream_current();
     if (gx && R > 0) {
         if (K <= 1024)
-            k_layer_norm_bwd<true, T><<<group_blocks(R, true), NORM_THREADS, 0, s>>>(
+            k_layer_norm_bwd<true, T><<<norm_blocks(R, true), NORM_THREADS, 0, s>>>(
                 R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
         else
-            k_layer_norm_bwd<false, T><<<group_blocks(R, false), NORM_THREADS, 0, s>>>(
+            k_layer_norm_bwd<false, T><<<norm_blocks(R, false), NORM_THREADS, 0, s>>>(
                 R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
         TDM_TRY(CUDA_LAUNCH_CHECK());
     }

@@ -11,32 +11,13 @@
  * then one block sums them in a fixed order). */
 #include "kernels/k_common.cuh"
 
-// ---- groups: a warp or a block working on one row --------------------------------------------
+// ---- groups: a warp or a block working on one row (grp<WARP>, k_common.cuh) ------------------
 
-template <bool WARP> struct grp {
-    static __device__ __forceinline__ int rank() { return WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x; }
-    static __device__ __forceinline__ int size() { return WARP ? 32 : (int)blockDim.x; }
-    static __device__ __forceinline__ int64_t first() {
-        return WARP ? ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5 : (int64_t)blockIdx.x;
-    }
-    static __device__ __forceinline__ int64_t step() {
-        return WARP ? ((int64_t)gridDim.x * blockDim.x) >> 5 : (int64_t)gridDim.x;
-    }
-    template <typename A> static __device__ __forceinline__ A sum(A v, A *sh) {
-        return WARP ? warp_sum(v) : block_sum(v, sh);
-    }
-    template <typename A> static __device__ __forceinline__ A max(A v, A *sh) {
-        return WARP ? warp_max(v) : block_max(v, sh);
-    }
-};
 
 static const int ROW_THREADS = 256;
 
 // Blocks for `rows` rows of length n, warp or block per row.
-static unsigned row_blocks(int64_t rows, bool warp) {
-    return warp ? cuda_grid_blocks(rows * 32, ROW_THREADS)
-                : (unsigned)(rows < 2147483647LL ? rows : 2147483647LL);
-}
+static unsigned row_blocks(int64_t rows, bool warp) { return group_blocks(rows, warp, ROW_THREADS); }
 
 // m = max_j x[j*st], s = sum_j exp(x[j*st] - m) over j < n, by the group (all threads get them).
 template <bool WARP, typename T, typename A>
