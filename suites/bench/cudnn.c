@@ -31,7 +31,6 @@
 #include "tandem/tandem.h"
 
 #ifdef TDM_HAVE_CUDA
-#include <cuda_runtime.h>
 
 static bench_suite_config cudnn_cfg;
 enum { CUDNN_SEED = 20261123 };
@@ -93,15 +92,13 @@ static tdm_status run_pass(int pass, const tdm_tensor *x, const tdm_tensor *w,
 // Mean ms of `iters` calls timed with events (outside the benchmark loop); -1 on failure.
 static double time_calls(int pass, const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *gy,
                          const tdm_conv2d_params *p, tdm_tensor **out, int iters) {
-    cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) return -1;
-    float ms = -1;
-    bool ok = cudaEventRecord(e0, 0) == cudaSuccess;
+    tdm_event *e0 = tdm_event_new(cudnn_cfg.device), *e1 = tdm_event_new(cudnn_cfg.device);
+    double ms = -1;
+    bool ok = e0 && e1 && tdm_event_record(e0, NULL) == TDM_OK;
     for (int i = 0; ok && i < iters; i++) ok = run_pass(pass, x, w, gy, p, out) == TDM_OK;
-    ok = ok && cudaEventRecord(e1, 0) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
-         cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    ok = ok && tdm_event_record(e1, NULL) == TDM_OK && tdm_event_elapsed_ms(e0, e1, &ms) == TDM_OK;
+    tdm_event_free(e0);
+    tdm_event_free(e1);
     return ok ? ms / iters : -1;
 }
 
@@ -227,18 +224,19 @@ static void bm_conv(tdm_gb_state *st, void *vctx) {
         cudnn_fail(st, "first call");
         goto out;
     }
-    cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
-        tdm_gb_skip_with_error(st, "cudaEventCreate failed");
+    tdm_event *e0 = tdm_event_new(cudnn_cfg.device), *e1 = tdm_event_new(cudnn_cfg.device);
+    if (!e0 || !e1) {
+        tdm_event_free(e0);
+        tdm_event_free(e1);
+        cudnn_fail(st, "events");
         goto out;
     }
     while (tdm_gb_keep_running(st)) {
-        float ms = 0;
-        cudaEventRecord(e0, 0);
+        double ms = 0;
+        (void)tdm_event_record(e0, NULL);
         tdm_status s = run_pass(pass, x, w, gy, &p, &out);
-        cudaEventRecord(e1, 0);
-        if (s != TDM_OK || cudaEventSynchronize(e1) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+        if (s != TDM_OK || tdm_event_record(e1, NULL) != TDM_OK ||
+            tdm_event_elapsed_ms(e0, e1, &ms) != TDM_OK) {
             cudnn_fail(st, "timed call");
             break;
         }
@@ -246,8 +244,8 @@ static void bm_conv(tdm_gb_state *st, void *vctx) {
         bench_ms_sum += ms;
         timed++;
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    tdm_event_free(e0);
+    tdm_event_free(e1);
     if (tdm_gb_error_occurred(st)) goto out;
     verify(st, L, pass, tf32, dt, x, w, gy, out);
     if (tdm_gb_error_occurred(st)) goto out;
@@ -399,10 +397,11 @@ static tdm_status trainer_step(trainer *t, double *loss) {
 // Milliseconds of one training step, host wall clock between device synchronizations (what a
 // user's loop sees: host-side search and plan builds included); -1 on failure.
 static double timed_step(trainer *t) {
-    if (cudaDeviceSynchronize() != cudaSuccess) return -1;
+    if (tdm_device_synchronize(cudnn_cfg.device) != TDM_OK) return -1;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    if (trainer_step(t, NULL) != TDM_OK || cudaDeviceSynchronize() != cudaSuccess) return -1;
+    if (trainer_step(t, NULL) != TDM_OK || tdm_device_synchronize(cudnn_cfg.device) != TDM_OK)
+        return -1;
     clock_gettime(CLOCK_MONOTONIC, &b);
     return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
 }
@@ -456,26 +455,27 @@ static void bm_step(tdm_gb_state *st, void *vctx) {
         cudnn_fail(st, "setup and first steps");
         goto out;
     }
-    cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
-        tdm_gb_skip_with_error(st, "cudaEventCreate failed");
+    tdm_event *e0 = tdm_event_new(cudnn_cfg.device), *e1 = tdm_event_new(cudnn_cfg.device);
+    if (!e0 || !e1) {
+        tdm_event_free(e0);
+        tdm_event_free(e1);
+        cudnn_fail(st, "events");
         goto out;
     }
     while (tdm_gb_keep_running(st)) {
-        float ms = 0;
-        cudaEventRecord(e0, 0);
+        double ms = 0;
+        (void)tdm_event_record(e0, NULL);
         s = trainer_step(&t, NULL);
-        cudaEventRecord(e1, 0);
-        if (s != TDM_OK || cudaEventSynchronize(e1) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+        if (s != TDM_OK || tdm_event_record(e1, NULL) != TDM_OK ||
+            tdm_event_elapsed_ms(e0, e1, &ms) != TDM_OK) {
             cudnn_fail(st, "timed step");
             break;
         }
         tdm_gb_set_iteration_time(st, ms / 1e3);
         sum_ms += ms;
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    tdm_event_free(e0);
+    tdm_event_free(e1);
     if (tdm_gb_error_occurred(st)) goto out;
     if (trainer_step(&t, &after) != TDM_OK) {   // the loss after the timed steps' updates
         cudnn_fail(st, "last step");
