@@ -39,9 +39,6 @@ typedef struct {
     tdm_status failed;        // the first failure of an all-reduce since the last wait
 } cuda_comm;
 
-// The stream this thread's compute on `device` goes to (tandem/stream.h's current stream).
-static cudaStream_t comm_compute_stream(int device) { return tdm_cuda_current_stream(device); }
-
 tdm_status tdm_cuda_comm_unique_id(void *id) {
     ncclUniqueId u;
     TDM_TRY(NCCL_CHECK(ncclGetUniqueId(&u)));
@@ -113,7 +110,7 @@ static tdm_status comm_allreduce(cuda_comm *c, tdm_tensor *const *grads, int n) 
     }
     TDM_TRY(CUDA_CHECK(cudaSetDevice(c->device)));
     // The side stream starts after the compute stream has produced the gradients.
-    TDM_TRY(CUDA_CHECK(cudaEventRecord(c->ready, comm_compute_stream(c->device))));
+    TDM_TRY(CUDA_CHECK(cudaEventRecord(c->ready, tdm_cuda_current_stream(c->device))));
     TDM_TRY(CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0)));
     if (total > c->buf_bytes) {   // grow: the old buffer may still be in use on the side stream
         TDM_TRY(CUDA_CHECK(cudaStreamSynchronize(c->stream)));
@@ -154,7 +151,7 @@ tdm_status tdm_cuda_comm_wait(void *p) {
     c->failed = TDM_OK;
     if (s != TDM_OK) return s;
     TDM_TRY(CUDA_CHECK(cudaSetDevice(c->device)));
-    TDM_TRY(CUDA_CHECK(cudaStreamWaitEvent(comm_compute_stream(c->device), c->done, 0)));
+    TDM_TRY(CUDA_CHECK(cudaStreamWaitEvent(tdm_cuda_current_stream(c->device), c->done, 0)));
     ncclResult_t async_err = ncclSuccess;   // a failure inside NCCL after the call returned
     TDM_TRY(NCCL_CHECK(ncclCommGetAsyncError(c->comm, &async_err)));
     return NCCL_CHECK(async_err);
