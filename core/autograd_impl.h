@@ -46,6 +46,7 @@ typedef union {
     int normalized_ndim;                                                    // layer_norm
     bool training;                                                          // batch_norm
     int64_t padding_idx;                                                    // embedding
+    int dims[TDM_MAX_DIMS];                                                 // permute
 } tdm_node_params;
 
 #define TDM_NODE_MAX_SAVED 2
@@ -111,6 +112,7 @@ tdm_tensor *tdm_record_softmax(tdm_tensor *y, const tdm_tensor *x, int dim, bool
 tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
                                      const tdm_tensor *target, tdm_reduction reduction,
                                      double label_smoothing, int64_t ignore_index);
+tdm_tensor *tdm_record_permute(tdm_tensor *y, const tdm_tensor *x, const int *dims);
 tdm_tensor *tdm_record_mse_loss(tdm_tensor *y, const tdm_tensor *input, const tdm_tensor *target,
                                 tdm_reduction reduction);
 // mean/rstd, save_mean/save_invstd: the statistics the forward produced (retained by the node).

@@ -6,6 +6,8 @@
  * them: softmax's output as a detached alias (never the output tensor itself: it owns the node),
  * the norms' statistics as the forward produced them. Integer inputs (cross_entropy's target,
  * embedding's indices) are kept but get no gradient. */
+#include <string.h>
+
 #include "core/autograd_impl.h"
 
 #define INPUTS(...) (const tdm_tensor *const[]){__VA_ARGS__}
@@ -250,6 +252,23 @@ static tdm_status reshape_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor 
 
 tdm_tensor *tdm_record_reshape(tdm_tensor *y, const tdm_tensor *x) {
     return tdm_autograd_record(y, "reshape", reshape_bw, 1, INPUTS(x), NULL, 0, NULL);
+}
+
+// inputs: x; y = x.permute(dims), so gx = gy.permute(inverse of dims)
+static tdm_status permute_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    if (!tdm_node_wants(n, 0)) return TDM_OK;
+    int inverse[TDM_MAX_DIMS];
+    for (int i = 0; i < gy->ndim; i++) inverse[n->params.dims[i]] = i;
+    g[0] = tdm_tensor_permute(gy, inverse);
+    return g[0] ? TDM_OK : tdm_last_status();
+}
+
+// dims as given to tdm_tensor_permute, already checked; negative ones are wrapped here.
+tdm_tensor *tdm_record_permute(tdm_tensor *y, const tdm_tensor *x, const int *dims) {
+    tdm_node_params np;
+    memset(&np, 0, sizeof np);
+    for (int i = 0; i < x->ndim; i++) np.dims[i] = dims[i] < 0 ? dims[i] + x->ndim : dims[i];
+    return tdm_autograd_record(y, "permute", permute_bw, 1, INPUTS(x), &np, 0, NULL);
 }
 
 // inputs: x; the gradient goes back to x's dtype and device (autocast's casts end here, so the

@@ -86,7 +86,7 @@ struct tdm_backend_ops {
     tdm_status (*matmul_backward)(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                                   tdm_tensor *ga, tdm_tensor *gb);
 
-    // ---- convolution and pooling (4-D NCHW) ----
+    // ---- convolution (4-D, NCHW or NHWC as p->layout says) and pooling (4-D NCHW) ----
     tdm_status (*conv2d)(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
                          const tdm_conv2d_params *p, tdm_tensor *y);
     tdm_status (*conv2d_backward)(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
@@ -118,7 +118,8 @@ struct tdm_backend_ops {
     // broadcasting in add and mul).
     tdm_status (*sum_to)(const tdm_tensor *gy, double scale, tdm_tensor *gx);
     // y = scale * x broadcast to y's shape (x right-aligned, its dims 1 or equal to y's): the
-    // backward of sum and mean.
+    // backward of sum and mean. x is read through x->stride, which may be any strides over its
+    // storage: tdm_tensor_permute passes a permuted view.
     tdm_status (*expand)(const tdm_tensor *x, double scale, tdm_tensor *y);
 
     // ---- softmax and losses ----

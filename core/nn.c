@@ -163,6 +163,11 @@ tdm_module *tdm_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_
             return NULL;
         }
     }
+    if (cp.layout != TDM_CONV_LAYOUT_NCHW) {   // state dicts and the other layers are NCHW
+        tdm_error_set(TDM_ERR_UNSUPPORTED, "nn.Conv2d: only the NCHW layout is supported by "
+                      "modules (call tdm_conv2d with NHWC tensors for channels-last)");
+        return NULL;
+    }
     if (in_channels % cp.groups || out_channels % cp.groups) {
         tdm_error_set(TDM_ERR_ARG, "nn.Conv2d: in_channels %lld and out_channels %lld must be "
                       "divisible by groups %d", (long long)in_channels, (long long)out_channels,

@@ -1,8 +1,8 @@
 /* ops_linalg.c — the public matrix products, convolution and pooling: linear, matmul, conv2d,
  * max_pool2d, avg_pool2d, forward and backward. Each checks its arguments with PyTorch's rules
  * (and a message naming the op and the shapes), allocates the outputs on the input's device, and
- * calls the backend. Backends see 2-D (rows, features) tensors for linear and 4-D NCHW tensors for
- * conv and pooling: core makes those views.
+ * calls the backend. Backends see 2-D (rows, features) tensors for linear and 4-D tensors for
+ * conv (NCHW or NHWC, as its params say) and pooling (NCHW): core makes those views.
  *
  * Each public forward applies the autocast policy to its inputs first and records itself for
  * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
@@ -46,7 +46,7 @@ static tdm_tensor *view2(const tdm_tensor *t, int64_t rows, int64_t cols) {
     return view(t, 2, (int64_t[]){rows, cols});
 }
 
-// A 4-D (N,C,H,W) view of a 4-D tensor or of a 3-D (C,H,W) one (N = 1).
+// A 4-D (N,C,H,W) view of a 4-D tensor or of a 3-D (C,H,W) one (N = 1); likewise (N,H,W,C).
 static tdm_tensor *view4(const tdm_tensor *t) {
     if (!t) return NULL;
     if (t->ndim == 4) return view(t, 4, t->shape);
@@ -266,6 +266,20 @@ tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const 
 // ----------------------------------------------------------------------------
 // conv2d: x (N,C,H,W) or (C,H,W), weight (O,C/groups,kh,kw), bias (O)? -> (N,O,H',W') or
 // (O,H',W'), with H' = floor((H + 2p - d(kh-1) - 1) / s) + 1 (and the same for W').
+// In the NHWC layout: x (N,H,W,C) or (H,W,C), weight (O,kh,kw,C/groups) -> (N,H',W',O) or
+// (H',W',O).
+
+const char *tdm_conv_layout_name(tdm_conv_layout layout) {
+    switch (layout) {
+    case TDM_CONV_LAYOUT_NCHW: return "nchw";
+    case TDM_CONV_LAYOUT_NHWC: return "nhwc";
+    }
+    return "unknown";
+}
+
+// Where C, H and W sit in a 4-D x (or weight, with O/C/g for N/C) of the layout: {c, h, w}.
+static const int conv_axes[2][3] = {[TDM_CONV_LAYOUT_NCHW] = {1, 2, 3},
+                                    [TDM_CONV_LAYOUT_NHWC] = {3, 1, 2}};
 
 static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tensor *w,
                              const tdm_tensor *b, const tdm_conv2d_params *p, int *ndim,
@@ -286,18 +300,23 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
     if (p->groups < 1)
         return tdm_error_set(TDM_ERR_ARG, "%s: non-positive groups %d is not supported", op,
                              p->groups);
+    if (p->layout != TDM_CONV_LAYOUT_NCHW && p->layout != TDM_CONV_LAYOUT_NHWC)
+        return tdm_error_set(TDM_ERR_ARG, "%s: unknown layout %d (NCHW or NHWC)", op,
+                             (int)p->layout);
+    const int *ax = conv_axes[p->layout];   // c, h, w in a 4-D tensor
     char s1[96], s2[96];
     if (x->ndim != 3 && x->ndim != 4)
         return tdm_error_set(TDM_ERR_SHAPE,
                              "%s: expected a 3-D (unbatched) or 4-D (batched) input, got shape %s",
                              op, SHAPE(x, s1));
     TDM_TRY(tdm_check_ndim(op, "weight", w, 4, 4));
-    if (w->shape[2] < 1 || w->shape[3] < 1)
+    const int64_t kh = w->shape[ax[1]], kw = w->shape[ax[2]], wc = w->shape[ax[0]];
+    if (kh < 1 || kw < 1)
         return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s: kernel size must be greater than zero",
                              op, SHAPE(w, s1));
-    const int batched = x->ndim == 4;
-    const int64_t N = batched ? x->shape[0] : 1, C = x->shape[batched], H = x->shape[batched + 1],
-                  W = x->shape[batched + 2];
+    const int batched = x->ndim == 4, lead = 1 - batched;   // a 3-D x lacks dim 0
+    const int64_t N = batched ? x->shape[0] : 1, C = x->shape[ax[0] - lead],
+                  H = x->shape[ax[1] - lead], W = x->shape[ax[2] - lead];
     const int64_t O = w->shape[0], g = p->groups;
     if (O % g != 0)
         return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s: out_channels %lld not divisible by "
@@ -305,20 +324,20 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
     if (C % g != 0)
         return tdm_error_set(TDM_ERR_SHAPE, "%s: input %s: in_channels %lld not divisible by "
                              "groups=%lld", op, SHAPE(x, s1), (long long)C, (long long)g);
-    if (w->shape[1] != C / g)
+    if (wc != C / g)
         return tdm_error_set(TDM_ERR_SHAPE,
                              "%s: groups=%lld, weight %s expects input with %lld channels, but "
-                             "input %s has %lld",
-                             op, (long long)g, SHAPE(w, s1), (long long)(w->shape[1] * g),
-                             SHAPE(x, s2), (long long)C);
+                             "input %s (%s) has %lld",
+                             op, (long long)g, SHAPE(w, s1), (long long)(wc * g), SHAPE(x, s2),
+                             p->layout == TDM_CONV_LAYOUT_NHWC ? "NHWC" : "NCHW", (long long)C);
     if (b && (b->ndim != 1 || b->shape[0] != O))
         return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s needs a bias of shape (%lld), got %s",
                              op, SHAPE(w, s1), (long long)O, SHAPE(b, s2));
     // the padded input must hold the dilated kernel: (H + 2p) - (d(kh-1) + 1) >= 0
     const int64_t padded_h = H + 2 * (int64_t)p->padding[0];
     const int64_t padded_w = W + 2 * (int64_t)p->padding[1];
-    const int64_t kext_h = (int64_t)p->dilation[0] * (w->shape[2] - 1) + 1;
-    const int64_t kext_w = (int64_t)p->dilation[1] * (w->shape[3] - 1) + 1;
+    const int64_t kext_h = (int64_t)p->dilation[0] * (kh - 1) + 1;
+    const int64_t kext_w = (int64_t)p->dilation[1] * (kw - 1) + 1;
     if (padded_h < kext_h || padded_w < kext_w)
         return tdm_error_set(TDM_ERR_SHAPE,
                              "%s: input %s padded to %lld x %lld is smaller than weight %s's "
@@ -327,9 +346,9 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
                              SHAPE(w, s2), (long long)kext_h, (long long)kext_w);
     *ndim = 4;
     yshape[0] = N;
-    yshape[1] = O;
-    yshape[2] = (padded_h - kext_h) / p->stride[0] + 1;
-    yshape[3] = (padded_w - kext_w) / p->stride[1] + 1;
+    yshape[ax[0]] = O;
+    yshape[ax[1]] = (padded_h - kext_h) / p->stride[0] + 1;
+    yshape[ax[2]] = (padded_w - kext_w) / p->stride[1] + 1;
     return TDM_OK;
 }
 
@@ -344,7 +363,7 @@ static tdm_tensor *conv2d_forward(const tdm_tensor *x, const tdm_tensor *weight,
         tdm_error_unsupported(op, be);
         return NULL;
     }
-    // unbatched: y is (O,H',W'), yshape + 1
+    // unbatched: y is (O,H',W') or (H',W',O): yshape + 1
     tdm_tensor *y = x->ndim == 4 ? empty_like_shape(x, 4, yshape)
                                  : empty_like_shape(x, 3, yshape + 1);
     tdm_tensor *v[2] = {view4(x), view4(y)};

@@ -348,6 +348,48 @@ tdm_tensor *tdm_tensor_clone(const tdm_tensor *t) {
     return tdm_record_copy(tensor_copy(t, t->device, t->dtype), t, "clone");
 }
 
+// ---- permute -------------------------------------------------------------------------------
+
+// y[i0..ik] = t[at the permuted coordinates]: the backend's expand (a strided gather with
+// scale 1) reads a view of t whose shape and strides are t's taken in dims' order, so one
+// slot serves both; y is written contiguous. Recorded for autograd (the gradient is gy
+// permuted back).
+tdm_tensor *tdm_tensor_permute(const tdm_tensor *t, const int *dims) {
+    const char *op = "permute";
+    TDM_PROFILE_OP(op, t);
+    if (tdm_check_tensor(op, "input", t) != TDM_OK || tdm_check_float(op, "input", t) != TDM_OK)
+        return NULL;
+    if (!dims) {
+        tdm_error_set(TDM_ERR_ARG, "permute: dims is NULL");
+        return NULL;
+    }
+    tdm_tensor src = *t;   // the strided view: read by the backend only
+    bool seen[TDM_MAX_DIMS] = {false};
+    for (int i = 0; i < t->ndim; i++) {
+        int d;
+        if (tdm_wrap_dim(op, dims[i], t->ndim, &d) != TDM_OK) return NULL;
+        if (seen[d]) {
+            tdm_error_set(TDM_ERR_ARG, "permute: dim %d repeats in dims (a permutation of "
+                          "0..%d is needed)", dims[i], t->ndim - 1);
+            return NULL;
+        }
+        seen[d] = true;
+        src.shape[i] = t->shape[d];
+        src.stride[i] = t->stride[d];
+    }
+    const struct tdm_backend_ops *be = tdm_backend_of(t);
+    if (!be->expand) {
+        tdm_error_unsupported(op, be);
+        return NULL;
+    }
+    tdm_tensor *y = tdm_tensor_empty(t->ndim, src.shape, t->dtype, t->device);
+    if (y && y->numel > 0 && be->expand(&src, 1.0, y) != TDM_OK) {
+        tdm_tensor_free(y);
+        return NULL;
+    }
+    return tdm_record_permute(y, t, dims);
+}
+
 // ---- queries --------------------------------------------------------------------------------
 
 int tdm_tensor_ndim(const tdm_tensor *t) { return t->ndim; }

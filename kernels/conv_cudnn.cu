@@ -3,6 +3,9 @@
  * BACKWARD_DATA or BACKWARD_FILTER) in an operation graph, engine heuristics (mode A, then the
  * fallback list), engine configurations, execution plans and variant packs. Semantics are those
  * of ref/ref_linalg.c (cross-correlation, zero padding, groups given by the filter's C/g).
+ * Layouts: cuDNN takes dims in (N,C,H,W) order always; the strides say where the channels are
+ * stored, so an NHWC convolution (tdm_conv2d_params.layout) is the same graph with NHWC strides
+ * on all three tensors, which lets cuDNN pick its channels-last kernels.
  *
  * Choosing a plan, per tdm_conv_algo_mode_get():
  *   heuristic      the first configuration, in heuristic order, whose plan builds;
@@ -91,10 +94,12 @@ static cudnnDataType_t cudnn_type(tdm_dtype dt) {
     }
 }
 
-// A 4-D NCHW-contiguous tensor with its unique id.
-static tdm_status tensor_new(bdesc *t, int64_t uid, const int64_t dims[4], tdm_dtype dt,
-                             int64_t align) {
-    const int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+// A 4-D tensor with its unique id: dims (N,C,H,W) stored NCHW- or NHWC-contiguous.
+static tdm_status tensor_new(bdesc *t, int64_t uid, const int64_t dims[4], tdm_conv_layout layout,
+                             tdm_dtype dt, int64_t align) {
+    const int64_t C = dims[1], H = dims[2], W = dims[3];
+    const int64_t nchw[4] = {C * H * W, H * W, W, 1}, nhwc[4] = {H * W * C, 1, W * C, C};
+    const int64_t *strides = layout == TDM_CONV_LAYOUT_NHWC ? nhwc : nchw;
     cudnnDataType_t type = cudnn_type(dt);
     TDM_TRY(CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t)));
     TDM_TRY(set_attr(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
@@ -174,7 +179,7 @@ static conv_device *conv_device_get(int dev) {
 typedef struct {
     tdm_conv_pass pass;
     tdm_dtype dt;
-    int64_t x[4], w[4], y[4];
+    int64_t x[4], w[4], y[4];   // dims in (N,C,H,W) order whatever the layout: cuDNN's order
     void *px, *pw, *py;
     const tdm_conv2d_params *p;
     bool accumulate;   // beta = 1: forward into a pre-filled bias
@@ -192,7 +197,8 @@ static tdm_status graph_build(conv_device *d, const conv_call *c, conv_plan *p) 
     const int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {c->px, c->pw, c->py};
     for (int i = 0; i < 3; i++)
-        TDM_TRY(tensor_new(&p->tensors[i], uids[i], dims[i], c->dt, tdm_ptr_alignment(ptrs[i])));
+        TDM_TRY(tensor_new(&p->tensors[i], uids[i], dims[i], c->p->layout, c->dt,
+                           tdm_ptr_alignment(ptrs[i])));
 
     const bool f64 = c->dt == TDM_DTYPE_F64;
     cudnnDataType_t comp = f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -498,9 +504,10 @@ static tdm_status plan_search(conv_device *d, int dev, const conv_call *c, conv_
     TDM_TRY(s);
     if (!p->plan)
         return tdm_error_set(TDM_ERR_UNSUPPORTED,
-                             "conv2d %s: cuDNN has no engine for %s x (%lld,%lld,%lld,%lld) w "
-                             "(%lld,%lld,%lld,%lld) in %s mode%s",
+                             "conv2d %s: cuDNN has no engine for %s %s x (N,C,H,W) "
+                             "(%lld,%lld,%lld,%lld) w (%lld,%lld,%lld,%lld) in %s mode%s",
                              tdm_conv_pass_name(c->pass), tdm_dtype_name(c->dt),
+                             tdm_conv_layout_name(c->p->layout),
                              (long long)c->x[0], (long long)c->x[1], (long long)c->x[2],
                              (long long)c->x[3], (long long)c->w[0], (long long)c->w[1],
                              (long long)c->w[2], (long long)c->w[3],
@@ -519,6 +526,14 @@ static tdm_status plan_search(conv_device *d, int dev, const conv_call *c, conv_
     return TDM_OK;
 }
 
+// y (dims (N,O,OH,OW) in the layout) = the bias b (O) broadcast over every position.
+static tdm_status bias_fill(void *y, const tdm_tensor *b, tdm_dtype dt, const int64_t dims[4],
+                            tdm_conv_layout layout) {
+    const int64_t n = dims[0], o = dims[1], hw = dims[2] * dims[3];
+    return layout == TDM_CONV_LAYOUT_NHWC ? tdm_cuda_bias_fill(y, tdm_data_c(b), dt, n * hw, o, 1)
+                                          : tdm_cuda_bias_fill(y, tdm_data_c(b), dt, n, o, hw);
+}
+
 // Runs one pass: the cached plan, or a new search. A bias (forward only, may be NULL) is filled
 // into y after the search and before the execution (a benchmark search scribbles on y).
 static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *bias) {
@@ -527,7 +542,8 @@ static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *b
     const int32_t align[3] = {tdm_ptr_alignment(c->px), tdm_ptr_alignment(c->pw),
                               tdm_ptr_alignment(c->py)};
     tdm_conv_plan_key key;
-    tdm_conv_plan_key_make(&key, dev, (int)c->pass, c->dt, 0, (int)tdm_conv_algo_mode_get(),
+    tdm_conv_plan_key_make(&key, dev, (int)c->pass, c->dt, (int)c->p->layout,
+                           (int)tdm_conv_algo_mode_get(),
                            tdm_tf32_allowed(TDM_TF32_CONV), c->x, c->w, c->y, c->p, align);
     key.accumulate = c->accumulate;
 
@@ -549,9 +565,7 @@ static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *b
             p = NULL;   // destroyed by the failed insert
         }
     }
-    if (s == TDM_OK && bias)
-        s = tdm_cuda_bias_fill(c->py, tdm_data_c(bias), c->dt, c->y[0], c->y[1],
-                               c->y[2] * c->y[3]);
+    if (s == TDM_OK && bias) s = bias_fill(c->py, bias, c->dt, c->y, c->p->layout);
     if (s == TDM_OK) s = plan_execute(d, dev, p->plan, p->workspace, c);
     if (s == TDM_OK) {
         d->last[c->pass] = p->info;
@@ -562,17 +576,22 @@ static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *b
     return s;
 }
 
+// t's shape in (N,C,H,W) order: an NHWC tensor is (N,H,W,C), an NHWC weight (O,kh,kw,C/g).
+static void dims_nchw(const tdm_tensor *t, tdm_conv_layout layout, int64_t d[4]) {
+    const int64_t *s = t->shape;
+    if (layout == TDM_CONV_LAYOUT_NHWC) d[0] = s[0], d[1] = s[3], d[2] = s[1], d[3] = s[2];
+    else d[0] = s[0], d[1] = s[1], d[2] = s[2], d[3] = s[3];
+}
+
 static conv_call call_of(tdm_conv_pass pass, const tdm_tensor *x, const tdm_tensor *w,
                          const tdm_tensor *y, const tdm_conv2d_params *p) {
     conv_call c;
     memset(&c, 0, sizeof c);
     c.pass = pass;
     c.dt = x->dtype;
-    for (int i = 0; i < 4; i++) {
-        c.x[i] = x->shape[i];
-        c.w[i] = w->shape[i];
-        c.y[i] = y->shape[i];
-    }
+    dims_nchw(x, p->layout, c.x);
+    dims_nchw(w, p->layout, c.w);
+    dims_nchw(y, p->layout, c.y);
     c.px = (void *)tdm_data_c(x);
     c.pw = (void *)tdm_data_c(w);
     c.py = (void *)tdm_data_c(y);
@@ -585,23 +604,22 @@ static tdm_status zero(tdm_tensor *t) {
 }
 
 // ----------------------------------------------------------------------------
-// the slots: x (N,C,H,W), w (O,C/g,kh,kw), b (O) or NULL, y (N,O,OH,OW)
+// the slots: x (N,C,H,W), w (O,C/g,kh,kw), b (O) or NULL, y (N,O,OH,OW); in the NHWC layout
+// x (N,H,W,C), w (O,kh,kw,C/g), y (N,OH,OW,O)
 
 tdm_status tdm_cuda_conv2d(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
                            const tdm_conv2d_params *p, tdm_tensor *y) {
     const int dev = x->device.index;
     TDM_TRY(CUDA_CHECK(cudaSetDevice(dev)));
     if (y->numel == 0) return TDM_OK;
-    if (w->shape[1] == 0)   // C/g = 0: an empty sum, y = b or 0
-        return b ? tdm_cuda_bias_fill(tdm_data(y), tdm_data_c(b), y->dtype, y->shape[0],
-                                      y->shape[1], y->shape[2] * y->shape[3])
-                 : zero(y);
     conv_call c = call_of(TDM_CONV_PASS_FORWARD, x, w, y, p);
+    if (c.w[1] == 0)   // C/g = 0: an empty sum, y = b or 0
+        return b ? bias_fill(c.py, b, y->dtype, c.y, p->layout) : zero(y);
     c.accumulate = b != NULL;
     return conv_pass_run(dev, &c, b);
 }
 
-// gy (N,O,OH,OW); any of gx (N,C,H,W), gw (O,C/g,kh,kw), gb (O) may be NULL.
+// gy (N,O,OH,OW); any of gx (N,C,H,W), gw (O,C/g,kh,kw), gb (O) may be NULL (NHWC: as above).
 tdm_status tdm_cuda_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
                                     const tdm_tensor *w, const tdm_conv2d_params *p,
                                     tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb) {
@@ -621,9 +639,14 @@ tdm_status tdm_cuda_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
             TDM_TRY(conv_pass_run(dev, &c, NULL));
         }
     }
-    if (gb && gb->numel)
-        TDM_TRY(tdm_cuda_sum_outer_inner(tdm_data_c(gy), tdm_data(gb), gy->dtype, gy->shape[0],
-                                         gy->shape[1], gy->shape[2] * gy->shape[3]));
+    if (gb && gb->numel) {   // gb[o] = the sum of gy over every sample and position
+        int64_t d[4];
+        dims_nchw(gy, p->layout, d);
+        const int64_t n = d[0], o = d[1], hw = d[2] * d[3];
+        const bool nhwc = p->layout == TDM_CONV_LAYOUT_NHWC;
+        TDM_TRY(tdm_cuda_sum_outer_inner(tdm_data_c(gy), tdm_data(gb), gy->dtype,
+                                         nhwc ? n * hw : n, o, nhwc ? 1 : hw));
+    }
     return TDM_OK;
 }
 

@@ -128,20 +128,36 @@ tdm_status ref_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const 
 // conv2d (cross-correlation, zero padding), groups g:
 //   y[n,o,oh,ow] = b[o] + sum_{c,i,j} x[n, g(o)*Cg + c, oh*s - p + i*d, ow*s - p + j*d] w[o,c,i,j]
 // where Cg = C/g, g(o) = o / (O/g), and taps that fall in the padding contribute nothing.
-// x (N,C,H,W), w (O,C/g,kh,kw), b (O) or NULL, y (N,O,OH,OW).
+// NCHW: x (N,C,H,W), w (O,C/g,kh,kw), b (O) or NULL, y (N,O,OH,OW).
+// NHWC: x (N,H,W,C), w (O,kh,kw,C/g), y (N,OH,OW,O): the same sums; only the strides differ.
 
 typedef struct {
     int64_t N, C, H, W, O, Cg, Og, kh, kw, OH, OW;
     int64_t sh, sw, ph, pw, dh, dw;
+    int64_t xs[4], ws[4], ys[4];   // element strides of (n,c,h,w), (o,c,i,j), (n,o,oh,ow)
 } conv_dims;
+
+// Strides of a contiguous 4-D tensor of shape s, reordered to (outer, channel, row, column).
+static void conv_strides(const int64_t s[4], tdm_conv_layout layout, int64_t out[4]) {
+    if (layout == TDM_CONV_LAYOUT_NHWC) {   // (A,R,S,C): C fastest
+        out[0] = s[1] * s[2] * s[3], out[1] = 1, out[2] = s[2] * s[3], out[3] = s[3];
+    } else {                                // (A,C,R,S): S fastest
+        out[0] = s[1] * s[2] * s[3], out[1] = s[2] * s[3], out[2] = s[3], out[3] = 1;
+    }
+}
 
 static conv_dims conv_dims_of(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *y,
                               const tdm_conv2d_params *p) {
     conv_dims d;
-    d.N = x->shape[0], d.C = x->shape[1], d.H = x->shape[2], d.W = x->shape[3];
-    d.O = w->shape[0], d.Cg = w->shape[1], d.kh = w->shape[2], d.kw = w->shape[3];
+    conv_strides(x->shape, p->layout, d.xs);
+    conv_strides(w->shape, p->layout, d.ws);
+    conv_strides(y->shape, p->layout, d.ys);
+    const bool nhwc = p->layout == TDM_CONV_LAYOUT_NHWC;
+    const int c = nhwc ? 3 : 1, h = nhwc ? 1 : 2, wd = nhwc ? 2 : 3;
+    d.N = x->shape[0], d.C = x->shape[c], d.H = x->shape[h], d.W = x->shape[wd];
+    d.O = w->shape[0], d.Cg = w->shape[c], d.kh = w->shape[h], d.kw = w->shape[wd];
     d.Og = d.O / p->groups;
-    d.OH = y->shape[2], d.OW = y->shape[3];
+    d.OH = y->shape[h], d.OW = y->shape[wd];
     d.sh = p->stride[0], d.sw = p->stride[1];
     d.ph = p->padding[0], d.pw = p->padding[1];
     d.dh = p->dilation[0], d.dw = p->dilation[1];
@@ -153,7 +169,15 @@ static int64_t conv_tap(const conv_dims *d, int64_t n, int64_t ci, int64_t oh, i
                         int64_t i, int64_t j) {
     const int64_t ih = oh * d->sh - d->ph + i * d->dh, iw = ow * d->sw - d->pw + j * d->dw;
     if (ih < 0 || ih >= d->H || iw < 0 || iw >= d->W) return -1;
-    return ((n * d->C + ci) * d->H + ih) * d->W + iw;
+    return n * d->xs[0] + ci * d->xs[1] + ih * d->xs[2] + iw * d->xs[3];
+}
+
+static int64_t conv_w_index(const conv_dims *d, int64_t o, int64_t c, int64_t i, int64_t j) {
+    return o * d->ws[0] + c * d->ws[1] + i * d->ws[2] + j * d->ws[3];
+}
+
+static int64_t conv_y_index(const conv_dims *d, int64_t n, int64_t o, int64_t oh, int64_t ow) {
+    return n * d->ys[0] + o * d->ys[1] + oh * d->ys[2] + ow * d->ys[3];
 }
 
 tdm_status ref_conv2d(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
@@ -173,9 +197,9 @@ tdm_status ref_conv2d(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor
         for (int64_t i = 0; i < d.kh; i++)
         for (int64_t j = 0; j < d.kw; j++) {
             const int64_t xi = conv_tap(&d, n, (o / d.Og) * d.Cg + c, oh, ow, i, j);
-            if (xi >= 0) acc += X[xi] * Wt[((o * d.Cg + c) * d.kh + i) * d.kw + j];
+            if (xi >= 0) acc += X[xi] * Wt[conv_w_index(&d, o, c, i, j)];
         }
-        Y[((n * d.O + o) * d.OH + oh) * d.OW + ow] = acc;
+        Y[conv_y_index(&d, n, o, oh, ow)] = acc;
     }
     ref_store(&A, y, Y);
     return ref_finish(&A);
@@ -183,7 +207,8 @@ tdm_status ref_conv2d(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor
 
 // Each term x[tap] w[o,c,i,j] of y[n,o,oh,ow] sends gy[n,o,oh,ow] w[o,c,i,j] to gx[tap] and
 // gy[n,o,oh,ow] x[tap] to gw[o,c,i,j]; gb[o] = sum of gy over n, oh, ow.
-// gy (N,O,OH,OW); any of gx (N,C,H,W), gw (O,C/g,kh,kw), gb (O) may be NULL.
+// gy (N,O,OH,OW); any of gx (N,C,H,W), gw (O,C/g,kh,kw), gb (O) may be NULL (or their NHWC
+// forms, as in the forward).
 tdm_status ref_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
                                const tdm_conv2d_params *p, tdm_tensor *gx, tdm_tensor *gw,
                                tdm_tensor *gb) {
@@ -197,13 +222,13 @@ tdm_status ref_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const 
     for (int64_t o = 0; o < d.O; o++)
     for (int64_t oh = 0; oh < d.OH; oh++)
     for (int64_t ow = 0; ow < d.OW; ow++) {
-        const double g = GY[((n * d.O + o) * d.OH + oh) * d.OW + ow];
+        const double g = GY[conv_y_index(&d, n, o, oh, ow)];
         GB[o] += g;
         for (int64_t c = 0; c < d.Cg; c++)
         for (int64_t i = 0; i < d.kh; i++)
         for (int64_t j = 0; j < d.kw; j++) {
             const int64_t xi = conv_tap(&d, n, (o / d.Og) * d.Cg + c, oh, ow, i, j);
-            const int64_t wi = ((o * d.Cg + c) * d.kh + i) * d.kw + j;
+            const int64_t wi = conv_w_index(&d, o, c, i, j);
             if (xi < 0) continue;
             GX[xi] += g * Wt[wi];
             GW[wi] += g * X[xi];

@@ -30,13 +30,23 @@ tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const 
                                tdm_tensor **ga, tdm_tensor **gb);
 
 // ---- convolution and pooling -------------------------------------------------------------
+// Where the channels are stored. NCHW is PyTorch's default (contiguous_format). NHWC is what
+// PyTorch's torch.channels_last tensors hold in memory, as contiguous tensors of their own shape:
+// x (N,H,W,C) or (H,W,C), weight (O,kh,kw,C/groups), y (N,H',W',O) — x.permute(0,2,3,1) of the
+// NCHW tensors (tdm_tensor_permute converts). The math is the same in both; the CUDA backend
+// gives cuDNN the NHWC strides, so its channels-last kernels run.
+typedef enum { TDM_CONV_LAYOUT_NCHW = 0, TDM_CONV_LAYOUT_NHWC } tdm_conv_layout;
+
 typedef struct {
     int stride[2], padding[2], dilation[2];
     int groups;
+    tdm_conv_layout layout;   // of x, weight and y; bias is (O) in both
 } tdm_conv2d_params;
-#define TDM_CONV2D_DEFAULT ((tdm_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1})
+#define TDM_CONV2D_DEFAULT ((tdm_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1, TDM_CONV_LAYOUT_NCHW})
+const char *tdm_conv_layout_name(tdm_conv_layout layout);   // "nchw", "nhwc"
 
-// x (N,C,H,W), weight (O,C/groups,kh,kw), bias (O) or NULL -> (N,O,H',W')
+// NCHW: x (N,C,H,W) or (C,H,W), weight (O,C/groups,kh,kw), bias (O) or NULL -> (N,O,H',W');
+// NHWC: x (N,H,W,C) or (H,W,C), weight (O,kh,kw,C/groups), bias (O) or NULL -> (N,H',W',O)
 tdm_tensor *tdm_conv2d(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias,
                        const tdm_conv2d_params *p);
 tdm_status tdm_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,

@@ -48,6 +48,10 @@ tdm_status tdm_tensor_copy_(tdm_tensor *dst, const tdm_tensor *src);
 
 // ---- views and references --------------------------------------------------------------
 tdm_tensor *tdm_tensor_reshape(const tdm_tensor *t, int ndim, const int64_t *shape);
+// A contiguous copy with the dims reordered: y.shape[i] = t.shape[dims[i]], as PyTorch's
+// t.permute(dims).contiguous() (dims: a permutation of 0..ndim-1, negatives count from the
+// end). Floating dtypes; recorded for autograd. permute(x, {0,2,3,1}) turns NCHW into NHWC.
+tdm_tensor *tdm_tensor_permute(const tdm_tensor *t, const int *dims);
 tdm_tensor *tdm_tensor_retain(tdm_tensor *t);
 void tdm_tensor_free(tdm_tensor *t);   // NULL is fine
 

@@ -1,8 +1,9 @@
 /* cudnn.c — suite `cudnn` (cuda only): the `cudnn.benchmark` effect. The convolution layers of
  * ResNet-18/50 (ImageNet, 224x224, batch 32) and of the small CNN (cnn:3x32x32/c32p1-bn-relu-mp2-
  * c64p1-bn-relu-mp2-flat-fc10, batch 64), each pass (fwd, bwd_data, bwd_filter), each precision
- * (f32 = TF32 off, tf32, fp16, bf16), NCHW, timed in each algorithm mode (arg `mode`: 0
- * heuristic, 1 benchmark, 2 deterministic; tandem/backends.h).
+ * (f32 = TF32 off, tf32, fp16, bf16), each layout (nchw; nhwc = PyTorch's channels_last, the
+ * tensors stored (N,H,W,C) and the weight (O,kh,kw,C): tdm_conv2d_params.layout), timed in each
+ * algorithm mode (arg `mode`: 0 heuristic, 1 benchmark, 2 deterministic; tandem/backends.h).
  *
  * Each benchmark clears the device's plan cache, makes one untimed call (the search, whose cost
  * tdm_conv_algo_last reports), then times calls with CUDA events (manual time). Counters:
@@ -18,8 +19,8 @@
  * first step that made the choices (first_step_ms); the ratios "benchmark / heuristic" and
  * "deterministic / heuristic" compare them. new_shape_<net>/mode:M times the first step at an
  * input shape new to the plan cache against repeated steps at that shape (search_overhead_ms).
- * Not measured: NHWC — tandem's tensors are NCHW-contiguous (no channels-last format), so every
- * benchmark here is NCHW. docs/suites/cudnn.md. */
+ * The whole networks run NCHW (tandem's modules are NCHW); the layers run in both layouts, with
+ * the ratios "NCHW time / NHWC time" for some. docs/suites/cudnn.md. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +65,13 @@ static const char *const prec_names[4] = {"f32", "tf32", "fp16", "bf16"};
 static const tdm_dtype prec_dtypes[4] = {TDM_DTYPE_F32, TDM_DTYPE_F32, TDM_DTYPE_F16,
                                          TDM_DTYPE_BF16};
 
+static const char *const layout_names[2] = {"nchw", "nhwc"};   // by tdm_conv_layout
+
 typedef struct {
     int layer, pass, prec;
+    tdm_conv_layout layout;
 } cudnn_ctx;
-static cudnn_ctx ctxs[N_LAYERS * 3 * 4];
+static cudnn_ctx ctxs[N_LAYERS * 3 * 4 * 2];
 
 static void cudnn_fail(tdm_gb_state *st, const char *what) {
     char msg[700];
@@ -102,21 +106,38 @@ static double time_calls(int pass, const tdm_tensor *x, const tdm_tensor *w, con
     return ok ? ms / iters : -1;
 }
 
-// 4 points of the output against double sums over the host copies; fails st on a mismatch.
+// The 4-D shape of an (a,b,c,d) NCHW tensor in the layout: (a,c,d,b) for NHWC.
+static void layout_shape(tdm_conv_layout layout, int64_t a, int64_t b, int64_t c, int64_t d,
+                         int64_t out[4]) {
+    const bool nhwc = layout == TDM_CONV_LAYOUT_NHWC;
+    out[0] = a, out[1] = nhwc ? c : b, out[2] = nhwc ? d : c, out[3] = nhwc ? b : d;
+}
+
+// A host copy of t (in the layout) as doubles in NCHW order, malloc'd; NULL on failure.
+static double *host_nchw(const tdm_tensor *t, tdm_conv_layout layout) {
+    tdm_tensor *v = NULL;
+    if (layout == TDM_CONV_LAYOUT_NHWC && !(v = tdm_tensor_permute(t, (const int[4]){0, 3, 1, 2})))
+        return NULL;
+    double *h = malloc((size_t)tdm_tensor_numel(t) * sizeof(double));
+    if (h && tdm_tensor_to_host_f64(v ? v : t, h) != TDM_OK) {
+        free(h);
+        h = NULL;
+    }
+    tdm_tensor_free(v);
+    return h;
+}
+
+// 4 points of the output against double sums over the host copies (in NCHW order whatever the
+// layout); fails st on a mismatch.
 static void verify(tdm_gb_state *st, const conv_layer *L, int pass, bool tf32, tdm_dtype dt,
-                   const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *gy,
-                   const tdm_tensor *out) {
+                   tdm_conv_layout layout, const tdm_tensor *x, const tdm_tensor *w,
+                   const tdm_tensor *gy, const tdm_tensor *out) {
     const int64_t OH = out_size(L->h, (int)L->k, L->stride, L->pad);
     const int64_t OW = out_size(L->w, (int)L->k, L->stride, L->pad);
     const int64_t K = L->k;
-    double *hx = malloc((size_t)tdm_tensor_numel(x) * sizeof(double));
-    double *hw = malloc((size_t)tdm_tensor_numel(w) * sizeof(double));
-    double *hg = pass ? malloc((size_t)tdm_tensor_numel(gy) * sizeof(double)) : NULL;
-    double *ho = malloc((size_t)tdm_tensor_numel(out) * sizeof(double));
-    if (!hx || !hw || (pass && !hg) || !ho || tdm_tensor_to_host_f64(x, hx) != TDM_OK ||
-        tdm_tensor_to_host_f64(w, hw) != TDM_OK ||
-        (pass && tdm_tensor_to_host_f64(gy, hg) != TDM_OK) ||
-        tdm_tensor_to_host_f64(out, ho) != TDM_OK) {
+    double *hx = host_nchw(x, layout), *hw = host_nchw(w, layout);
+    double *hg = pass ? host_nchw(gy, layout) : NULL, *ho = host_nchw(out, layout);
+    if (!hx || !hw || (pass && !hg) || !ho) {
         cudnn_fail(st, "verify: copy to host");
         goto done;
     }
@@ -201,11 +222,13 @@ static void bm_conv(tdm_gb_state *st, void *vctx) {
     tdm_tf32_set_allowed(TDM_TF32_CONV, tf32);
     tdm_conv_algo_mode_set(mode);
 
-    const tdm_conv2d_params p = {{L->stride, L->stride}, {L->pad, L->pad}, {1, 1}, 1};
+    const tdm_conv2d_params p = {{L->stride, L->stride}, {L->pad, L->pad}, {1, 1}, 1, ctx->layout};
     const int64_t OH = out_size(L->h, (int)L->k, L->stride, L->pad);
     const int64_t OW = out_size(L->w, (int)L->k, L->stride, L->pad);
-    const int64_t xs[4] = {L->n, L->c, L->h, L->w}, ws[4] = {L->o, L->c, L->k, L->k};
-    const int64_t ys[4] = {L->n, L->o, OH, OW};
+    int64_t xs[4], ws[4], ys[4];   // (N,C,H,W), (O,C,K,K), (N,O,OH,OW) in the layout
+    layout_shape(ctx->layout, L->n, L->c, L->h, L->w, xs);
+    layout_shape(ctx->layout, L->o, L->c, L->k, L->k, ws);
+    layout_shape(ctx->layout, L->n, L->o, OH, OW, ys);
     tdm_tensor *x = tdm_tensor_randn(4, xs, dt, dev, CUDNN_SEED, 0);
     tdm_tensor *w = tdm_tensor_randn(4, ws, dt, dev, CUDNN_SEED, 1);
     tdm_tensor *gy = pass ? tdm_tensor_randn(4, ys, dt, dev, CUDNN_SEED, 2) : NULL;
@@ -247,7 +270,7 @@ static void bm_conv(tdm_gb_state *st, void *vctx) {
     tdm_event_free(e0);
     tdm_event_free(e1);
     if (tdm_gb_error_occurred(st)) goto out;
-    verify(st, L, pass, tf32, dt, x, w, gy, out);
+    verify(st, L, pass, tf32, dt, ctx->layout, x, w, gy, out);
     if (tdm_gb_error_occurred(st)) goto out;
     // benchmark mode: the heuristic's plan, for the payback
     if (mode == TDM_CONV_ALGO_BENCHMARK) {
@@ -620,26 +643,31 @@ static int cudnn_register(const bench_suite_config *cfg) {
         for (int pass = 0; pass < 3; pass++) {
             for (int prec = 0; prec < 4; prec++) {
                 if (cfg->quick && (prec == 1 || prec == 3)) continue;
-                cudnn_ctx *c = &ctxs[n++];
-                *c = (cudnn_ctx){l, pass, prec};
-                char name[160], desc[400];
-                snprintf(name, sizeof name, "conv_%s_%s_%s_%s_nchw", layers[l].net,
-                         layers[l].layer, pass_names[pass], prec_names[prec]);
-                tdm_gb_bench *b = tdm_gb_register(name, bm_conv, c);
-                if (!b) return -1;
-                snprintf(desc, sizeof desc,
-                         "%s %s: x (%lld,%lld,%lld,%lld), w (%lld,%lld,%lld,%lld) stride %d pad "
-                         "%d, %s %s; FLOP = 2 N O OH OW C kh kw; mode 0 heuristic, 1 benchmark, "
-                         "2 deterministic",
-                         layers[l].net, layers[l].layer, (long long)layers[l].n,
-                         (long long)layers[l].c, (long long)layers[l].h, (long long)layers[l].w,
-                         (long long)layers[l].o, (long long)layers[l].c, (long long)layers[l].k,
-                         (long long)layers[l].k, layers[l].stride, layers[l].pad, pass_names[pass],
-                         prec_names[prec]);
-                tdm_gb_set_info(b, desc, "time");
-                tdm_gb_arg_names(b, 1, (const char *[]){"mode"});
-                for (int64_t m = 0; m < 3; m++) tdm_gb_args(b, 1, &m);
-                tdm_gb_use_manual_time(b);
+                for (int lay = 0; lay < 2; lay++) {
+                    cudnn_ctx *c = &ctxs[n++];
+                    *c = (cudnn_ctx){l, pass, prec, (tdm_conv_layout)lay};
+                    char name[160], desc[500];
+                    snprintf(name, sizeof name, "conv_%s_%s_%s_%s_%s", layers[l].net,
+                             layers[l].layer, pass_names[pass], prec_names[prec],
+                             layout_names[lay]);
+                    tdm_gb_bench *b = tdm_gb_register(name, bm_conv, c);
+                    if (!b) return -1;
+                    snprintf(desc, sizeof desc,
+                             "%s %s: x (N,C,H,W) (%lld,%lld,%lld,%lld), w (%lld,%lld,%lld,%lld) "
+                             "stride %d pad %d, %s %s, stored %s; FLOP = 2 N O OH OW C kh kw; "
+                             "mode 0 heuristic, 1 benchmark, 2 deterministic",
+                             layers[l].net, layers[l].layer, (long long)layers[l].n,
+                             (long long)layers[l].c, (long long)layers[l].h,
+                             (long long)layers[l].w, (long long)layers[l].o,
+                             (long long)layers[l].c, (long long)layers[l].k,
+                             (long long)layers[l].k, layers[l].stride, layers[l].pad,
+                             pass_names[pass], prec_names[prec],
+                             lay ? "NHWC (channels_last)" : "NCHW");
+                    tdm_gb_set_info(b, desc, "time");
+                    tdm_gb_arg_names(b, 1, (const char *[]){"mode"});
+                    for (int64_t m = 0; m < 3; m++) tdm_gb_args(b, 1, &m);
+                    tdm_gb_use_manual_time(b);
+                }
             }
         }
     }
@@ -662,7 +690,17 @@ static int cudnn_register(const bench_suite_config *cfg) {
      "step_" net "_" prec "_heuristic", "samples/s"},                                             \
     {"deterministic / heuristic (" net " " prec ")", "step_" net "_" prec "_deterministic",       \
      "step_" net "_" prec "_heuristic", "samples/s"}
+// "NCHW time / NHWC time" per mode for a 3x3 and a 1x1 ResNet layer: above 1 NHWC is faster.
+#define CUDNN_LAYOUT_RATIO(layer, pass, prec)                                                     \
+    {"NCHW / NHWC time (" layer " " pass " " prec ")", "conv_" layer "_" pass "_" prec "_nchw",  \
+     "conv_" layer "_" pass "_" prec "_nhwc", "time"}
 static const bench_ratio cudnn_ratios[] = {
+    CUDNN_LAYOUT_RATIO("resnet18_layer1_3x3", "fwd", "f32"),
+    CUDNN_LAYOUT_RATIO("resnet18_layer1_3x3", "fwd", "fp16"),
+    CUDNN_LAYOUT_RATIO("resnet18_layer1_3x3", "bwd_data", "fp16"),
+    CUDNN_LAYOUT_RATIO("resnet18_layer1_3x3", "bwd_filter", "fp16"),
+    CUDNN_LAYOUT_RATIO("resnet18_layer1_3x3", "fwd", "bf16"),
+    CUDNN_LAYOUT_RATIO("resnet50_layer1_expand1x1", "fwd", "fp16"),
     CUDNN_RATIOS("smallcnn", "f32"), CUDNN_RATIOS("smallcnn", "tf32"),
     CUDNN_RATIOS("smallcnn", "fp16"), CUDNN_RATIOS("smallcnn", "bf16"),
     CUDNN_RATIOS("widecnn", "f32"), CUDNN_RATIOS("widecnn", "tf32"),
@@ -675,8 +713,8 @@ const bench_suite bench_suite_cudnn = {
     .description = "cuDNN convolution algorithm modes (heuristic, benchmark = cudnn.benchmark, "
                    "deterministic) on ResNet-18/50 and small-CNN conv layers (time, search cost, "
                    "payback), whole training steps of two CNNs per mode, and the cost of a new "
-                   "input shape; NCHW only (tandem's tensors are NCHW-contiguous: no NHWC); cuda "
-                   "only (no CPU form: the reference has no algorithms to choose)",
+                   "input shape; layers in NCHW and NHWC (channels_last); cuda only (no CPU "
+                   "form: the reference has no algorithms to choose)",
     .doc = "docs/suites/cudnn.md",
     .devices = BENCH_SUITE_CUDA,
     .ratios = cudnn_ratios,

@@ -105,6 +105,26 @@ static tdm_status conv_padding(const tdm_case *c, const tdm_tensor *w, tdm_conv2
     return TDM_OK;
 }
 
+// memory_format "channels_last" (torch.channels_last; default "contiguous_format"): the case's
+// tensors are NCHW, as PyTorch saves them; tandem runs its NHWC layout on permuted copies
+// (x (N,H,W,C) or (H,W,C), weight (O,kh,kw,C/g)) and permutes the results back to NCHW.
+static tdm_tensor *relayout(const tdm_tensor *t, bool to_nhwc) {
+    static const int nhwc4[4] = {0, 2, 3, 1}, nchw4[4] = {0, 3, 1, 2};
+    static const int nhwc3[3] = {1, 2, 0}, nchw3[3] = {2, 0, 1};
+    if (!t) return NULL;
+    const bool d4 = tdm_tensor_ndim(t) == 4;
+    return tdm_tensor_permute(t, to_nhwc ? (d4 ? nhwc4 : nhwc3) : (d4 ? nchw4 : nchw3));
+}
+
+// Replaces *t by its relayout (freeing the old one); NULL stays NULL.
+static tdm_status relayout_in_place(tdm_tensor **t, bool to_nhwc) {
+    if (!*t) return TDM_OK;
+    tdm_tensor *r = relayout(*t, to_nhwc);
+    tdm_tensor_free(*t);
+    *t = r;
+    return r ? TDM_OK : tdm_last_status();
+}
+
 static tdm_status run_conv2d(const tdm_case *c, tdm_tensor *const *in,
                              const tdm_tensor *grad_output, tdm_case_result *r) {
     tdm_conv2d_params p = TDM_CONV2D_DEFAULT;
@@ -112,13 +132,34 @@ static tdm_status run_conv2d(const tdm_case *c, tdm_tensor *const *in,
     TDM_TRY(tdm_attr_pair(c, "dilation", (const int[2]){1, 1}, p.dilation));
     TDM_TRY(attr_c_int(c, "groups", 1, &p.groups));
     TDM_TRY(conv_padding(c, in[1], &p));
+    char format[64];
+    TDM_TRY(tdm_attr_string(c, "memory_format", "contiguous_format", format));
+    if (strcmp(format, "contiguous_format") && strcmp(format, "channels_last"))
+        return tdm_error_set(TDM_ERR_FORMAT, "conv2d: memory_format '%s' (expected "
+                             "'contiguous_format' or 'channels_last')", format);
+    const bool nhwc = !strcmp(format, "channels_last");
 
-    tdm_tensor *g[3] = {NULL, NULL, NULL};
-    tdm_tensor *y = tdm_conv2d(in[0], in[1], in[2], &p);
-    tdm_status s = y ? TDM_OK : tdm_last_status();
+    tdm_tensor *g[3] = {NULL, NULL, NULL}, *y = NULL;
+    tdm_tensor *x = NULL, *w = NULL, *gy = NULL;   // the NHWC copies
+    tdm_status s = TDM_OK;
+    if (nhwc) {
+        p.layout = TDM_CONV_LAYOUT_NHWC;
+        if (!(x = relayout(in[0], true)) || !(w = relayout(in[1], true)) ||
+            (grad_output && !(gy = relayout(grad_output, true))))
+            s = tdm_last_status();
+    }
+    if (s == TDM_OK) {
+        y = tdm_conv2d(nhwc ? x : in[0], nhwc ? w : in[1], in[2], &p);
+        s = y ? TDM_OK : tdm_last_status();
+    }
     if (s == TDM_OK && grad_output)
-        s = tdm_conv2d_backward(grad_output, in[0], in[1], &p, grad_slot(in, 0, g),
-                                grad_slot(in, 1, g), grad_slot(in, 2, g));
+        s = tdm_conv2d_backward(nhwc ? gy : grad_output, nhwc ? x : in[0], nhwc ? w : in[1], &p,
+                                grad_slot(in, 0, g), grad_slot(in, 1, g), grad_slot(in, 2, g));
+    if (s == TDM_OK && nhwc) s = relayout_in_place(&y, false);
+    for (int k = 0; k < 2 && s == TDM_OK && nhwc; k++) s = relayout_in_place(&g[k], false);
+    tdm_tensor_free(x);
+    tdm_tensor_free(w);
+    tdm_tensor_free(gy);
     return finish(s, y, g, 3, r);
 }
 
@@ -179,7 +220,7 @@ static tdm_status run_avg_pool2d(const tdm_case *c, tdm_tensor *const *in,
 const tdm_case_op tdm_case_ops_linalg[] = {
     {"linear", run_linear, ""},
     {"matmul", run_matmul, ""},
-    {"conv2d", run_conv2d, "stride padding dilation groups"},
+    {"conv2d", run_conv2d, "stride padding dilation groups memory_format"},
     {"max_pool2d", run_max_pool2d, "kernel_size stride padding dilation ceil_mode return_indices"},
     {"avg_pool2d", run_avg_pool2d,
      "kernel_size stride padding ceil_mode count_include_pad divisor_override"},

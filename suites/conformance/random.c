@@ -186,6 +186,7 @@ static tdm_status gen_conv2d(gen *g) {
     attr_pair(g, "padding", ph, pw);
     attr_pair(g, "dilation", dh, dw);
     attr_num(g, "groups", groups);
+    if (coin(g)) attr_str(g, "memory_format", "channels_last");   // the NHWC layout
     TDM_TRY(randn_in(g, 0, 4, (int64_t[]){n, c, h, w}));
     TDM_TRY(randn_in(g, 1, 4, (int64_t[]){o, cpg, kh, kw}));
     return coin(g) ? randn_in(g, 2, 1, (int64_t[]){o}) : TDM_OK;

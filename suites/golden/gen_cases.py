@@ -262,7 +262,26 @@ def cases_conv2d(R):
         _conv(R, "same", (1, 3, 7, 6), 4, 3, 3, 3, padding="same"),
         _conv(R, "samed2", (1, 2, 9, 9), 2, 2, 3, 5, padding="same", dilation=2),
         _conv(R, "valid", (2, 2, 6, 6), 3, 2, 2, 2, padding="valid"),
+        # torch.channels_last: the same tensors (saved NCHW), computed in the NHWC memory format
+        _conv(R, "clbasic", (2, 3, 7, 7), 4, 3, 3, 3, memory_format="channels_last"),
+        _conv(R, "cls2p1d2g2", (1, 4, 11, 10), 4, 2, 3, 3, stride=2, padding=1, dilation=2, groups=2,
+              memory_format="channels_last"),
+        _conv(R, "cldw", (2, 6, 5, 6), 6, 1, 3, 3, padding=1, groups=6, memory_format="channels_last"),
+        _conv(R, "clc64nb", (1, 64, 5, 5), 3, 64, 1, 1, bias=False, memory_format="channels_last"),
     ]
+
+
+def _conv2d(xs, a):
+    """F.conv2d; memory_format "channels_last" converts input and weight first, as a user's
+    model.to(memory_format=torch.channels_last) and x.to(memory_format=...) do."""
+    a = dict(a)
+    fmt = a.pop("memory_format", "contiguous_format")
+    assert fmt in ("contiguous_format", "channels_last"), fmt
+    if fmt == "channels_last":
+        xs = [xs[0].to(memory_format=torch.channels_last),
+              xs[1].to(memory_format=torch.channels_last), xs[2]]
+        assert xs[0].is_contiguous(memory_format=torch.channels_last)
+    return (F.conv2d(*xs, **a),)
 
 
 def cases_max_pool2d(R):
@@ -624,8 +643,8 @@ def _adam_fn(adamw):
 OPS = {
     "linear": (cases_linear, lambda xs, a: (F.linear(*xs),), set(), set(), 3, (), True),
     "matmul": (cases_matmul, lambda xs, a: (torch.matmul(*xs),), set(), set(), 2, (), True),
-    "conv2d": (cases_conv2d, lambda xs, a: (F.conv2d(*xs, **a),),
-               {"stride", "padding", "dilation", "groups"}, set(), 3, (), True),
+    "conv2d": (cases_conv2d, _conv2d,
+               {"stride", "padding", "dilation", "groups", "memory_format"}, set(), 3, (), True),
     "max_pool2d": (cases_max_pool2d, lambda xs, a: (F.max_pool2d(xs[0], **a),),
                    {"kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"},
                    {"kernel_size"}, 1, (), True),

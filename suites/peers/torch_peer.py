@@ -78,7 +78,7 @@ CUDNN_LAYERS = {
 }
 CUDNN_PASSES = ["fwd", "bwd_data", "bwd_filter"]
 CUDNN_PRECS, CUDNN_PRECS_QUICK = ["f32", "tf32", "fp16", "bf16"], ["f32", "fp16"]
-CUDNN_LAYOUT = "nchw"     # tandem's tensors are NCHW-contiguous: no NHWC benchmarks to pair with
+CUDNN_LAYOUTS = ["nchw", "nhwc"]   # nhwc: torch.channels_last (tandem: tdm_conv2d_params.layout)
 CUDNN_MODES = [0, 1, 2]   # 0 heuristic, 1 cudnn.benchmark, 2 cudnn.deterministic
 CUDNN_MODE_NAMES = ["heuristic", "benchmark", "deterministic"]
 CUDNN_NETS = {  # whole training steps: name -> spec (input 3x32x32)
@@ -628,18 +628,19 @@ def cudnn_register(cfg):
             flop = 2.0 * N * O * Ho * Ho * C * k * k
             for ps in CUDNN_PASSES:
                 for prec in (CUDNN_PRECS_QUICK if quick else CUDNN_PRECS):
-                    for mode in CUDNN_MODES:
-                        if not want(mode):
-                            continue
-                        name = "conv_%s_%s_%s_%s_%s" % (net, layer, ps, prec, CUDNN_LAYOUT)
-                        shape = (N, C, O, HW, k, stride, pad)
-                        b = Bench(name, [("mode", mode)],
-                                  lambda b, sh=shape, ps=ps, p=prec, m=mode:
-                                  cudnn_setup(b, sh, ps, p, CUDNN_LAYOUT, m),
-                                  {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
-                                  "FLOP = 2*N*O*H'*W'*C*kh*kw", dev)
-                        b.cudnn_mode = mode
-                        out.append(b)
+                    for layout in CUDNN_LAYOUTS:
+                        for mode in CUDNN_MODES:
+                            if not want(mode):
+                                continue
+                            name = "conv_%s_%s_%s_%s_%s" % (net, layer, ps, prec, layout)
+                            shape = (N, C, O, HW, k, stride, pad)
+                            b = Bench(name, [("mode", mode)],
+                                      lambda b, sh=shape, ps=ps, p=prec, lo=layout, m=mode:
+                                      cudnn_setup(b, sh, ps, p, lo, m),
+                                      {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
+                                      "FLOP = 2*N*O*H'*W'*C*kh*kw", dev)
+                            b.cudnn_mode = mode
+                            out.append(b)
     for net, spec in CUDNN_NETS.items():
         for prec in (CUDNN_PRECS_QUICK if quick else CUDNN_PRECS):
             for mode in CUDNN_MODES:

@@ -12,7 +12,7 @@ set_tests_properties(plan.env PROPERTIES ENVIRONMENT
 
 # the benchmarks are registered in CUDA builds only (the suite times with CUDA events)
 if(TDM_CUDA)
-  set(LIST_CUDNN_BENCHMARKS "&& echo \"$out\" | grep -q 'conv_resnet50_layer1_expand1x1_bwd_filter_bf16_nchw' && echo \"$out\" | grep -q 'conv_smallcnn_conv2_bwd_data_tf32_nchw'")
+  set(LIST_CUDNN_BENCHMARKS "&& echo \"$out\" | grep -q 'conv_resnet50_layer1_expand1x1_bwd_filter_bf16_nchw' && echo \"$out\" | grep -q 'conv_smallcnn_conv2_bwd_data_tf32_nchw' && echo \"$out\" | grep -q 'conv_resnet18_conv1_fwd_bf16_nhwc'")
 endif()
 add_test(NAME bench.list_cudnn
          COMMAND sh -c "out=$($<TARGET_FILE:bench> list) || exit 1; echo \"$out\" | grep -q '^cudnn \\[cuda\\]' ${LIST_CUDNN_BENCHMARKS}")

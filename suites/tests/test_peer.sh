@@ -38,6 +38,8 @@ cudnn_names)
     fail "tandem lists no step_widecnn_fp16_benchmark/batch:256"
   grep -q '^cudnn/new_shape_smallcnn/mode:1$' "$work/tandem.ids" ||
     fail "tandem lists no new_shape_smallcnn/mode:1"
+  grep -q '^cudnn/conv_resnet18_layer1_3x3_fwd_fp16_nhwc/mode:1$' "$work/tandem.ids" ||
+    fail "tandem lists no conv_resnet18_layer1_3x3_fwd_fp16_nhwc/mode:1 (NHWC layers)"
   diff "$work/tandem.ids" "$work/peer.ids" >"$work/diff.txt" ||
     fail "the cudnn ids differ (< tandem, > peer): $(head -n 6 "$work/diff.txt")"
   echo "ok: $(wc -l <"$work/tandem.ids") cudnn ids, the same in tandem and the peer"
