@@ -6,6 +6,8 @@
  *
  * Each public forward applies the autocast policy to its inputs first and records itself for
  * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
+#include <string.h>
+
 #include "core/autograd_impl.h"
 #include "core/profile_impl.h"
 
@@ -173,48 +175,157 @@ tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const 
 }
 
 // ----------------------------------------------------------------------------
-// matmul: (n,k)@(k,m) -> (n,m); (B,n,k)@(B,k,m), (B,n,k)@(k,m), (n,k)@(B,k,m) -> (B,n,m)
+// matmul, torch.matmul's rules: a 1-D a is a row (1,k) and a 1-D b a column (k,1), the added dim
+// dropped from the result; the dims before the last two are batch dims, broadcast against each
+// other: (j,1,n,k)@(l,k,m) -> (j,l,n,m). The backend sees one of (n,k)@(k,m), (B,n,k)@(B,k,m),
+// (B,n,k)@(k,m), (n,k)@(B,k,m): an operand whose batch dims hold one matrix is 2-D (the backend
+// broadcasts it and sums its gradient over the batch); one whose batch dims are the broadcast
+// batch is viewed 3-D; any other is expanded to the broadcast batch first (materialized), and its
+// gradient summed back down (sum_to).
+
+typedef struct {
+    int64_t n, k, m;                       // rows of a, the contracted dim, columns of b
+    int bnd;                               // the broadcast batch dims
+    int64_t bs[TDM_MAX_DIMS], batch;       // and their product
+    int ndim;                              // the result's shape
+    int64_t yshape[TDM_MAX_DIMS];
+    // per operand (0 = a, 1 = b): as a matrix (n,k) / (k,m) with its batch dims
+    int mnd[2];                            // ndim of the operand as a matrix (a 1-D one gains one)
+    int64_t mshape[2][TDM_MAX_DIMS];
+    int64_t mbatch[2];                     // the product of its batch dims
+} matmul_plan;
 
 static tdm_status matmul_check(const char *op, const tdm_tensor *a, const tdm_tensor *b,
-                               int *ndim, int64_t *yshape) {
+                               matmul_plan *mp) {
     TDM_TRY(check_operand(op, "input", a, NULL));
     TDM_TRY(check_operand(op, "other", b, a));
     char s1[96], s2[96];
-    if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
-        return tdm_error_set(TDM_ERR_SHAPE,
-                             "%s: input %s and other %s: only 2-D and 3-D operands are supported",
-                             op, SHAPE(a, s1), SHAPE(b, s2));
-    const int64_t n = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1];
-    const int64_t kb = b->shape[b->ndim - 2], m = b->shape[b->ndim - 1];
-    if (k != kb)
+    if (a->ndim < 1 || b->ndim < 1)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: input %s and other %s: both arguments need at "
+                             "least 1 dimension", op, SHAPE(a, s1), SHAPE(b, s2));
+    memset(mp, 0, sizeof *mp);
+    // the operands as matrices: a (…,n,k), b (…,k,m)
+    const tdm_tensor *t[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        const int nd = t[i]->ndim;
+        mp->mnd[i] = nd == 1 ? 2 : nd;
+        for (int d = 0; d < nd; d++) mp->mshape[i][d + (nd == 1 && i == 0)] = t[i]->shape[d];
+        if (nd == 1) mp->mshape[i][i == 0 ? 0 : 1] = 1;   // a: (1,k); b: (k,1)
+        mp->mbatch[i] = tdm_shape_numel(mp->mnd[i] - 2, mp->mshape[i]);
+    }
+    const int64_t *ma = mp->mshape[0], *mb = mp->mshape[1];
+    const int la = mp->mnd[0] - 2, lb = mp->mnd[1] - 2;
+    mp->n = ma[la], mp->k = ma[la + 1], mp->m = mb[lb + 1];
+    if (mp->k != mb[lb])
         return tdm_error_set(TDM_ERR_SHAPE,
                              "%s: input %s and other %s cannot be multiplied (k %lld != %lld)", op,
-                             SHAPE(a, s1), SHAPE(b, s2), (long long)k, (long long)kb);
-    if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0])
-        return tdm_error_set(TDM_ERR_SHAPE,
-                             "%s: input %s and other %s: batch %lld != %lld (batch broadcasting "
-                             "is not supported)",
-                             op, SHAPE(a, s1), SHAPE(b, s2), (long long)a->shape[0],
-                             (long long)b->shape[0]);
-    *ndim = 0;
-    if (a->ndim == 3 || b->ndim == 3) yshape[(*ndim)++] = a->ndim == 3 ? a->shape[0] : b->shape[0];
-    yshape[(*ndim)++] = n;
-    yshape[(*ndim)++] = m;
+                             SHAPE(a, s1), SHAPE(b, s2), (long long)mp->k, (long long)mb[lb]);
+    // broadcast the batch dims, right-aligned
+    mp->bnd = la > lb ? la : lb;
+    mp->batch = 1;
+    for (int d = 0; d < mp->bnd; d++) {
+        const int da = d - (mp->bnd - la), db = d - (mp->bnd - lb);
+        const int64_t x = da >= 0 ? ma[da] : 1, y = db >= 0 ? mb[db] : 1;
+        if (x != y && x != 1 && y != 1)
+            return tdm_error_set(TDM_ERR_SHAPE,
+                                 "%s: input %s and other %s: batch dims do not broadcast (%lld vs "
+                                 "%lld)", op, SHAPE(a, s1), SHAPE(b, s2), (long long)x,
+                                 (long long)y);
+        mp->bs[d] = x == 1 ? y : x;
+        mp->batch *= mp->bs[d];
+    }
+    if (mp->bnd + 2 > TDM_MAX_DIMS)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: the result would have more than %d dims", op,
+                             TDM_MAX_DIMS);
+    for (int d = 0; d < mp->bnd; d++) mp->yshape[mp->ndim++] = mp->bs[d];
+    if (a->ndim > 1) mp->yshape[mp->ndim++] = mp->n;
+    if (b->ndim > 1) mp->yshape[mp->ndim++] = mp->m;
     return TDM_OK;
+}
+
+// Must operand i be materialized at the broadcast batch (its batch dims hold more than one
+// matrix but fewer than the broadcast batch)?
+static bool matmul_expands(const matmul_plan *mp, int i) {
+    return !(mp->mbatch[i] == 1 && mp->batch != 0) && mp->mbatch[i] != mp->batch;
+}
+
+// Operand i as the backend takes it: 2-D when its batch dims hold one matrix, 3-D (batch, r, c)
+// when they are the broadcast batch, else NULL with *expand set (matmul_operand_expanded).
+static tdm_tensor *matmul_operand(const matmul_plan *mp, int i, const tdm_tensor *t,
+                                  bool *expand) {
+    const int64_t *sh = mp->mshape[i];
+    const int64_t r = sh[mp->mnd[i] - 2], c = sh[mp->mnd[i] - 1];
+    *expand = matmul_expands(mp, i);
+    if (*expand) return NULL;
+    if (mp->mbatch[i] == 1) return view2(t, r, c);
+    return view(t, 3, (int64_t[]){mp->batch, r, c});
+}
+
+// Operand i materialized at the broadcast batch, as (batch, r, c).
+static tdm_tensor *matmul_operand_expanded(const matmul_plan *mp, int i, const tdm_tensor *t) {
+    const int64_t *sh = mp->mshape[i];
+    const int64_t r = sh[mp->mnd[i] - 2], c = sh[mp->mnd[i] - 1];
+    int64_t full[TDM_MAX_DIMS];
+    memcpy(full, mp->bs, (size_t)mp->bnd * sizeof *full);
+    full[mp->bnd] = r, full[mp->bnd + 1] = c;
+    const struct tdm_backend_ops *be = tdm_backend_of(t);
+    if (!be->expand) {
+        tdm_error_unsupported("matmul", be);
+        return NULL;
+    }
+    tdm_tensor *src = view(t, mp->mnd[i], sh);
+    tdm_tensor *e = tdm_tensor_empty(mp->bnd + 2, full, t->dtype, t->device);
+    tdm_status s = src && e ? be->expand(src, 1.0, e) : tdm_last_status();
+    tdm_tensor_free(src);
+    tdm_tensor *v = s == TDM_OK ? view(e, 3, (int64_t[]){mp->batch, r, c}) : NULL;
+    tdm_tensor_free(e);
+    return v;
+}
+
+// Both operands as the backend takes them (new references in out[2]).
+static tdm_status matmul_operands(const matmul_plan *mp, const tdm_tensor *a, const tdm_tensor *b,
+                                  tdm_tensor *out[2], bool expanded[2]) {
+    const tdm_tensor *t[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        out[i] = matmul_operand(mp, i, t[i], &expanded[i]);
+        if (expanded[i]) out[i] = matmul_operand_expanded(mp, i, t[i]);
+        if (!out[i]) {
+            tdm_tensor_free(out[i ? 0 : 1]);
+            out[0] = out[1] = NULL;
+            return tdm_last_status();
+        }
+    }
+    return TDM_OK;
+}
+
+// The result (or its gradient) as the backend writes it: (batch, n, m), or (n, m) when neither
+// operand is batched.
+static tdm_tensor *matmul_result_view(const tdm_tensor *const op[2], tdm_tensor *y,
+                                      const matmul_plan *mp) {
+    if (op[0]->ndim == 3 || op[1]->ndim == 3)
+        return view(y, 3, (int64_t[]){mp->batch, mp->n, mp->m});
+    return view2(y, mp->n, mp->m);
 }
 
 static tdm_tensor *matmul_forward(const tdm_tensor *a, const tdm_tensor *b) {
     const char *op = "matmul";
-    int ndim;
-    int64_t yshape[3];
-    if (matmul_check(op, a, b, &ndim, yshape) != TDM_OK) return NULL;
+    matmul_plan mp;
+    if (matmul_check(op, a, b, &mp) != TDM_OK) return NULL;
     const struct tdm_backend_ops *be = tdm_backend_of(a);
     if (!be->matmul) {
         tdm_error_unsupported(op, be);
         return NULL;
     }
-    tdm_tensor *y = empty_like_shape(a, ndim, yshape);
-    if (y && be->matmul(a, b, y) != TDM_OK) {
+    tdm_tensor *y = empty_like_shape(a, mp.ndim, mp.yshape);
+    if (!y || y->numel == 0) return y;
+    tdm_tensor *ops[2] = {NULL, NULL};
+    bool expanded[2];
+    tdm_status s = matmul_operands(&mp, a, b, ops, expanded);
+    tdm_tensor *yv = s == TDM_OK ? matmul_result_view((const tdm_tensor *const *)ops, y, &mp) : NULL;
+    if (s == TDM_OK) s = yv ? be->matmul(ops[0], ops[1], yv) : tdm_last_status();
+    tdm_tensor_free(yv);
+    free_all(ops, 2);
+    if (s != TDM_OK) {
         tdm_tensor_free(y);
         return NULL;
     }
@@ -237,27 +348,95 @@ tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b) {
     return y;
 }
 
+// The gradients in f32 from exact f32 copies of f16/bf16 operands, each rounded once to the
+// dtype at the end (see tdm_matmul_backward).
+static tdm_status matmul_backward_widened(const tdm_tensor *gy, const tdm_tensor *a,
+                                          const tdm_tensor *b, tdm_tensor **ga, tdm_tensor **gb) {
+    const bool grad = tdm_grad_set_enabled(false);   // internal copies: never recorded
+    tdm_tensor *w[3] = {tdm_tensor_to(gy, gy->device, TDM_DTYPE_F32),
+                        tdm_tensor_to(a, a->device, TDM_DTYPE_F32),
+                        tdm_tensor_to(b, b->device, TDM_DTYPE_F32)};
+    tdm_tensor *g32[2] = {NULL, NULL};
+    tdm_status s = w[0] && w[1] && w[2] ? tdm_matmul_backward(w[0], w[1], w[2], ga ? &g32[0] : NULL,
+                                                              gb ? &g32[1] : NULL)
+                                        : tdm_last_status();
+    tdm_tensor **out[2] = {ga, gb};
+    for (int i = 0; i < 2 && s == TDM_OK; i++) {
+        if (!out[i]) continue;
+        *out[i] = tdm_tensor_to(g32[i], a->device, a->dtype);
+        if (!*out[i]) s = tdm_last_status();
+    }
+    for (int i = 0; i < 2 && s != TDM_OK; i++) {
+        if (!out[i]) continue;
+        tdm_tensor_free(*out[i]);
+        *out[i] = NULL;
+    }
+    free_all(g32, 2);
+    free_all(w, 3);
+    tdm_grad_set_enabled(grad);
+    return s;
+}
+
 tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                                tdm_tensor **ga, tdm_tensor **gb) {
     const char *op = "matmul_backward";
     TDM_PROFILE_OP(op, gy, a, b);
     clear_outs(ga, gb, NULL);
-    int ndim;
-    int64_t yshape[3];
-    TDM_TRY(matmul_check(op, a, b, &ndim, yshape));
+    matmul_plan mp;
+    TDM_TRY(matmul_check(op, a, b, &mp));
     TDM_TRY(check_operand(op, "grad_output", gy, a));
-    TDM_TRY(check_grad_shape(op, gy, ndim, yshape));
+    TDM_TRY(check_grad_shape(op, gy, mp.ndim, mp.yshape));
     if (!ga && !gb) return TDM_OK;
+    // An operand expanded over broadcast batch dims gets its gradient as a sum of per-copy
+    // gradients: in f16/bf16 those must not be rounded before the sum (accumulation in f32,
+    // one rounding), so the backward runs in f32 and rounds once.
+    if ((a->dtype == TDM_DTYPE_F16 || a->dtype == TDM_DTYPE_BF16) && gy->numel > 0 &&
+        ((ga && matmul_expands(&mp, 0)) || (gb && matmul_expands(&mp, 1))))
+        return matmul_backward_widened(gy, a, b, ga, gb);
     const struct tdm_backend_ops *be = tdm_backend_of(a);
-    if (!be->matmul_backward) return tdm_error_unsupported(op, be);
+    if (!be->matmul_backward || !be->sum_to) return tdm_error_unsupported(op, be);
 
-    tdm_tensor *tga = ga ? empty_like_shape(a, a->ndim, a->shape) : NULL;
-    tdm_tensor *tgb = gb ? empty_like_shape(a, b->ndim, b->shape) : NULL;
-    tdm_status s = (ga && !tga) || (gb && !tgb) ? tdm_last_status()
-                                                : be->matmul_backward(gy, a, b, tga, tgb);
+    // an empty product (some batch dim or n or m is 0): nothing flows back, the gradients are 0
+    tdm_tensor *(*alloc)(int, const int64_t *, tdm_dtype, tdm_device) =
+        gy->numel == 0 ? tdm_tensor_zeros : tdm_tensor_empty;
+    tdm_tensor *tga = ga ? alloc(a->ndim, a->shape, a->dtype, a->device) : NULL;
+    tdm_tensor *tgb = gb ? alloc(b->ndim, b->shape, a->dtype, a->device) : NULL;
+    tdm_status s = (ga && !tga) || (gb && !tgb) ? tdm_last_status() : TDM_OK;
+    if (s == TDM_OK && gy->numel > 0) {
+        tdm_tensor *ops[2] = {NULL, NULL}, *g[2] = {NULL, NULL}, *out[2] = {tga, tgb};
+        bool expanded[2];
+        s = matmul_operands(&mp, a, b, ops, expanded);
+        // each gradient in the operand's backend form: a view of the result, or scratch of the
+        // expanded operand's shape, summed down to the operand below
+        for (int i = 0; i < 2 && s == TDM_OK; i++) {
+            if (!out[i]) continue;
+            g[i] = expanded[i] ? empty_like_shape(a, 3, ops[i]->shape)
+                               : view(out[i], ops[i]->ndim, ops[i]->shape);
+            if (!g[i]) s = tdm_last_status();
+        }
+        tdm_tensor *gyv = s == TDM_OK ? matmul_result_view((const tdm_tensor *const *)ops,
+                                                           (tdm_tensor *)gy, &mp)
+                                      : NULL;
+        if (s == TDM_OK) s = gyv ? be->matmul_backward(gyv, ops[0], ops[1], g[0], g[1])
+                                 : tdm_last_status();
+        for (int i = 0; i < 2 && s == TDM_OK; i++) {
+            if (!out[i] || !expanded[i]) continue;
+            // (batch, r, c) -> (bs..., r, c), summed down to the operand's own batch dims
+            int64_t full[TDM_MAX_DIMS];
+            memcpy(full, mp.bs, (size_t)mp.bnd * sizeof *full);
+            full[mp.bnd] = ops[i]->shape[1], full[mp.bnd + 1] = ops[i]->shape[2];
+            tdm_tensor *gf = view(g[i], mp.bnd + 2, full);
+            tdm_tensor *gm = view(out[i], mp.mnd[i], mp.mshape[i]);
+            s = gf && gm ? be->sum_to(gf, 1.0, gm) : tdm_last_status();
+            tdm_tensor_free(gf);
+            tdm_tensor_free(gm);
+        }
+        tdm_tensor_free(gyv);
+        free_all(g, 2);
+        free_all(ops, 2);
+    }
     // 2*M*N*K for each of ga = gy b^T and gb = a^T gy
-    TDM_PROFILE_FLOPS(2.0 * (double)gy->numel * (double)a->shape[a->ndim - 1] *
-                      ((ga != NULL) + (gb != NULL)));
+    TDM_PROFILE_FLOPS(2.0 * (double)gy->numel * (double)mp.k * ((ga != NULL) + (gb != NULL)));
     give(ga, tga, s);
     give(gb, tgb, s);
     return s;

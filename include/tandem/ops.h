@@ -24,7 +24,9 @@ tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_
 tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,
                                tdm_tensor **gx, tdm_tensor **gweight, tdm_tensor **gbias);
 
-// (n,k)@(k,m), (B,n,k)@(B,k,m), (B,n,k)@(k,m), (n,k)@(B,k,m)
+// torch.matmul: (n,k)@(k,m) -> (n,m); a 1-D a is a row (1,k) and a 1-D b a column (k,1), the
+// added dim dropped from the result ((k)@(k) is a scalar); dims before the last two are batch
+// dims, broadcast: (j,1,n,k)@(l,k,m) -> (j,l,n,m), (B,n,k)@(k,m) -> (B,n,m). Up to 6 dims.
 tdm_tensor *tdm_matmul(const tdm_tensor *a, const tdm_tensor *b);
 tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                                tdm_tensor **ga, tdm_tensor **gb);

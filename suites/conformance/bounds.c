@@ -132,15 +132,27 @@ static tdm_status bound_linear(bctx *b) {
     return multilinear(b, b->k == 0 ? (double)out : (double)rows, 0);
 }
 
+// torch.matmul: a 1-D a is (1,k), a 1-D b (k,1); batch dims broadcast (ops.h).
 static tdm_status bound_matmul(bctx *b) {
     const tdm_tensor *A = b->c->input[0], *B = b->c->input[1];
-    int na = tdm_tensor_ndim(A), nb = tdm_tensor_ndim(B);
-    int64_t kdim = shape_of(A)[na - 1], m = shape_of(B)[nb - 1], rows = shape_of(A)[na - 2];
-    int64_t batch = na == 3 ? shape_of(A)[0] : nb == 3 ? shape_of(B)[0] : 1;
+    const int na = tdm_tensor_ndim(A), nb = tdm_tensor_ndim(B);
+    const int64_t *sa = shape_of(A), *sb = shape_of(B);
+    const int64_t kdim = sa[na - 1], n = na > 1 ? sa[na - 2] : 1, m = nb > 1 ? sb[nb - 1] : 1;
+    // the broadcast batch, and each operand's own batch (the product of its dims before the
+    // last two)
+    const int la = na > 2 ? na - 2 : 0, lb = nb > 2 ? nb - 2 : 0, l = la > lb ? la : lb;
+    int64_t batch = 1, ab = 1, bb = 1;
+    for (int d = 0; d < l; d++) {
+        const int da = d - (l - la), db = d - (l - lb);
+        const int64_t x = da >= 0 ? sa[da] : 1, y = db >= 0 ? sb[db] : 1;
+        batch *= x == 1 ? y : x;
+        ab *= x;
+        bb *= y;
+    }
     if (!b->grad) return multilinear(b, (double)kdim, 0);
-    // ga = gy b^T sums over m (and over the batch when a is broadcast); gb likewise over rows.
-    if (b->k == 0) return multilinear(b, (double)(m * (na == 2 ? batch : 1)), 0);
-    return multilinear(b, (double)(rows * (nb == 2 ? batch : 1)), 0);
+    // ga = gy b^T sums over m and over the batch copies a was broadcast to; gb likewise over n.
+    if (b->k == 0) return multilinear(b, (double)m * (double)(ab ? batch / ab : 0), 0);
+    return multilinear(b, (double)n * (double)(bb ? batch / bb : 0), 0);
 }
 
 static tdm_status bound_conv2d(bctx *b) {

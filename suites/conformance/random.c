@@ -150,10 +150,11 @@ static tdm_status gen_linear(gen *g) {
     return coin(g) ? randn_in(g, 2, 1, (int64_t[]){out}) : TDM_OK;
 }
 
+// torch.matmul's forms: the 4 the backends take, 1-D operands, and broadcast batch dims.
 static tdm_status gen_matmul(gen *g) {
     int64_t n = small(g), k = any_size(g), m = coin(g) ? small(g) : any_size(g), b = small(g);
     if (coin(g)) { int64_t t = n; n = m; m = t; }
-    switch (pick(g, 4)) {
+    switch (pick(g, 8)) {
     case 0:
         TDM_TRY(randn_in(g, 0, 2, (int64_t[]){n, k}));
         return randn_in(g, 1, 2, (int64_t[]){k, m});
@@ -163,9 +164,23 @@ static tdm_status gen_matmul(gen *g) {
     case 2:
         TDM_TRY(randn_in(g, 0, 3, (int64_t[]){b, n, k}));
         return randn_in(g, 1, 2, (int64_t[]){k, m});
-    default:
+    case 3:
         TDM_TRY(randn_in(g, 0, 2, (int64_t[]){n, k}));
         return randn_in(g, 1, 3, (int64_t[]){b, k, m});
+    case 4:   // vector @ matrix (or batch of matrices)
+        TDM_TRY(randn_in(g, 0, 1, (int64_t[]){k}));
+        return coin(g) ? randn_in(g, 1, 2, (int64_t[]){k, m})
+                       : randn_in(g, 1, 3, (int64_t[]){b, k, m});
+    case 5:   // matrix (or batch) @ vector, or a dot product
+        if (coin(g)) TDM_TRY(randn_in(g, 0, 1, (int64_t[]){k}));
+        else TDM_TRY(randn_in(g, 0, 3, (int64_t[]){b, n, k}));
+        return randn_in(g, 1, 1, (int64_t[]){k});
+    case 6:   // broadcast batch dims: (b,1,n,k) @ (c,k,m) -> (b,c,n,m)
+        TDM_TRY(randn_in(g, 0, 4, (int64_t[]){b, 1, n, k}));
+        return randn_in(g, 1, 3, (int64_t[]){1 + pick(g, 3), k, m});
+    default:  // a batch of one against a batch: (1,n,k) @ (b,k,m)
+        TDM_TRY(randn_in(g, 0, 3, (int64_t[]){1, n, k}));
+        return randn_in(g, 1, 4, (int64_t[]){2, b, k, m});
     }
 }
 

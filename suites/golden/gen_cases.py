@@ -237,6 +237,14 @@ def cases_matmul(R):
         case("n1", lambda: [R.randn(1, 7), R.randn(7, 1, scale=0.4)]),
         case("k1", lambda: [R.randn(5, 1), R.randn(1, 4)]),
         case("k4096", lambda: [R.randn(2, 4096), R.randn(4096, 2, scale=0.5)], bwd=False),
+        # torch.matmul's other forms: 1-D operands, broadcast batch dims
+        case("vm", lambda: [R.randn(6), R.randn(6, 4, scale=0.4)]),
+        case("mv", lambda: [R.randn(5, 7), R.randn(7, scale=0.4)]),
+        case("dot", lambda: [R.randn(9), R.randn(9, scale=0.4)]),
+        case("vbm", lambda: [R.randn(5), R.randn(3, 5, 2, scale=0.4)]),
+        case("bmv", lambda: [R.randn(2, 3, 4), R.randn(4, scale=0.4)]),
+        case("bcast4d", lambda: [R.randn(2, 1, 3, 5), R.randn(3, 5, 4, scale=0.4)]),
+        case("b1", lambda: [R.randn(1, 4, 6), R.randn(2, 3, 6, 5, scale=0.4)]),
     ]
 
 

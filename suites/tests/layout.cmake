@@ -1,4 +1,5 @@
-# layout.cmake — channels-last convolution and tdm_tensor_permute (test_layout.c): on the cpu,
+# layout.cmake — shapes and layouts: channels-last convolution and tdm_tensor_permute
+# (test_layout.c), torch.matmul's forms (test_matmul.c). test_layout: on the cpu,
 # NHWC conv2d equals NCHW conv2d permuted bit for bit (forward, backward, autograd) and permute's
 # values, refusals and gradient; on cuda:0 (label gpu, exit 77 with one line without a device)
 # permute matches the cpu and NHWC conv2d matches the reference within its rounding bound.
@@ -6,3 +7,8 @@ tdm_test_executable(layout)
 add_test(NAME layout.cpu COMMAND test_layout cpu)
 add_test(NAME gpu.layout.cuda0 COMMAND test_layout cuda)
 set_tests_properties(gpu.layout.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# torch.matmul's shape rules (test_matmul.c): 1-D operands, broadcast batch dims, empty batches,
+# each result against 2-D products of its slices; refusals with their messages.
+tdm_test_executable(matmul)
+add_test(NAME matmul.forms COMMAND test_matmul)
