@@ -90,12 +90,14 @@ tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor 
 // ---- grad scaler: unscale in place, flag non-finite ---------------------------------------------
 // g = g * k, k = inv_scale rounded to g's dtype; the product is exact in A and rounds once, as the
 // reference's. found_inf[0] (f32) = 1 when a rounded result is not finite (racing stores all
-// write 1).
+// write 1). k is rounded from the double straight to T, as the reference's round_to: through
+// f32 first (f16/bf16) it could round twice (inv_scale 1 + 2^-11 + 2^-40: f16 1 + 2^-10 directly,
+// 1 through f32).
 template <typename T> struct unscale_fn {
     double k;
     float *found_inf;
     template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
-        const A r = ld(st<T>(in[0] * ld(st<T>((A)k))));
+        const A r = ld(st<T>(in[0] * ld(st<T>(k))));
         if (!isfinite(r)) *found_inf = 1.0f;
         out[0] = r;
     }
