@@ -156,7 +156,9 @@ static tdm_status sum_outer_inner(const void *x, tdm_dtype x_dt, void *out, tdm_
     if (c == 0) return TDM_OK;
     if (c > 0x7fffffff) return tdm_error_set(TDM_ERR_UNSUPPORTED, "sum: %lld channels",
                                              (long long)c);
-    if (outer * inner == 0) return CUDA_CHECK(cudaMemset(out, 0, (size_t)c * tdm_dtype_size(dt)));
+    if (outer * inner == 0)   // on the current stream, ordered with the rest of the work
+        return CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)c * tdm_dtype_size(dt),
+                                          tdm_cuda_stream_here()));
     const bool f32_in = x_dt == TDM_DTYPE_F32;
     switch (dt) {
     case TDM_DTYPE_F32: return sum_launch<float, float, float>(x, out, outer, c, inner);
@@ -447,9 +449,13 @@ static lt_gemm gemm_of(tdm_dtype dt) {
     return g;
 }
 
+// On the current stream (the caller has set the device), like every other launch: the legacy
+// stream that cudaMemset uses is not ordered with the backend's non-blocking streams, and is not
+// captured into a graph.
 static tdm_status zero(tdm_tensor *t) {
-    return t && t->numel ? CUDA_CHECK(cudaMemset(tdm_data(t), 0, (size_t)t->numel *
-                                                                    tdm_dtype_size(t->dtype)))
+    return t && t->numel ? CUDA_CHECK(cudaMemsetAsync(tdm_data(t), 0, (size_t)t->numel *
+                                                                         tdm_dtype_size(t->dtype),
+                                                      tdm_cuda_stream_here()))
                          : TDM_OK;
 }
 
