@@ -317,18 +317,22 @@ static void ca_error_oom(tdm_caching_allocator *ca, size_t bytes) {
 }
 
 // A new segment for the request; on a raw out-of-memory, releases the free cached segments and
-// tries once more. NULL with the error set.
+// tries once more — except for a held private pool: its requests come from a thread capturing a
+// CUDA graph, where a raw free (cudaFree) would invalidate the capture (PyTorch skips the retry
+// during capture too), so it fails with TDM_ERR_OOM at once. NULL with the error set.
 static ca_segment *ca_segment_for(tdm_caching_allocator *ca, size_t bytes, size_t rounded,
                                   void *stream) {
     size_t size = ca->caching ? ca_segment_size(rounded) : rounded;
     bool small = ca_is_small(rounded);
+    bool may_release = !ca_held(ca, stream);
     for (int attempt = 0; attempt < 2; attempt++) {
         tdm_error_clear();  // so that an error the raw allocator records can be told apart
         ca_segment *seg = ca_segment_new(ca, size, stream, small);
         if (seg) return seg;
         tdm_status s = tdm_last_status();
         if (s != TDM_OK && s != TDM_ERR_OOM) return NULL;  // not a shortage: passed on as is
-        if (attempt == 1 || ca_release_free_segments(ca) == 0) break;  // nothing to retry
+        if (attempt == 1 || !may_release || ca_release_free_segments(ca) == 0)
+            break;  // nothing to retry
         ca->st.n_oom_retries++;
     }
     ca_error_oom(ca, bytes);

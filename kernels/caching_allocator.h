@@ -82,7 +82,9 @@ void tdm_ca_free_all(tdm_caching_allocator *ca);
 // uses (kernels/graph.cu takes a unique odd number). While held, its segments are never released
 // (empty_cache, the out-of-memory retry, caching off), and its free blocks are reused even with
 // caching off: a captured graph's replays write into them, so they must neither go back to the
-// device nor to any other pool. Release drops the hold and gives the pool's entirely free
+// device nor to any other pool. A request for a held pool that the device cannot serve fails
+// without the out-of-memory retry (it comes from a capturing thread, where the retry's raw frees
+// would invalidate the capture). Release drops the hold and gives the pool's entirely free
 // segments back; segments with live blocks left (a graph's outputs) go back at a later
 // empty_cache once their blocks are freed.
 tdm_status tdm_ca_pool_hold(tdm_caching_allocator *ca, void *stream);

@@ -4,7 +4,7 @@
 tdm_test_executable(caching_allocator)
 foreach(t reuse rounding small_share split_merge streams oom_retry oom caching_off stats
           empty_cache random summary bad_free threads public_api
-          private_pool)
+          private_pool pool_oom_no_release)
   add_test(NAME alloc.${t} COMMAND test_caching_allocator ${t})
 endforeach()
 set_tests_properties(alloc.random alloc.threads PROPERTIES TIMEOUT 60)

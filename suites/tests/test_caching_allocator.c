@@ -629,6 +629,31 @@ static void test_private_pool(void) {
     mock_done(ca, &m);
 }
 
+// A request for a held pool (made while a CUDA graph is captured) that the device cannot serve
+// fails with TDM_ERR_OOM without releasing other pools' free segments: the raw free (cudaFree)
+// would invalidate the capture. Outside the pool the retry still releases them.
+static void test_pool_oom_no_release(void) {
+    mock_raw m;
+    tdm_caching_allocator *ca = mock_ca(&m, 24 * MIB, true);
+    void *pool = (void *)(uintptr_t)0x11;
+    void *a = tdm_ca_alloc(ca, 2 * MIB, NULL);  // a 20 MiB segment of the default stream
+    CHECK(a != NULL && tdm_ca_free(ca, a) == TDM_OK);
+    CHECK(tdm_ca_pool_hold(ca, pool) == TDM_OK);
+    tdm_error_clear();
+    CHECK(tdm_ca_alloc(ca, 12 * MIB, pool) == NULL);  // 4 MiB free on the device
+    CHECK(tdm_last_status() == TDM_ERR_OOM);
+    tdm_ca_stats s = stats_of(ca);
+    CHECK_MSG(m.n_free == 0 && s.n_segment_frees == 0 && s.n_oom_retries == 0,
+              "%lld raw frees during a capture's allocation", (long long)m.n_free);
+    CHECK(s.n_segments == 1 && s.mem.reserved == (int64_t)(20 * MIB));
+    tdm_ca_pool_release(ca, pool);
+    int s2;
+    void *b = tdm_ca_alloc(ca, 12 * MIB, &s2);  // not held: the retry releases and succeeds
+    CHECK(b != NULL && stats_of(ca).n_oom_retries == 1);
+    CHECK(tdm_ca_free(ca, b) == TDM_OK);
+    mock_done(ca, &m);
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
@@ -650,6 +675,7 @@ int main(int argc, char **argv) {
         {"threads", test_threads},
         {"public_api", test_public_api},
         {"private_pool", test_private_pool},
+        {"pool_oom_no_release", test_pool_oom_no_release},
         {"gpu", test_gpu},
     };
     int ran = 0;
