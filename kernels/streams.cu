@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_graph.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/host_allocator.h"
 
@@ -251,10 +252,13 @@ tdm_status tdm_cuda_host_empty_cache(int device_index) {
 }
 
 // A copy on `stream` of `device` used host memory at p: if it is a pinned block of ours, keep the
-// block from reuse until the copy is done.
+// block from reuse until the copy is done. Not on a capturing stream: the copy was recorded into a
+// graph, not run (the graph's replays use the block; keeping it alive is the caller's part, as
+// for every captured input), and an event recorded there could never be queried again
+// (cudaErrorCapturedEvent): the block would wait for it forever.
 static tdm_status host_record(const void *p, cudaStream_t stream, int device) {
     tdm_host_allocator *ha = host_allocator_get(false);
-    if (!ha) return TDM_OK;
+    if (!ha || tdm_cuda_stream_capturing(stream)) return TDM_OK;
     host_stream hs = {stream, device};
     return tdm_ha_record_event(ha, p, &hs, NULL);
 }

@@ -6,7 +6,7 @@
 # order on the same addresses' alignment: nothing in a replay differs from eager execution).
 tdm_test_executable(graph)
 add_test(NAME graph.cpu_refuses COMMAND test_graph cpu_refuses)
-foreach(t gpu_replay gpu_memory)
+foreach(t gpu_replay gpu_memory gpu_pinned)
   add_test(NAME graph.${t} COMMAND test_graph ${t})
   set_tests_properties(graph.${t} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 endforeach()
