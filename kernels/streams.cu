@@ -265,6 +265,38 @@ static tdm_status host_record(const void *p, cudaStream_t stream, int device) {
 
 // ---- asynchronous copies ----
 
+// dst (on `device`) = src (on `peer`) on `stream` of dst's device. cudaMemcpyPeerAsync is ordered
+// with nothing on the source device, whose work runs in the stream order of this thread's current
+// stream there (the legacy default streams of two devices do not order either): the copy first
+// waits for that stream (src written), and that stream then waits for the copy, so that src may be
+// freed into its pool (kernels/caching_allocator.h) or overwritten by the source device's next
+// work — as PyTorch's copy_ between devices does. Not under a capture of `stream` (a wait on an
+// event recorded outside the capture): the copy is recorded as it is.
+static tdm_status peer_copy(void *dst, int device, const void *src, int peer, size_t nbytes,
+                            cudaStream_t s) {
+    if (tdm_cuda_stream_capturing(s))
+        return CUDA_CHECK(cudaMemcpyPeerAsync(dst, device, src, peer, nbytes, s));
+    cudaStream_t ps = tdm_cuda_current_stream(peer);
+    cudaEvent_t src_ready = NULL, copied = NULL;
+    // events on their stream's device; the legacy stream (0) is the current device's
+    tdm_status st = CUDA_CHECK(cudaSetDevice(peer));
+    if (st == TDM_OK)
+        st = CUDA_CHECK(cudaEventCreateWithFlags(&src_ready, cudaEventDisableTiming));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaEventRecord(src_ready, ps));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaSetDevice(device));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaStreamWaitEvent(s, src_ready, 0));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaMemcpyPeerAsync(dst, device, src, peer, nbytes, s));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaEventRecord(copied, s));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaSetDevice(peer));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaStreamWaitEvent(ps, copied, 0));
+    // destroyed at once: an enqueued wait keeps what it needs (cudaEventDestroy's contract)
+    if (src_ready) (void)cudaEventDestroy(src_ready);
+    if (copied) (void)cudaEventDestroy(copied);
+    if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
+    return st;
+}
+
 tdm_status tdm_cuda_copy_async(void *dst, const void *src, size_t nbytes, tdm_copy_dir dir,
                                int device_index, int peer_index, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
@@ -279,7 +311,7 @@ tdm_status tdm_cuda_copy_async(void *dst, const void *src, size_t nbytes, tdm_co
         case TDM_COPY_D2D:
             if (peer_index == device_index)
                 return CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, s));
-            return CUDA_CHECK(cudaMemcpyPeerAsync(dst, device_index, src, peer_index, nbytes, s));
+            return peer_copy(dst, device_index, src, peer_index, nbytes, s);
         case TDM_COPY_H2H:
             break;
     }
