@@ -145,11 +145,18 @@ tdm_status tdm_cuda_comm_allreduce_mean(void *p, tdm_tensor *const *grads, int n
     return s;
 }
 
+// The compute stream waits for the side stream even after a failure: the all-reduces started
+// before it still write the gradients, which the caller may free or reuse next.
 tdm_status tdm_cuda_comm_wait(void *p) {
     cuda_comm *c = (cuda_comm *)p;
     tdm_status s = c->failed;
     c->failed = TDM_OK;
-    if (s != TDM_OK) return s;
+    if (s != TDM_OK) {   // the first failure is reported; the wait's own error would hide it
+        if (cudaSetDevice(c->device) != cudaSuccess ||
+            cudaStreamWaitEvent(tdm_cuda_current_stream(c->device), c->done, 0) != cudaSuccess)
+            (void)cudaGetLastError();
+        return s;
+    }
     TDM_TRY(CUDA_CHECK(cudaSetDevice(c->device)));
     TDM_TRY(CUDA_CHECK(cudaStreamWaitEvent(tdm_cuda_current_stream(c->device), c->done, 0)));
     ncclResult_t async_err = ncclSuccess;   // a failure inside NCCL after the call returned
