@@ -106,9 +106,25 @@ static void rank_clear(dp_rank *r) {
     memset(r, 0, sizeof *r);
 }
 
+static void *rank_clear_thread(void *r) {
+    rank_clear((dp_rank *)r);
+    return NULL;
+}
+
 void tdm_dp_group_free(tdm_dp_group *g) {
     if (!g) return;
-    for (int i = 0; i < g->nranks; i++) rank_clear(&g->ranks[i]);
+    // Freeing a device communicator's member (ncclCommDestroy) is a collective of the node's
+    // members: those of rank threads are freed at once, each on a thread of its own, as they
+    // were made (one after another on this thread, the first would wait for the others forever).
+    pthread_t th[DP_MAX_RANKS];
+    bool started[DP_MAX_RANKS] = {false};
+    for (int i = 0; i < g->nranks && !g->mpi && g->nranks > 1; i++)
+        if (g->ranks[i].comm)
+            started[i] = pthread_create(&th[i], NULL, rank_clear_thread, &g->ranks[i]) == 0;
+    for (int i = 0; i < g->nranks; i++)
+        if (!started[i]) rank_clear(&g->ranks[i]);
+    for (int i = 0; i < g->nranks; i++)
+        if (started[i]) pthread_join(th[i], NULL);
     pthread_barrier_destroy(&g->barrier);
     pthread_mutex_destroy(&g->lock);
     free(g->buckets);
@@ -420,7 +436,9 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
         r->order[k] = i;
         r->params[i] = tdm_tensor_retain(params[i]);
         int64_t pb = (int64_t)tdm_tensor_nbytes(params[i]);
-        if (nb == 0 || (bytes + pb > g->bucket_bytes && bk[nb - 1].count > 0)) {
+        // a bucket holds one dtype (the device path packs it into one buffer for one all-reduce)
+        const bool new_dtype = k > 0 && params[i]->dtype != params[i + 1]->dtype;
+        if (nb == 0 || new_dtype || (bytes + pb > g->bucket_bytes && bk[nb - 1].count > 0)) {
             bk[nb++] = (dp_bucket){.first = k};
             bytes = 0;
         }

@@ -624,6 +624,10 @@ int bench_train(int argc, char **argv) {
     if (!rc && !t.losses) rc = bad("%sout of memory", "");
     if (!rc && a.ranks > 1 && !t.group && !(t.group = tdm_dp_group_new((int)a.ranks, 25 << 20)))
         rc = bad("%s", tdm_last_error());
+    // With micro-batches, reduce once after the last (PyTorch's no_sync): an all-reduce
+    // overlapped with one micro-batch's backward would run on the NCCL stream while the next
+    // micro-batch accumulates into the same gradients on the compute stream.
+    if (!rc && t.group && a.accumulate > 1) tdm_dp_set_overlap(t.group, false);
     if (!rc) {
         tdm_status s = t.group ? tdm_dp_run(t.group, train_rank, &t) : train_rank(0, &t);
         if (s != TDM_OK) {

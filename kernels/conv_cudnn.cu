@@ -43,6 +43,7 @@ void tdm_cuda_cudnn_version(char *buf, size_t n) { snprintf(buf, n, "not linked"
 #include <time.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_graph.h"
 #include "kernels/plan_cache.h"
 
 void tdm_cuda_cudnn_version(char *buf, size_t n) {
@@ -553,8 +554,15 @@ static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *b
     conv_plan *p = (conv_plan *)tdm_plan_cache_find(d->plans, &key, sizeof key);
     if (!p) {
         cached = false;
-        p = (conv_plan *)calloc(1, sizeof *p);
-        if (!p) s = tdm_error_set(TDM_ERR_OOM, "conv2d: out of host memory");
+        // a benchmark search times candidates with a host wait on events, which a capture
+        // forbids (and would record the candidate runs into the graph)
+        if (tdm_conv_algo_mode_get() == TDM_CONV_ALGO_BENCHMARK)
+            s = tdm_cuda_capture_refuse(tdm_cuda_current_stream(dev), dev,
+                                        "conv2d (benchmark search)",
+                                        "timing candidates waits on the host; run this shape once "
+                                        "before capturing");
+        if (s == TDM_OK && !(p = (conv_plan *)calloc(1, sizeof *p)))
+            s = tdm_error_set(TDM_ERR_OOM, "conv2d: out of host memory");
         if (s == TDM_OK) s = plan_search(d, dev, c, p);
         if (s != TDM_OK) {
             conv_plan_destroy(p);
@@ -599,8 +607,12 @@ static conv_call call_of(tdm_conv_pass pass, const tdm_tensor *x, const tdm_tens
     return c;
 }
 
+// On the current stream, like every other launch (the caller has set the device): cudaMemset runs
+// on the legacy stream, which is not ordered with the backend's non-blocking streams and is not
+// captured into a graph.
 static tdm_status zero(tdm_tensor *t) {
-    return CUDA_CHECK(cudaMemset(tdm_data(t), 0, (size_t)t->numel * tdm_dtype_size(t->dtype)));
+    return CUDA_CHECK(cudaMemsetAsync(tdm_data(t), 0, (size_t)t->numel * tdm_dtype_size(t->dtype),
+                                      tdm_cuda_stream_here()));
 }
 
 // ----------------------------------------------------------------------------

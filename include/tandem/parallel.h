@@ -51,7 +51,9 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
 tdm_status tdm_dp_sync(tdm_dp_group *g, int rank);
 // Overlap (default on): all-reduce each bucket as soon as backward completes it. Off: every
 // bucket is all-reduced by tdm_dp_sync, after backward (to measure what overlap saves). Set it
-// before the ranks run.
+// before the ranks run. Accumulating several backwards before one sync needs it off on the
+// device (NCCL) path, as PyTorch's no_sync: an overlapped all-reduce runs on a side stream
+// while the next backward would add into the same gradients.
 void tdm_dp_set_overlap(tdm_dp_group *g, bool overlap);
 // Does this rank all-reduce on its device (NCCL) rather than through host memory? (After attach.)
 bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank);
