@@ -110,8 +110,9 @@ tdm_tensor *tdm_record_reduce(tdm_tensor *y, const tdm_tensor *x, int ndims, con
                               bool keepdim, bool mean);
 tdm_tensor *tdm_record_softmax(tdm_tensor *y, const tdm_tensor *x, int dim, bool log);
 tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
-                                     const tdm_tensor *target, tdm_reduction reduction,
-                                     double label_smoothing, int64_t ignore_index);
+                                     const tdm_tensor *target, const tdm_tensor *weight,
+                                     tdm_reduction reduction, double label_smoothing,
+                                     int64_t ignore_index);
 tdm_tensor *tdm_record_permute(tdm_tensor *y, const tdm_tensor *x, const int *dims);
 tdm_tensor *tdm_record_mse_loss(tdm_tensor *y, const tdm_tensor *input, const tdm_tensor *target,
                                 tdm_reduction reduction);

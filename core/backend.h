@@ -126,14 +126,15 @@ struct tdm_backend_ops {
     tdm_status (*softmax)(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
     tdm_status (*softmax_backward)(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log,
                                    tdm_tensor *gx);
-    // loss: (N) for reduction none, else scalar
+    // logits (R,C); target (R) class indices (i64/i32) or (R,C) class probabilities (logits'
+    // dtype); weight (C) or NULL; loss: (R) for reduction none, else scalar
     tdm_status (*cross_entropy)(const tdm_tensor *logits, const tdm_tensor *target,
-                                tdm_reduction red, double smoothing, int64_t ignore_index,
-                                tdm_tensor *loss);
+                                const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                                int64_t ignore_index, tdm_tensor *loss);
     tdm_status (*cross_entropy_backward)(const tdm_tensor *gloss, const tdm_tensor *logits,
-                                         const tdm_tensor *target, tdm_reduction red,
-                                         double smoothing, int64_t ignore_index,
-                                         tdm_tensor *glogits);
+                                         const tdm_tensor *target, const tdm_tensor *weight,
+                                         tdm_reduction red, double smoothing,
+                                         int64_t ignore_index, tdm_tensor *glogits);
     tdm_status (*mse_loss)(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
                            tdm_tensor *loss);
     tdm_status (*mse_loss_backward)(const tdm_tensor *gloss, const tdm_tensor *a,

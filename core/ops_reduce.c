@@ -2,8 +2,9 @@
  * (cross_entropy, mse_loss), forward and backward, as PyTorch defines them.
  *
  * The backend's reduce slot always writes a keepdim-shaped output; without keepdim the public op
- * returns a view with the reduced dims dropped. The backend sees cross_entropy only as (N,C):
- * the unbatched form (C) with a 0-d target is passed as views of one row.
+ * returns a view with the reduced dims dropped. The backend sees cross_entropy only as rows (R,C):
+ * the unbatched form (C) is one row, the spatial form (N,C,d1..dk) is permuted to put the classes
+ * last.
  *
  * Each public forward applies the autocast policy to its inputs first and records itself for
  * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
@@ -268,71 +269,127 @@ static void loss_shape(tdm_reduction red, int none_ndim, const int64_t *none_sha
     for (int i = 0; i < *ndim; i++) shape[i] = none_shape[i];
 }
 
-// logits (N,C) with target (N), or unbatched logits (C) with a 0-d target. Fills the (N,C) and
-// (N) views the backend works on.
+// cross_entropy, F.cross_entropy's forms: logits (N,C), unbatched (C), or (N,C,d1..dk); target
+// class indices (N), (), (N,d1..dk) (int64; int32 accepted), or class probabilities of the
+// logits' shape (floating, the logits' dtype); weight (C) or NULL. The backend sees rows: logits
+// (R,C) and target (R) or (R,C), where the spatial form is permuted to (N,d1..dk,C) first
+// (R = N d1..dk); a loss with reduction none comes back as (R) and is viewed as (N,d1..dk).
 typedef struct {
-    tdm_tensor *logits2, *target1;   // views: (N,C) and (N)
-    int loss_ndim;                   // for reduction none: 1, or 0 unbatched
-    int64_t n;
+    tdm_tensor *logits2, *target2;   // (R,C); (R) indices or (R,C) probabilities
+    bool probs;                      // target holds class probabilities
+    bool spatial;                    // logits2 is a permuted copy of (N,C,d1..dk)
+    int64_t rows;
+    int loss_ndim;                   // the loss's shape for reduction none
+    int64_t loss_shape[TDM_MAX_DIMS];
 } ce_views;
 
 static void ce_views_free(ce_views *v) {
     tdm_tensor_free(v->logits2);
-    tdm_tensor_free(v->target1);
+    tdm_tensor_free(v->target2);
+}
+
+// (N,C,d1..dk) -> (N,d1..dk,C): the class dim last.
+static tdm_tensor *classes_last(const tdm_tensor *t) {
+    int dims[TDM_MAX_DIMS];
+    dims[0] = 0;
+    for (int d = 2; d < t->ndim; d++) dims[d - 1] = d;
+    dims[t->ndim - 1] = 1;
+    return tdm_tensor_permute(t, dims);
 }
 
 static tdm_status ce_check(const char *op, const tdm_tensor *logits, const tdm_tensor *target,
-                           tdm_reduction red, double smoothing, ce_views *v) {
+                           const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                           int64_t ignore_index, ce_views *v) {
     memset(v, 0, sizeof *v);
     TDM_TRY(tdm_check_tensor(op, "input", logits));
     TDM_TRY(tdm_check_tensor(op, "target", target));
     TDM_TRY(tdm_check_same_device(op, logits, target));
     TDM_TRY(tdm_check_float(op, "input", logits));
-    if (tdm_dtype_is_float(target->dtype))
-        return tdm_error_set(TDM_ERR_UNSUPPORTED,
-                             "%s: a floating target (class probabilities) is not supported; "
-                             "pass class indices (int64)",
-                             op);
-    if (target->dtype != TDM_DTYPE_I64 && target->dtype != TDM_DTYPE_I32)
-        return tdm_error_set(TDM_ERR_DTYPE, "%s: target has dtype %s, expected int64", op,
-                             tdm_dtype_name(target->dtype));
     TDM_TRY(check_reduction(op, red));
     if (!(smoothing >= 0.0 && smoothing <= 1.0))
         return tdm_error_set(TDM_ERR_ARG, "%s: label_smoothing must be between 0.0 and 1.0, got %g",
                              op, smoothing);
     char a[96], b[96];
-    if (logits->ndim == 2 && target->ndim == 1 && target->shape[0] == logits->shape[0]) {
-        v->n = logits->shape[0];
-        v->loss_ndim = 1;
-    } else if (logits->ndim == 1 && target->ndim == 0) {
-        v->n = 1;
-        v->loss_ndim = 0;
-    } else {
-        return tdm_error_set(TDM_ERR_SHAPE,
-                             "%s: input %s and target %s: expected input (N, C) with target (N), "
-                             "or input (C) with a 0-d target",
-                             op, tdm_shape_str(logits->ndim, logits->shape, a, sizeof a),
-                             tdm_shape_str(target->ndim, target->shape, b, sizeof b));
+    if (logits->ndim < 1)
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: input is 0-d: expected (C), (N, C) or (N, C, d1, "
+                             "...)", op);
+    const int cdim = logits->ndim == 1 ? 0 : 1;
+    const int64_t C = logits->shape[cdim];
+    v->probs = tdm_dtype_is_float(target->dtype);
+    if (v->probs) {   // class probabilities: the logits' shape and dtype
+        if (!shape_equal(logits->ndim, logits->shape, target->ndim, target->shape))
+            return tdm_error_set(TDM_ERR_SHAPE, "%s: input %s and a floating target (class "
+                                 "probabilities) %s: expected equal shapes", op,
+                                 tdm_shape_str(logits->ndim, logits->shape, a, sizeof a),
+                                 tdm_shape_str(target->ndim, target->shape, b, sizeof b));
+        TDM_TRY(tdm_check_same_dtype(op, logits, target));
+        if (ignore_index >= 0)
+            return tdm_error_set(TDM_ERR_ARG, "%s: ignore_index is not supported for floating "
+                                 "point target", op);
+    } else {          // class indices: the logits' shape without the class dim
+        if (target->dtype != TDM_DTYPE_I64 && target->dtype != TDM_DTYPE_I32)
+            return tdm_error_set(TDM_ERR_DTYPE, "%s: target has dtype %s, expected int64 (class "
+                                 "indices) or the input's floating dtype (class probabilities)",
+                                 op, tdm_dtype_name(target->dtype));
+        bool ok = target->ndim == logits->ndim - 1;
+        for (int d = 0, e = 0; ok && d < logits->ndim; d++)
+            if (d != cdim) ok = target->shape[e++] == logits->shape[d];
+        if (!ok)
+            return tdm_error_set(TDM_ERR_SHAPE,
+                                 "%s: input %s and target %s: expected input (N, C) with target "
+                                 "(N), input (C) with a 0-d target, or input (N, C, d1, ...) with "
+                                 "target (N, d1, ...)",
+                                 op, tdm_shape_str(logits->ndim, logits->shape, a, sizeof a),
+                                 tdm_shape_str(target->ndim, target->shape, b, sizeof b));
     }
-    int64_t c = logits->shape[logits->ndim - 1];
-    int64_t s2[2] = {v->n, c}, s1[1] = {v->n};
-    v->logits2 = tdm_tensor_reshape(logits, 2, s2);
-    v->target1 = tdm_tensor_reshape(target, 1, s1);
-    if (!v->logits2 || !v->target1) {
+    if (weight) {
+        TDM_TRY(tdm_check_tensor(op, "weight", weight));
+        TDM_TRY(tdm_check_same_device(op, logits, weight));
+        TDM_TRY(tdm_check_same_dtype(op, logits, weight));
+        if (weight->ndim != 1 || weight->shape[0] != C)
+            return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s: expected a 1-D tensor of %lld "
+                                 "classes", op,
+                                 tdm_shape_str(weight->ndim, weight->shape, a, sizeof a),
+                                 (long long)C);
+    }
+    // the loss of reduction none: the logits' shape without the class dim
+    for (int d = 0; d < logits->ndim; d++)
+        if (d != cdim) v->loss_shape[v->loss_ndim++] = logits->shape[d];
+    v->rows = tdm_shape_numel(v->loss_ndim, v->loss_shape);
+    v->spatial = logits->ndim > 2;
+    const int64_t s2[2] = {v->rows, C};
+    if (v->spatial) {
+        tdm_tensor *l = classes_last(logits), *t = v->probs ? classes_last(target) : NULL;
+        v->logits2 = l ? tdm_tensor_reshape(l, 2, s2) : NULL;
+        v->target2 = v->probs ? (t ? tdm_tensor_reshape(t, 2, s2) : NULL)
+                              : tdm_tensor_reshape(target, 1, &v->rows);
+        tdm_tensor_free(l);
+        tdm_tensor_free(t);
+    } else {
+        v->logits2 = tdm_tensor_reshape(logits, 2, s2);
+        v->target2 = v->probs ? tdm_tensor_reshape(target, 2, s2)
+                              : tdm_tensor_reshape(target, 1, &v->rows);
+    }
+    if (!v->logits2 || !v->target2) {
         ce_views_free(v);
         return tdm_last_status();
     }
     return TDM_OK;
 }
 
-// loss_i = (1-eps) * -log p[i,t_i] + eps/C * sum_c -log p[i,c]; ignored rows 0; mean divides by
-// the number of rows not ignored.
+// Per row r, with w the weight (1s without one) and the row's target distribution
+//   tau_c = (1-eps) w_t [c == t] + eps/C w_c        (class index t; ignored rows: tau = 0)
+//   tau_c = w_c ((1-eps) q_c + eps/C)                (class probabilities q)
+// loss_r = sum_c tau_c (-log p[r,c]); mean divides the sum by sum_r w_t over the rows not ignored
+// (class indices) or by R (probabilities). ref/ref_loss.c has the formulas.
 static tdm_tensor *cross_entropy_forward(const tdm_tensor *logits, const tdm_tensor *target,
-                                         tdm_reduction reduction, double label_smoothing,
-                                         int64_t ignore_index) {
+                                         const tdm_tensor *weight, tdm_reduction reduction,
+                                         double label_smoothing, int64_t ignore_index) {
     const char *op = "cross_entropy";
     ce_views v;
-    if (ce_check(op, logits, target, reduction, label_smoothing, &v) != TDM_OK) return NULL;
+    if (ce_check(op, logits, target, weight, reduction, label_smoothing, ignore_index, &v) !=
+        TDM_OK)
+        return NULL;
     const struct tdm_backend_ops *be = tdm_backend_of(logits);
     if (!be->cross_entropy) {
         tdm_error_unsupported(op, be);
@@ -340,15 +397,14 @@ static tdm_tensor *cross_entropy_forward(const tdm_tensor *logits, const tdm_ten
         return NULL;
     }
     int ndim;
-    int64_t shape[1];
-    loss_shape(reduction, v.loss_ndim, &v.n, &ndim, shape);
+    int64_t shape[TDM_MAX_DIMS];
+    loss_shape(reduction, v.loss_ndim, v.loss_shape, &ndim, shape);
     tdm_tensor *loss = tdm_tensor_empty(ndim, shape, logits->dtype, logits->device);
-    // The backend writes (N) for reduction none: a view of the 0-d loss when unbatched.
-    int64_t n1[1] = {v.n};
+    // The backend writes (R) for reduction none: a view of the loss of any shape.
     tdm_tensor *loss_view = !loss                          ? NULL
-                            : reduction == TDM_REDUCTION_NONE ? tdm_tensor_reshape(loss, 1, n1)
+                            : reduction == TDM_REDUCTION_NONE ? tdm_tensor_reshape(loss, 1, &v.rows)
                                                               : tdm_tensor_reshape(loss, 0, NULL);
-    if (!loss_view || be->cross_entropy(v.logits2, v.target1, reduction, label_smoothing,
+    if (!loss_view || be->cross_entropy(v.logits2, v.target2, weight, reduction, label_smoothing,
                                         ignore_index, loss_view) != TDM_OK) {
         tdm_tensor_free(loss);
         loss = NULL;
@@ -358,37 +414,48 @@ static tdm_tensor *cross_entropy_forward(const tdm_tensor *logits, const tdm_ten
     return loss;
 }
 
-// Autocast: runs in f32. Records itself for autograd (no gradient for the integer target).
-tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
-                              tdm_reduction reduction, double label_smoothing,
-                              int64_t ignore_index) {
-    TDM_PROFILE_OP("cross_entropy", logits, target);
+// Autocast: runs in f32 (logits, probability targets and weight). Records itself for autograd
+// (a gradient for the logits only, as PyTorch's for class indices; none for the target and the
+// weight).
+tdm_tensor *tdm_cross_entropy_weighted(const tdm_tensor *logits, const tdm_tensor *target,
+                                       const tdm_tensor *weight, tdm_reduction reduction,
+                                       double label_smoothing, int64_t ignore_index) {
+    TDM_PROFILE_OP("cross_entropy", logits, target, weight);
     tdm_autocast_args ac;
-    if (tdm_autocast_apply("cross_entropy", TDM_AUTOCAST_F32, 2,
-                           (const tdm_tensor *[]){logits, target}, &ac) != TDM_OK)
+    if (tdm_autocast_apply("cross_entropy", TDM_AUTOCAST_F32, 3,
+                           (const tdm_tensor *[]){logits, target, weight}, &ac) != TDM_OK)
         return NULL;
     bool grad = tdm_grad_set_enabled(false);
-    tdm_tensor *y = cross_entropy_forward(ac.in[0], ac.in[1], reduction, label_smoothing,
-                                          ignore_index);
+    tdm_tensor *y = cross_entropy_forward(ac.in[0], ac.in[1], ac.in[2], reduction,
+                                          label_smoothing, ignore_index);
     tdm_grad_set_enabled(grad);
-    y = tdm_record_cross_entropy(y, ac.in[0], ac.in[1], reduction, label_smoothing, ignore_index);
+    y = tdm_record_cross_entropy(y, ac.in[0], ac.in[1], ac.in[2], reduction, label_smoothing,
+                                 ignore_index);
     tdm_autocast_args_free(&ac);
     return y;
 }
 
-// glogits[i,c] = g_i * (p[i,c] - (1-eps)[c == t_i] - eps/C) for rows not ignored, else 0.
-tdm_status tdm_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
-                                      const tdm_tensor *target, tdm_reduction reduction,
-                                      double label_smoothing, int64_t ignore_index,
-                                      tdm_tensor **glogits) {
+tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
+                              tdm_reduction reduction, double label_smoothing,
+                              int64_t ignore_index) {
+    return tdm_cross_entropy_weighted(logits, target, NULL, reduction, label_smoothing,
+                                      ignore_index);
+}
+
+// glogits[r,c] = g_r (p[r,c] sum_k tau_k - tau_c); g_r = gloss[r] (none), gloss (sum), gloss /
+// the mean's divisor (mean).
+tdm_status tdm_cross_entropy_weighted_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                               const tdm_tensor *target, const tdm_tensor *weight,
+                                               tdm_reduction reduction, double label_smoothing,
+                                               int64_t ignore_index, tdm_tensor **glogits) {
     const char *op = "cross_entropy_backward";
     TDM_PROFILE_OP(op, gloss, logits, target);
     if (glogits) *glogits = NULL;
     ce_views v;
-    TDM_TRY(ce_check(op, logits, target, reduction, label_smoothing, &v));
+    TDM_TRY(ce_check(op, logits, target, weight, reduction, label_smoothing, ignore_index, &v));
     int ndim;
-    int64_t shape[1];
-    loss_shape(reduction, v.loss_ndim, &v.n, &ndim, shape);
+    int64_t shape[TDM_MAX_DIMS];
+    loss_shape(reduction, v.loss_ndim, v.loss_shape, &ndim, shape);
     const struct tdm_backend_ops *be = tdm_backend_of(logits);
     tdm_status s = check_grad(op, gloss, logits, ndim, shape);
     if (s == TDM_OK && glogits && !be->cross_entropy_backward) s = tdm_error_unsupported(op, be);
@@ -396,24 +463,42 @@ tdm_status tdm_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor 
         ce_views_free(&v);
         return s;
     }
-    // The backend sees gloss as (N) for reduction none (a scalar otherwise), glogits as (N,C).
-    int64_t n1[1] = {v.n};
-    tdm_tensor *gl = reduction == TDM_REDUCTION_NONE ? tdm_tensor_reshape(gloss, 1, n1)
+    // The backend sees gloss as (R) for reduction none (a scalar otherwise), glogits as (R,C):
+    // the logits' own shape, or for the spatial form (N,d1..dk,C), permuted back below.
+    tdm_tensor *gl = reduction == TDM_REDUCTION_NONE ? tdm_tensor_reshape(gloss, 1, &v.rows)
                                                      : tdm_tensor_reshape(gloss, 0, NULL);
-    tdm_tensor *g = empty_like(logits);
-    tdm_tensor *g2 = g ? tdm_tensor_reshape(g, 2, tdm_tensor_shape(v.logits2)) : NULL;
-    s = !gl || !g2 ? tdm_last_status()
-                   : be->cross_entropy_backward(gl, v.logits2, v.target1, reduction,
-                                                label_smoothing, ignore_index, g2);
-    if (s == TDM_OK) {
-        *glogits = g;
-        g = NULL;
+    tdm_tensor *g = tdm_tensor_empty(2, tdm_tensor_shape(v.logits2), logits->dtype, logits->device);
+    s = !gl || !g ? tdm_last_status()
+                  : be->cross_entropy_backward(gl, v.logits2, v.target2, weight, reduction,
+                                               label_smoothing, ignore_index, g);
+    tdm_tensor *out = NULL;
+    if (s == TDM_OK && v.spatial) {   // (R,C) -> (N,d1..dk,C) -> (N,C,d1..dk)
+        int64_t last[TDM_MAX_DIMS];
+        int dims[TDM_MAX_DIMS];
+        for (int d = 0; d < v.loss_ndim; d++) last[d] = v.loss_shape[d];
+        last[v.loss_ndim] = logits->shape[1];
+        dims[0] = 0, dims[1] = logits->ndim - 1;
+        for (int d = 2; d < logits->ndim; d++) dims[d] = d - 1;
+        tdm_tensor *gv = tdm_tensor_reshape(g, logits->ndim, last);
+        out = gv ? tdm_tensor_permute(gv, dims) : NULL;
+        tdm_tensor_free(gv);
+    } else if (s == TDM_OK) {
+        out = tdm_tensor_reshape(g, logits->ndim, logits->shape);
     }
+    if (s == TDM_OK && !out) s = tdm_last_status();
+    if (s == TDM_OK) *glogits = out;
     tdm_tensor_free(g);
-    tdm_tensor_free(g2);
     tdm_tensor_free(gl);
     ce_views_free(&v);
     return s;
+}
+
+tdm_status tdm_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                      const tdm_tensor *target, tdm_reduction reduction,
+                                      double label_smoothing, int64_t ignore_index,
+                                      tdm_tensor **glogits) {
+    return tdm_cross_entropy_weighted_backward(gloss, logits, target, NULL, reduction,
+                                               label_smoothing, ignore_index, glogits);
 }
 
 // input and target: floating, one dtype, one device, equal shapes.

@@ -62,11 +62,11 @@ tdm_status cuda_softmax(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
 tdm_status cuda_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log,
                                  tdm_tensor *gx);
 tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
-                              tdm_reduction red, double smoothing, int64_t ignore_index,
-                              tdm_tensor *loss);
+                              const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                              int64_t ignore_index, tdm_tensor *loss);
 tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
-                                       const tdm_tensor *target, tdm_reduction red,
-                                       double smoothing, int64_t ignore_index,
+                                       const tdm_tensor *target, const tdm_tensor *weight,
+                                       tdm_reduction red, double smoothing, int64_t ignore_index,
                                        tdm_tensor *glogits);
 tdm_status cuda_mse_loss(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
                          tdm_tensor *loss);

@@ -50,6 +50,7 @@ __device__ __forceinline__ double k_erf(double x) { return erf(x); }
 __device__ __forceinline__ float k_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double k_sqrt(double x) { return sqrt(x); }
 template <typename A> __device__ __forceinline__ A k_inf() { return (A)INFINITY; }
+template <typename A> __device__ __forceinline__ A k_nan() { return (A)NAN; }
 
 // ---- dtype dispatch: runs the body with T bound to the element type of `dt` ---------------
 

@@ -1,5 +1,6 @@
 /* k_softmax_loss.cu — softmax / log_softmax along a dim (forward, backward), cross_entropy over
- * class indices (label smoothing, ignore_index, none/sum/mean) and mse_loss, forward and backward.
+ * class indices (label smoothing, ignore_index) or class probabilities, with per-class weights
+ * (none/sum/mean), and mse_loss, forward and backward.
  *
  * A row (softmax along the last dim, a cross_entropy sample) goes to a warp when it is short
  * (<= 1024) and to a block otherwise; along an inner dim, a thread per (outer, inner) column
@@ -197,9 +198,22 @@ static tdm_status sum_all(const tdm_tensor *like, int64_t n, F f, T *out, Fin fi
 }
 
 // ---- cross_entropy ---------------------------------------------------------------------------
-// logits (N,C), target (N) i32/i64. loss_i = (1-eps)(-logp[t_i]) + eps/C sum_c(-logp[c]); rows
-// with t_i == ignore_index give 0 and are not counted. A target outside [0,C) that is not
-// ignore_index sets flag = {1, t} (the launcher reports it). flag[2] counts the rows kept.
+// logits (R,C); target (R) i32/i64 class indices, or q (R,C) class probabilities (logits' dtype);
+// weight w (C) or NULL (1s). Per row, the target distribution (ref/ref_loss.c)
+//   class t:        tau_c = (1-eps) w_t [c == t] + eps/C w_c,   divisor w_t
+//   probabilities:  tau_c = w_c ((1-eps) q_c + eps/C),          divisor 1
+// loss_r = sum_c tau_c (-logp_c); a row with t == ignore_index gives 0 with divisor 0. With class
+// indices a zero tau_c adds nothing (a -inf logit elsewhere than the target is fine, as in
+// PyTorch's nll_loss); mean = the sum / the sum of the divisors (NaN when that is 0). A target
+// outside [0,C) that is not ignore_index sets flag = {1, t} (the launcher reports it).
+
+struct ce_args {
+    int64_t R, C;
+    const void *target;   // class indices, or NULL with q
+    bool i64;
+    int64_t ignore;
+    double eps;
+};
 
 __device__ __forceinline__ bool ce_target(const void *target, bool i64, int64_t i, int64_t C,
                                           int64_t ignore, long long *flag, int64_t *t) {
@@ -213,31 +227,51 @@ __device__ __forceinline__ bool ce_target(const void *target, bool i64, int64_t 
     return true;
 }
 
-// Per row: none -> loss[i] in T; else rowloss[i] in A (0 for ignored rows).
+// Row r's class (-1 with probabilities) and whether it counts (false: ignored, or a bad target).
+__device__ __forceinline__ bool ce_row(const ce_args &a, int64_t r, long long *flag, int64_t *t) {
+    *t = -1;
+    return a.target ? ce_target(a.target, a.i64, r, a.C, a.ignore, flag, t) : true;
+}
+
+template <typename T> __device__ __forceinline__ double ce_w(const T *w, int64_t c) {
+    return w ? (double)ld(w[c]) : 1.0;
+}
+
+// tau_c of a row (class t, or probabilities qr), in double.
+template <typename T>
+__device__ __forceinline__ double ce_tau(const ce_args &a, int64_t t, const T *qr, const T *w,
+                                         int64_t c) {
+    if (!qr) return (c == t ? (1.0 - a.eps) * ce_w(w, t) : 0.0) + a.eps / (double)a.C * ce_w(w, c);
+    return ce_w(w, c) * ((1.0 - a.eps) * (double)ld(qr[c]) + a.eps / (double)a.C);
+}
+
+// Per row: none -> loss[r] in T; else rowloss[r] and rowdiv[r] (the mean's divisor) in A.
 template <bool WARP, typename T>
-__global__ void k_ce_rows(int64_t N, int64_t C, const T *x, const void *target, bool i64,
-                          int64_t ignore, acc_t<T> keep_w, acc_t<T> smooth_w, T *loss,
-                          acc_t<T> *rowloss, long long *flag) {
+__global__ void k_ce_rows(ce_args a, const T *x, const T *q, const T *w, T *loss,
+                          acc_t<T> *rowloss, acc_t<T> *rowdiv, long long *flag) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
-    for (int64_t i = G::first(); i < N; i += G::step()) {
+    const int64_t C = a.C;
+    for (int64_t r = G::first(); r < a.R; r += G::step()) {
         int64_t t;
-        A L = 0;
-        if (ce_target(target, i64, i, C, ignore, flag, &t)) {
-            const T *xr = x + i * C;
+        A L = 0, div = 0;
+        if (ce_row(a, r, flag, &t)) {   // uniform over the group: one row each
+            const T *xr = x + r * C, *qr = q ? q + r * C : NULL;
             A m, s;
             row_stats<WARP>(xr, C, 1, sh, &m, &s);
             const A ls = k_log(s);
-            A smooth = 0;   // sum_c -logp[c]
-            for (int64_t c = G::rank(); c < C; c += G::size()) smooth -= (ld(xr[c]) - m) - ls;
-            smooth = G::sum(smooth, sh);
-            L = keep_w * -((ld(xr[t]) - m) - ls) + smooth_w * smooth;
-            if (G::rank() == 0) atomicAdd((unsigned long long *)&flag[2], 1ull);
+            A acc = 0;   // sum_c tau_c (-logp_c), the terms with tau_c = 0 skipped (class indices)
+            for (int64_t c = G::rank(); c < C; c += G::size()) {
+                const double tau = ce_tau(a, t, qr, w, c);
+                if (tau != 0.0 || qr) acc += (A)tau * -((ld(xr[c]) - m) - ls);
+            }
+            L = G::sum(acc, sh);
+            div = qr ? (A)1 : (A)ce_w(w, t);
         }
         if (G::rank() == 0) {
-            if (loss) loss[i] = st<T>(L);
-            else rowloss[i] = L;
+            if (loss) loss[r] = st<T>(L);
+            else rowloss[r] = L, rowdiv[r] = div;
         }
     }
 }
@@ -246,11 +280,16 @@ template <typename A> struct read_fn {
     const A *p;
     __device__ A operator()(int64_t i) const { return p[i]; }
 };
-template <typename A> struct ce_final_fn {   // sum, or mean over the counted rows (NaN when 0)
-    const long long *flag;
+template <typename A> struct ident_fn {
+    __device__ A operator()(A v) const { return v; }
+};
+template <typename A> struct ce_final_fn {   // sum, or the mean: over the divisors' sum (NaN at 0)
+    const A *divisor;
     bool mean;
     __device__ A operator()(A total) const {
-        return mean ? total / (A)flag[2] : total;
+        if (!mean) return total;
+        const A d = divisor[0];
+        return d != (A)0 ? total / d : k_nan<A>();
     }
 };
 
@@ -263,53 +302,73 @@ static tdm_status ce_flag_check(tdm_tensor *flag, int64_t C) {
     return TDM_OK;
 }
 
+static ce_args ce_args_of(const tdm_tensor *logits, const tdm_tensor *target, double eps,
+                          int64_t ignore) {
+    const bool probs = tdm_dtype_is_float(target->dtype);
+    ce_args a = {logits->shape[0], logits->shape[1], probs ? NULL : tdm_data_c(target),
+                 target->dtype == TDM_DTYPE_I64, ignore, eps};
+    return a;
+}
+
+// The mean's divisor: the sum of the rows' divisors, into *out (A, one element of scratch).
+template <typename A>
+static tdm_status ce_divisor_sum(const tdm_tensor *like, int64_t R, const A *rowdiv, A *out) {
+    read_fn<A> f = {rowdiv};
+    ident_fn<A> id;
+    return sum_all<A>(like, R, f, out, id);
+}
+
 template <typename T>
-static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, tdm_reduction red,
-                       double smoothing, int64_t ignore, tdm_tensor *loss, tdm_tensor *flag) {
+static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const tdm_tensor *weight,
+                       tdm_reduction red, double smoothing, int64_t ignore, tdm_tensor *loss,
+                       tdm_tensor *flag) {
     typedef acc_t<T> A;
-    const int64_t N = logits->shape[0], C = logits->shape[1];
-    const bool i64 = target->dtype == TDM_DTYPE_I64, warp = C <= 1024;
-    const A keep_w = (A)(1.0 - smoothing), smooth_w = (A)(smoothing / (double)C);
+    const ce_args a = ce_args_of(logits, target, smoothing, ignore);
+    const bool warp = a.C <= 1024;
+    const tdm_dtype adt = sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32;
+    // none: the loss itself; else per-row losses, per-row divisors and the divisors' sum
     tdm_tensor *rows = NULL;
-    if (red != TDM_REDUCTION_NONE &&
-        !(rows = cuda_scratch(logits, N, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32)))
+    if (red != TDM_REDUCTION_NONE && !(rows = cuda_scratch(logits, 2 * a.R + 1, adt)))
         return tdm_last_status();
     T *lo = red == TDM_REDUCTION_NONE ? mptr<T>(loss) : NULL;
-    A *rl = rows ? (A *)tdm_data(rows) : NULL;
+    A *rl = rows ? (A *)tdm_data(rows) : NULL, *rd = rl ? rl + a.R : NULL, *dsum = rd ? rd + a.R : NULL;
+    const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
     long long *fl = (long long *)tdm_data(flag);
     const cudaStream_t s = cuda_stream_current();
     tdm_status st_ = TDM_OK;
-    if (N > 0) {
+    if (a.R > 0) {
         if (warp)
-            k_ce_rows<true, T><<<row_blocks(N, true), ROW_THREADS, 0, s>>>(
-                N, C, cptr<T>(logits), tdm_data_c(target), i64, ignore, keep_w, smooth_w, lo, rl, fl);
+            k_ce_rows<true, T><<<row_blocks(a.R, true), ROW_THREADS, 0, s>>>(
+                a, cptr<T>(logits), q, w, lo, rl, rd, fl);
         else
-            k_ce_rows<false, T><<<row_blocks(N, false), ROW_THREADS, 0, s>>>(
-                N, C, cptr<T>(logits), tdm_data_c(target), i64, ignore, keep_w, smooth_w, lo, rl, fl);
+            k_ce_rows<false, T><<<row_blocks(a.R, false), ROW_THREADS, 0, s>>>(
+                a, cptr<T>(logits), q, w, lo, rl, rd, fl);
         st_ = CUDA_LAUNCH_CHECK();
     }
+    if (st_ == TDM_OK && rows && red == TDM_REDUCTION_MEAN)
+        st_ = ce_divisor_sum<A>(logits, a.R, rd, dsum);
     if (st_ == TDM_OK && rows) {
         read_fn<A> f = {rl};
-        ce_final_fn<A> fin = {fl, red == TDM_REDUCTION_MEAN};
-        st_ = sum_all<T>(logits, N, f, mptr<T>(loss), fin);
+        ce_final_fn<A> fin = {dsum, red == TDM_REDUCTION_MEAN};
+        st_ = sum_all<T>(logits, a.R, f, mptr<T>(loss), fin);
     }
     tdm_tensor_free(rows);
     return st_;
 }
 
 tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
-                              tdm_reduction red, double smoothing, int64_t ignore_index,
-                              tdm_tensor *loss) {
+                              const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                              int64_t ignore_index, tdm_tensor *loss) {
     if (loss->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(logits));
-    tdm_tensor *flag = cuda_flag_new(logits, 3);
+    tdm_tensor *flag = cuda_flag_new(logits, 2);
     if (!flag) return tdm_last_status();
     tdm_status s = TDM_OK;
     switch (logits->dtype) {
-    case TDM_DTYPE_F32: s = ce_t<float>(logits, target, red, smoothing, ignore_index, loss, flag); break;
-    case TDM_DTYPE_F16: s = ce_t<__half>(logits, target, red, smoothing, ignore_index, loss, flag); break;
-    case TDM_DTYPE_BF16: s = ce_t<bf16_t>(logits, target, red, smoothing, ignore_index, loss, flag); break;
-    case TDM_DTYPE_F64: s = ce_t<double>(logits, target, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_F32: s = ce_t<float>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_F16: s = ce_t<__half>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_BF16: s = ce_t<bf16_t>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_F64: s = ce_t<double>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
     default:
         s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy: dtype %s not supported by the cuda backend",
                           tdm_dtype_name(logits->dtype));
@@ -321,84 +380,106 @@ tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target
     return ce_flag_check(flag, logits->shape[1]);
 }
 
-// Counts the rows kept (flag[2]) and validates every target, for the backward's mean.
-__global__ void k_ce_count(int64_t N, int64_t C, const void *target, bool i64, int64_t ignore,
-                           long long *flag) {
-    GRID_STRIDE(i, N) {
+// Per row: the mean's divisor (0 for an ignored row), validating every target.
+template <typename T>
+__global__ void k_ce_divisors(ce_args a, const T *w, acc_t<T> *rowdiv, long long *flag) {
+    typedef acc_t<T> A;
+    GRID_STRIDE(r, a.R) {
         int64_t t;
-        if (ce_target(target, i64, i, C, ignore, flag, &t))
-            atomicAdd((unsigned long long *)&flag[2], 1ull);
+        const bool kept = ce_row(a, r, flag, &t);
+        rowdiv[r] = !kept ? (A)0 : a.target ? (A)ce_w(w, t) : (A)1;
     }
 }
 
-// glogits[i,c] = g_i (p[i,c] - (1-eps)[c == t_i] - eps/C), 0 on ignored rows; g_i = gloss[i]
-// (none), gloss[0] (sum), gloss[0] / count (mean). p = exp(x - m) / s in A (the softmax error
-// docs/CONFORMANCE.md budgets); the epilogue g (p - target) in f64, with the targets
-// (1-eps) + eps/C and eps/C from the host in f64: docs/CONFORMANCE.md allows 3 roundings
-// there, and in f32 the targets' own roundings would make 4 or 5.
+// glogits[r,c] = g_r (p_c S - tau_c), S = sum_c tau_c, 0 on ignored rows; g_r = gloss[r] (none),
+// gloss[0] (sum), gloss[0] / the divisors' sum (mean). p = exp(x - m) / s in A (the softmax
+// error docs/CONFORMANCE.md budgets); S: exactly 1 for class indices without weights ((1-eps) +
+// C eps/C), else summed over the row in A; the epilogue g (p S - tau) in f64, with tau in f64:
+// docs/CONFORMANCE.md allows 3 roundings there, and in f32 tau's own roundings would make 4 or 5.
 template <bool WARP, typename T>
-__global__ void k_ce_bwd_rows(int64_t N, int64_t C, const T *gloss, const T *x, const void *target,
-                              bool i64, int64_t ignore, int red, double tgt_hit, double tgt_miss,
-                              T *gx, const long long *flag) {
+__global__ void k_ce_bwd_rows(ce_args a, const T *gloss, const T *x, const T *q, const T *w,
+                              int red, const acc_t<T> *dsum, T *gx, const long long *flag) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
-    for (int64_t i = G::first(); i < N; i += G::step()) {
-        const int64_t t = idx_ld(target, i64, i);
-        T *gr = gx + i * C;
-        if (t == ignore || t < 0 || t >= C) {   // ignored (bad targets were reported already)
+    const int64_t C = a.C;
+    for (int64_t r = G::first(); r < a.R; r += G::step()) {
+        T *gr = gx + r * C;
+        int64_t t = -1;
+        bool kept = true;
+        if (a.target) {
+            t = idx_ld(a.target, a.i64, r);
+            kept = t != a.ignore && t >= 0 && t < C;   // bad targets were reported already
+        }
+        if (!kept) {
             for (int64_t c = G::rank(); c < C; c += G::size()) gr[c] = st<T>((A)0);
             continue;
         }
-        const double g = red == TDM_REDUCTION_NONE ? (double)ld(gloss[i])
+        const double g = red == TDM_REDUCTION_NONE ? (double)ld(gloss[r])
                          : red == TDM_REDUCTION_SUM ? (double)ld(gloss[0])
-                                                    : (double)ld(gloss[0]) / (double)flag[2];
-        const T *xr = x + i * C;
+                         : dsum[0] != (A)0          ? (double)ld(gloss[0]) / (double)dsum[0]
+                                                    : (double)k_nan<A>();
+        const T *xr = x + r * C, *qr = q ? q + r * C : NULL;
+        double S = 1.0;
+        if (w || qr) {
+            A acc = 0;
+            for (int64_t c = G::rank(); c < C; c += G::size()) acc += (A)ce_tau(a, t, qr, w, c);
+            S = (double)G::sum(acc, sh);
+        }
         A m, s;
         row_stats<WARP>(xr, C, 1, sh, &m, &s);
         for (int64_t c = G::rank(); c < C; c += G::size()) {
             const A p = k_exp(ld(xr[c]) - m) / s;
-            gr[c] = st<T>(g * ((double)p - (c == t ? tgt_hit : tgt_miss)));
+            gr[c] = st<T>(g * ((double)p * S - ce_tau(a, t, qr, w, c)));
         }
     }
 }
 
 template <typename T>
 static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
-                           const tdm_tensor *target, tdm_reduction red, double smoothing,
-                           int64_t ignore, tdm_tensor *glogits, tdm_tensor *flag) {
-    const int64_t N = logits->shape[0], C = logits->shape[1];
-    const bool i64 = target->dtype == TDM_DTYPE_I64, warp = C <= 1024;
-    const double tgt_hit = (1.0 - smoothing) + smoothing / (double)C, tgt_miss = smoothing / (double)C;
+                           const tdm_tensor *target, const tdm_tensor *weight, tdm_reduction red,
+                           double smoothing, int64_t ignore, tdm_tensor *glogits,
+                           tdm_tensor *flag) {
+    typedef acc_t<T> A;
+    const ce_args a = ce_args_of(logits, target, smoothing, ignore);
+    const bool warp = a.C <= 1024;
+    const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
     long long *fl = (long long *)tdm_data(flag);
     const cudaStream_t s = cuda_stream_current();
-    k_ce_count<<<cuda_grid_blocks(N, 256), 256, 0, s>>>(N, C, tdm_data_c(target), i64, ignore, fl);
-    TDM_TRY(CUDA_LAUNCH_CHECK());
-    if (warp)
-        k_ce_bwd_rows<true, T><<<row_blocks(N, true), ROW_THREADS, 0, s>>>(
-            N, C, cptr<T>(gloss), cptr<T>(logits), tdm_data_c(target), i64, ignore, (int)red,
-            tgt_hit, tgt_miss, mptr<T>(glogits), fl);
-    else
-        k_ce_bwd_rows<false, T><<<row_blocks(N, false), ROW_THREADS, 0, s>>>(
-            N, C, cptr<T>(gloss), cptr<T>(logits), tdm_data_c(target), i64, ignore, (int)red,
-            tgt_hit, tgt_miss, mptr<T>(glogits), fl);
-    return CUDA_LAUNCH_CHECK();
+    // per-row divisors and their sum (the mean's; the kernel also validates the targets)
+    tdm_tensor *div = cuda_scratch(logits, a.R + 1, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32);
+    if (!div) return tdm_last_status();
+    A *rd = (A *)tdm_data(div), *dsum = rd + a.R;
+    k_ce_divisors<T><<<cuda_grid_blocks(a.R, 256), 256, 0, s>>>(a, w, rd, fl);
+    tdm_status st_ = CUDA_LAUNCH_CHECK();
+    if (st_ == TDM_OK && red == TDM_REDUCTION_MEAN) st_ = ce_divisor_sum<A>(logits, a.R, rd, dsum);
+    if (st_ == TDM_OK) {
+        if (warp)
+            k_ce_bwd_rows<true, T><<<row_blocks(a.R, true), ROW_THREADS, 0, s>>>(
+                a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
+        else
+            k_ce_bwd_rows<false, T><<<row_blocks(a.R, false), ROW_THREADS, 0, s>>>(
+                a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(div);   // stream-ordered: reused only by later work on this stream
+    return st_;
 }
 
 tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
-                                       const tdm_tensor *target, tdm_reduction red,
-                                       double smoothing, int64_t ignore_index,
+                                       const tdm_tensor *target, const tdm_tensor *weight,
+                                       tdm_reduction red, double smoothing, int64_t ignore_index,
                                        tdm_tensor *glogits) {
     if (glogits->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(logits));
-    tdm_tensor *flag = cuda_flag_new(logits, 3);
+    tdm_tensor *flag = cuda_flag_new(logits, 2);
     if (!flag) return tdm_last_status();
     tdm_status s = TDM_OK;
     switch (logits->dtype) {
-    case TDM_DTYPE_F32: s = ce_bwd_t<float>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
-    case TDM_DTYPE_F16: s = ce_bwd_t<__half>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
-    case TDM_DTYPE_BF16: s = ce_bwd_t<bf16_t>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
-    case TDM_DTYPE_F64: s = ce_bwd_t<double>(gloss, logits, target, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_F32: s = ce_bwd_t<float>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_F16: s = ce_bwd_t<__half>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_BF16: s = ce_bwd_t<bf16_t>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_F64: s = ce_bwd_t<double>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
     default:
         s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy_backward: dtype %s not supported by the "
                           "cuda backend", tdm_dtype_name(logits->dtype));

@@ -87,11 +87,12 @@ tdm_status ref_softmax(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
 tdm_status ref_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log,
                                 tdm_tensor *gx);
 tdm_status ref_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
-                             tdm_reduction red, double smoothing, int64_t ignore_index,
-                             tdm_tensor *loss);
+                             const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                             int64_t ignore_index, tdm_tensor *loss);
 tdm_status ref_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
-                                      const tdm_tensor *target, tdm_reduction red,
-                                      double smoothing, int64_t ignore_index, tdm_tensor *glogits);
+                                      const tdm_tensor *target, const tdm_tensor *weight,
+                                      tdm_reduction red, double smoothing, int64_t ignore_index,
+                                      tdm_tensor *glogits);
 tdm_status ref_mse_loss(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
                         tdm_tensor *loss);
 tdm_status ref_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *a, const tdm_tensor *b,

@@ -122,7 +122,13 @@ tdm_status tdm_log_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, i
 typedef enum { TDM_REDUCTION_NONE = 0, TDM_REDUCTION_MEAN, TDM_REDUCTION_SUM } tdm_reduction;
 tdm_status tdm_reduction_parse(const char *s, tdm_reduction *out);
 
-// logits (N,C), target (N) int64 -> scalar (mean|sum) or (N) (none)
+// F.cross_entropy. logits (N,C), (C) or (N,C,d1..dk); target class indices (N), () or
+// (N,d1..dk), int64 (int32 accepted), or class probabilities of the logits' shape and dtype.
+// -> scalar (mean|sum) or the target's shape without the classes (none). With w the weight (1s
+// without one), per sample: loss = (1-eps) w_t (-log p_t) + eps/C sum_c w_c (-log p_c) for a
+// class t (0 when t == ignore_index), or sum_c w_c ((1-eps) q_c + eps/C) (-log p_c) for
+// probabilities q (ignore_index must be negative); mean divides the sum by sum of w_t over the
+// samples not ignored (indices) or by the number of samples (probabilities).
 tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
                               tdm_reduction reduction, double label_smoothing,
                               int64_t ignore_index);
@@ -130,6 +136,15 @@ tdm_status tdm_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor 
                                       const tdm_tensor *target, tdm_reduction reduction,
                                       double label_smoothing, int64_t ignore_index,
                                       tdm_tensor **glogits);
+// The same with a per-class weight (C) (NULL: none), F.cross_entropy's `weight`. The gradient
+// is the logits' only.
+tdm_tensor *tdm_cross_entropy_weighted(const tdm_tensor *logits, const tdm_tensor *target,
+                                       const tdm_tensor *weight, tdm_reduction reduction,
+                                       double label_smoothing, int64_t ignore_index);
+tdm_status tdm_cross_entropy_weighted_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                               const tdm_tensor *target, const tdm_tensor *weight,
+                                               tdm_reduction reduction, double label_smoothing,
+                                               int64_t ignore_index, tdm_tensor **glogits);
 
 tdm_tensor *tdm_mse_loss(const tdm_tensor *input, const tdm_tensor *target,
                          tdm_reduction reduction);

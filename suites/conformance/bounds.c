@@ -389,58 +389,85 @@ static tdm_status bound_softmax(bctx *b) {
     return TDM_OK;
 }
 
+// cross_entropy (ops.h): rows along the class dim (1, or 0 unbatched), row r = (o, q) of
+// rows_along; each row's target distribution tau (the reference's ce_tau) and loss
+// sum_c tau_c (-log p_c).
 static tdm_status bound_cross_entropy(bctx *b) {
-    const tdm_tensor *lt = b->c->input[0], *tt = b->c->input[1];
+    const tdm_tensor *lt = b->c->input[0], *tt = b->c->input[1], *wt = b->c->input[2];
     char red[64];
     double eps;
     int64_t ignore;
     TDM_TRY(tdm_attr_string(b->c, "reduction", "mean", red));
     TDM_TRY(tdm_attr_double(b->c, "label_smoothing", 0.0, &eps));
     TDM_TRY(tdm_attr_int(b->c, "ignore_index", -100, &ignore));
-    int64_t C = shape_of(lt)[tdm_tensor_ndim(lt) - 1], N = tdm_tensor_numel(lt) / (C ? C : 1);
-    double *x = load(lt), *t = load(tt), *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
-    double *y = malloc((size_t)(C ? C : 1) * sizeof *y), *my = malloc((size_t)(C ? C : 1) * sizeof *my);
-    double *p = malloc((size_t)(C ? C : 1) * sizeof *p), *mp = malloc((size_t)(C ? C : 1) * sizeof *mp);
-    if (!x || !t || !y || !my || !p || !mp || (b->grad && !gy)) {
-        free(x); free(t); free(gy); free(y); free(my); free(p); free(mp);
+    const bool probs = tdm_dtype_is_float(tdm_tensor_dtype(tt));
+    rows3 R = rows_along(lt, tdm_tensor_ndim(lt) > 1 ? 1 : 0);
+    const int64_t C = R.n, st = R.inner, nrows = R.outer * R.inner;
+    double *x = load(lt), *t = load(tt), *w = wt ? load(wt) : NULL;
+    double *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
+    const size_t cn = (size_t)(C ? C : 1) * sizeof(double);
+    double *y = malloc(cn), *my = malloc(cn), *p = malloc(cn), *mp = malloc(cn), *tau = malloc(cn);
+    if (!x || !t || (wt && !w) || !y || !my || !p || !mp || !tau || (b->grad && !gy)) {
+        free(x); free(t); free(w); free(gy); free(y); free(my); free(p); free(mp); free(tau);
         return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
     }
     const double u = b->u;
-    double total_err = 0, total_abs = 0, count = 0;
-    bool none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
-    for (int64_t i = 0; i < N; i++) count += t[i] != (double)ignore;
-    for (int64_t i = 0; i < N; i++) {
-        bool ign = t[i] == (double)ignore;
-        int64_t ti = (int64_t)t[i];
-        softmax_row(x + i * C, C, 1, true, y, my);    // log p and its error
-        softmax_row(x + i * C, C, 1, false, p, mp);   // p and its error
-        if (!b->grad) {
-            // loss_i = (1-eps)(-log p_t) + eps/C sum_c(-log p_c): each -log p_c carries my_c,
-            // and the weighted sum of C terms gamma_{C+3}.
-            double e_i = 0, a_i = 0;
-            for (int64_t c = 0; c < C && !ign; c++) {
-                double w = (c == ti ? 1 - eps : 0) + eps / C;
-                e_i += w * u * my[c];
-                a_i += w * fabs(y[c]);
+    const bool none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
+    // The mean's divisor: sum of w_t over the rows kept (class indices), or the row count. With
+    // weights it is a sum of R roundings (gamma_R relative); a count is exact.
+    double divisor = 0;
+    for (int64_t r = 0; r < nrows; r++)
+        divisor += probs ? 1.0 : t[r] == (double)ignore ? 0.0 : w ? w[(int64_t)t[r]] : 1.0;
+    const double div_rel = w && !probs ? gamma_n((double)nrows, u) : 0.0;
+    double total_err = 0, total_abs = 0;
+    for (int64_t o = 0; o < R.outer; o++) {
+        for (int64_t q = 0; q < R.inner; q++) {
+            const int64_t r = o * R.inner + q, base = o * C * R.inner + q;
+            const bool ign = !probs && t[r] == (double)ignore;
+            const int64_t ti = probs || ign ? -1 : (int64_t)t[r];
+            double S = 0, Sabs = 0;
+            for (int64_t c = 0; c < C; c++) {
+                const double wc = w ? w[c] : 1.0;
+                tau[c] = ign     ? 0.0
+                         : probs ? wc * ((1 - eps) * t[base + c * st] + eps / C)
+                                 : (c == ti ? (1 - eps) * (w ? w[ti] : 1.0) : 0.0) + eps / C * wc;
+                S += tau[c];
+                Sabs += fabs(tau[c]);
             }
-            e_i += gamma_n((double)C + 3, u) * a_i;
-            if (none) b->err[i] = e_i;
-            total_err += e_i;
-            total_abs += a_i;
-            continue;
-        }
-        double g = none ? gy[i] : mean ? gy[0] / count : gy[0];
-        for (int64_t c = 0; c < C; c++) {
-            double target = (c == ti ? 1 - eps : 0) + eps / C;
-            // glogit = g (p - target): p carries u mp; one subtraction, the scaling of g, one product
-            b->err[i * C + c] = ign ? 0.0 : fabs(g) * (u * mp[c] + 3 * u * (p[c] + target));
+            softmax_row(x + base, C, st, true, y, my);    // log p and its error
+            softmax_row(x + base, C, st, false, p, mp);   // p and its error
+            if (!b->grad) {
+                // loss_r = sum_c tau_c (-log p_c): each -log p_c carries u my_c, tau_c one rounding
+                // to the accumulation type, the weighted sum of C terms gamma_{C+3}
+                double e_r = 0, a_r = 0;
+                for (int64_t c = 0; c < C; c++) {
+                    if (tau[c] == 0.0) continue;   // not read (class indices), or adds 0
+                    e_r += fabs(tau[c]) * u * my[c];
+                    a_r += fabs(tau[c]) * fabs(y[c]);
+                }
+                e_r += gamma_n((double)C + 3, u) * a_r;
+                if (none) b->err[r] = e_r;
+                total_err += e_r;
+                total_abs += a_r;
+                continue;
+            }
+            // glogit = g (p S - tau): p carries u mp; S is 1 exactly for class indices without
+            // weights, else a sum of C terms; one product, one subtraction, the scaling by g
+            const double g = none ? gy[r] : mean ? gy[0] / divisor : gy[0];
+            const double dS = w || probs ? gamma_n((double)C, u) * Sabs : 0.0;
+            for (int64_t c = 0; c < C; c++) {
+                const double v = fabs(p[c] * S) + fabs(tau[c]);
+                b->err[base + c * st] =
+                    ign ? 0.0
+                        : fabs(g) * (u * mp[c] * fabs(S) + p[c] * dS + 3 * u * v + div_rel * v);
+            }
         }
     }
-    if (!b->grad && !none) {   // reduce N terms (+ the division for mean)
-        double e = total_err + gamma_n((double)N + 1, u) * total_abs;
-        b->err[0] = mean ? e / count : e;
+    if (!b->grad && !none) {   // reduce R terms (+ the division by the divisor for mean)
+        double e = total_err + gamma_n((double)nrows + 1, u) * total_abs;
+        b->err[0] = mean ? e / divisor + div_rel * total_abs / divisor : e;
     }
-    free(x); free(t); free(gy); free(y); free(my); free(p); free(mp);
+    free(x); free(t); free(w); free(gy); free(y); free(my); free(p); free(mp); free(tau);
     return TDM_OK;
 }
 

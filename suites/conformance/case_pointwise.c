@@ -184,23 +184,23 @@ static tdm_status run_log_softmax(const tdm_case *c, tdm_tensor *const *in, cons
 
 // ---- losses --------------------------------------------------------------------------------
 
-// input (N,C) or (C), target (N) or 0-d class indices; reduction "mean", label_smoothing 0,
-// ignore_index -100. No class weights (input.2), no probability targets.
+// input (N,C), (C) or (N,C,d1..dk); target class indices ((N), 0-d or (N,d1..dk)) or class
+// probabilities (the input's shape); weight (C) optional (input.2); reduction "mean",
+// label_smoothing 0, ignore_index -100. A gradient for the input only.
 static tdm_status run_cross_entropy(const tdm_case *c, tdm_tensor *const *in,
                                     const tdm_tensor *go, tdm_case_result *r) {
     tdm_reduction red;
     double eps;
     int64_t ignore;
-    if (in[2])
-        return tdm_error_set(TDM_ERR_UNSUPPORTED,
-                             "cross_entropy: class weights (input.2) are not supported");
     if (!in[1]) return tdm_error_set(TDM_ERR_FORMAT, "cross_entropy: target (input.1) missing");
     TDM_TRY(reduction_attr(c, &red));
     TDM_TRY(tdm_attr_double(c, "label_smoothing", 0.0, &eps));
     TDM_TRY(tdm_attr_int(c, "ignore_index", -100, &ignore));
-    tdm_tensor *y = tdm_cross_entropy(in[0], in[1], red, eps, ignore), *gx = NULL;
+    // input.2: the class weights (PyTorch's `weight`), optional
+    tdm_tensor *y = tdm_cross_entropy_weighted(in[0], in[1], in[2], red, eps, ignore), *gx = NULL;
     tdm_status s = y ? TDM_OK : tdm_last_status();
-    if (s == TDM_OK && go) s = tdm_cross_entropy_backward(go, in[0], in[1], red, eps, ignore, &gx);
+    if (s == TDM_OK && go)
+        s = tdm_cross_entropy_weighted_backward(go, in[0], in[1], in[2], red, eps, ignore, &gx);
     return finish(s, r, y, gx, 0, NULL, 0);
 }
 

@@ -126,17 +126,26 @@ static tdm_status gen_mse(gen *g) {
     return randn_in(g, 1, nd, sh);
 }
 
+// Class indices or probabilities, optional class weights, (N,C) or spatial (N,C,d) logits.
 static tdm_status gen_cross_entropy(gen *g) {
     int64_t n = coin(g) ? small(g) : any_size(g), cl = coin(g) ? small(g) + 1 : any_size(g);
     if (n * cl > 4096) n = 3;
+    const int64_t d = pick(g, 3) ? 0 : small(g);   // a spatial dim: logits (N,C,d)
     attr_str(g, "reduction", REDUCTIONS[pick(g, 3)]);
     if (coin(g)) attr_num(g, "label_smoothing", coin(g) ? 0.1 : 0.25);
-    bool ignore = coin(g);
+    const bool probs = !pick(g, 3);
+    const bool ignore = !probs && coin(g);
     if (ignore) attr_num(g, "ignore_index", 0);   // class 0 is ignored; target 1 always remains
-    TDM_TRY(randn_in(g, 0, 2, (int64_t[]){n, cl}));
-    TDM_TRY(ints_in(g, 1, 1, (int64_t[]){n}, 0, cl));
-    int64_t *t = tdm_tensor_data(g->c->input[1]);
-    if (ignore && cl > 1) t[0] = 1;   // at least one row counts (mean over none is 0/0)
+    const int64_t xs[3] = {n, cl, d}, ts[2] = {n, d};
+    TDM_TRY(randn_in(g, 0, d ? 3 : 2, xs));
+    if (probs) {
+        TDM_TRY(rand_in(g, 1, d ? 3 : 2, xs));
+    } else {
+        TDM_TRY(ints_in(g, 1, d ? 2 : 1, ts, 0, cl));
+        int64_t *t = tdm_tensor_data(g->c->input[1]);
+        if (ignore && cl > 1) t[0] = 1;   // at least one row counts (mean over none is 0/0)
+    }
+    if (coin(g)) TDM_TRY(rand_in(g, 2, 1, &cl));   // class weights in [0, 1)
     return TDM_OK;
 }
 

@@ -372,9 +372,16 @@ def _targets(R, n, c, ignore=None, at=()):
     return t
 
 
+def _no_weight(c):
+    """A cross_entropy case of (input, target): weight (input.2) absent."""
+    make = c["make_inputs"]
+    c["make_inputs"] = lambda: (make() + [None])[:3]
+    return c
+
+
 def cases_cross_entropy(R):
     x = lambda n, c: R.randn(n, c, scale=2.0)
-    return [
+    return [_no_weight(c) for c in [
         case("mean", lambda: [x(5, 7), _targets(R, 5, 7)]),
         case("sum", lambda: [x(4, 3), _targets(R, 4, 3)], {"reduction": "sum"}),
         case("none", lambda: [x(6, 5), _targets(R, 6, 5)], {"reduction": "none"}),
@@ -386,7 +393,23 @@ def cases_cross_entropy(R):
         case("n1", lambda: [x(1, 5), _targets(R, 1, 5)]),
         case("c1", lambda: [x(3, 1), _targets(R, 3, 1)]),
         case("c1000", lambda: [x(3, 1000), _targets(R, 3, 1000)]),
-    ]
+        # class weights (input.2), class probabilities (a floating target), spatial dims, unbatched
+        case("w", lambda: [x(6, 5), _targets(R, 6, 5), R.rand(5, lo=0.25, hi=2.0)]),
+        case("wsum", lambda: [x(5, 4), _targets(R, 5, 4), R.rand(4, lo=0.25, hi=2.0)], {"reduction": "sum"}),
+        case("wlsign", lambda: [x(7, 6), _targets(R, 7, 6, -100, (1, 5)), R.rand(6, lo=0.25, hi=2.0)],
+             {"label_smoothing": 0.1}),
+        case("wnone", lambda: [x(6, 5), _targets(R, 6, 5, 3, (2,)), R.rand(5, lo=0.25, hi=2.0)],
+             {"reduction": "none", "ignore_index": 3}),
+        case("prob", lambda: [x(5, 6), R.rand(5, 6)]),
+        case("probls", lambda: [x(4, 7), R.rand(4, 7), R.rand(7, lo=0.25, hi=2.0)], {"label_smoothing": 0.2}),
+        case("probnone", lambda: [x(5, 3), R.rand(5, 3)], {"reduction": "none"}),
+        case("spatial", lambda: [R.randn(2, 4, 3, 5, scale=2.0), R.randint(0, 4, 2, 3, 5)]),
+        case("spatialw", lambda: [R.randn(2, 5, 4, scale=2.0), _targets(R, 8, 5, -100, (3,)).reshape(2, 4),
+                                  R.rand(5, lo=0.25, hi=2.0)], {"reduction": "none", "label_smoothing": 0.05}),
+        case("spatialprob", lambda: [R.randn(2, 3, 2, 3, scale=2.0), R.rand(2, 3, 2, 3)], {"reduction": "sum"}),
+        case("unbatched", lambda: [R.randn(7, scale=2.0), R.randint(0, 7)]),
+        case("unbatchedprob", lambda: [R.randn(6, scale=2.0), R.rand(6)], {"label_smoothing": 0.1}),
+    ]]
 
 
 def cases_mse_loss(R):
@@ -665,8 +688,8 @@ OPS = {
     "gelu": (cases_gelu, lambda xs, a: (F.gelu(xs[0], **a),), {"approximate"}, set(), 1, (), True),
     "softmax": (cases_softmax, lambda xs, a: (F.softmax(xs[0], **a),), {"dim"}, {"dim"}, 1, (), True),
     "log_softmax": (cases_softmax, lambda xs, a: (F.log_softmax(xs[0], **a),), {"dim"}, {"dim"}, 1, (), True),
-    "cross_entropy": (cases_cross_entropy, lambda xs, a: (F.cross_entropy(*xs, **a),),
-                      {"reduction", "label_smoothing", "ignore_index"}, set(), 2, (1,), True),
+    "cross_entropy": (cases_cross_entropy, lambda xs, a: (F.cross_entropy(xs[0], xs[1], weight=xs[2], **a),),
+                      {"reduction", "label_smoothing", "ignore_index"}, set(), 3, (1, 2), True),
     "mse_loss": (cases_mse_loss, lambda xs, a: (F.mse_loss(*xs, **a),), {"reduction"}, set(), 2, (), True),
     "layer_norm": (cases_layer_norm, lambda xs, a: (F.layer_norm(xs[0], weight=xs[1], bias=xs[2], **a),),
                    {"normalized_shape", "eps"}, {"normalized_shape"}, 3, (), True),

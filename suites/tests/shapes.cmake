@@ -1,5 +1,6 @@
-# layout.cmake — shapes and layouts: channels-last convolution and tdm_tensor_permute
-# (test_layout.c), torch.matmul's forms (test_matmul.c). test_layout: on the cpu,
+# shapes.cmake — shapes and layouts: channels-last convolution and tdm_tensor_permute
+# (test_layout.c), torch.matmul's forms (test_matmul.c), F.cross_entropy's forms
+# (test_cross_entropy.c). test_layout: on the cpu,
 # NHWC conv2d equals NCHW conv2d permuted bit for bit (forward, backward, autograd) and permute's
 # values, refusals and gradient; on cuda:0 (label gpu, exit 77 with one line without a device)
 # permute matches the cpu and NHWC conv2d matches the reference within its rounding bound.
@@ -12,3 +13,8 @@ set_tests_properties(gpu.layout.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 # each result against 2-D products of its slices; refusals with their messages.
 tdm_test_executable(matmul)
 add_test(NAME matmul.forms COMMAND test_matmul)
+
+# F.cross_entropy's forms (test_cross_entropy.c): non-finite logits as PyTorch, spatial = rows,
+# autograd through the weighted form, refusals.
+tdm_test_executable(cross_entropy)
+add_test(NAME cross_entropy.forms COMMAND test_cross_entropy)
