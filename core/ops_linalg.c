@@ -444,7 +444,7 @@ tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const 
 
 // ----------------------------------------------------------------------------
 // conv2d: x (N,C,H,W) or (C,H,W), weight (O,C/groups,kh,kw), bias (O)? -> (N,O,H',W') or
-// (O,H',W'), with H' = floor((H + 2p - d(kh-1) - 1) / s) + 1 (and the same for W').
+// (O,H',W'), with H' = floor((H + 2p + extra - d(kh-1) - 1) / s) + 1 (and the same for W').
 // In the NHWC layout: x (N,H,W,C) or (H,W,C), weight (O,kh,kw,C/groups) -> (N,H',W',O) or
 // (H',W',O).
 
@@ -470,9 +470,11 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
     if (p->stride[0] < 1 || p->stride[1] < 1)
         return tdm_error_set(TDM_ERR_ARG, "%s: non-positive stride (%d, %d) is not supported", op,
                              p->stride[0], p->stride[1]);
-    if (p->padding[0] < 0 || p->padding[1] < 0)
-        return tdm_error_set(TDM_ERR_ARG, "%s: negative padding (%d, %d) is not supported", op,
-                             p->padding[0], p->padding[1]);
+    if (p->padding[0] < 0 || p->padding[1] < 0 || p->padding_extra[0] < 0 ||
+        p->padding_extra[1] < 0)
+        return tdm_error_set(TDM_ERR_ARG, "%s: negative padding (%d, %d) + (%d, %d) after is not "
+                             "supported", op, p->padding[0], p->padding[1], p->padding_extra[0],
+                             p->padding_extra[1]);
     if (p->dilation[0] < 1 || p->dilation[1] < 1)
         return tdm_error_set(TDM_ERR_ARG, "%s: non-positive dilation (%d, %d) is not supported",
                              op, p->dilation[0], p->dilation[1]);
@@ -513,8 +515,8 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
         return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s needs a bias of shape (%lld), got %s",
                              op, SHAPE(w, s1), (long long)O, SHAPE(b, s2));
     // the padded input must hold the dilated kernel: (H + 2p) - (d(kh-1) + 1) >= 0
-    const int64_t padded_h = H + 2 * (int64_t)p->padding[0];
-    const int64_t padded_w = W + 2 * (int64_t)p->padding[1];
+    const int64_t padded_h = H + 2 * (int64_t)p->padding[0] + p->padding_extra[0];
+    const int64_t padded_w = W + 2 * (int64_t)p->padding[1] + p->padding_extra[1];
     const int64_t kext_h = (int64_t)p->dilation[0] * (kh - 1) + 1;
     const int64_t kext_w = (int64_t)p->dilation[1] * (kw - 1) + 1;
     if (padded_h < kext_h || padded_w < kext_w)

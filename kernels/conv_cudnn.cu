@@ -208,6 +208,8 @@ static tdm_status graph_build(conv_device *d, const conv_call *c, conv_plan *p) 
     const int64_t dil[2] = {c->p->dilation[0], c->p->dilation[1]};
     const int64_t str[2] = {c->p->stride[0], c->p->stride[1]};
     const int64_t pad[2] = {c->p->padding[0], c->p->padding[1]};
+    const int64_t post[2] = {c->p->padding[0] + c->p->padding_extra[0],
+                             c->p->padding[1] + c->p->padding_extra[1]};
     TDM_TRY(CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR,
                                                      &p->conv)));
     TDM_TRY(set_attr(p->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
@@ -217,7 +219,7 @@ static tdm_status graph_build(conv_device *d, const conv_call *c, conv_plan *p) 
     TDM_TRY(set_i64(p->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, 2, dil));
     TDM_TRY(set_i64(p->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 2, str));
     TDM_TRY(set_i64(p->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 2, pad));
-    TDM_TRY(set_i64(p->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 2, pad));
+    TDM_TRY(set_i64(p->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 2, post));
     TDM_TRY(CUDNN_CHECK(cudnnBackendFinalize(p->conv)));
 
     // per pass: the operation type and its attributes (alpha, beta, conv, and the 3 tensors in

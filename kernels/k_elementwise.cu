@@ -169,7 +169,7 @@ template <int MODE, typename A> __device__ __forceinline__ A bc_f(A a, A b, A al
     return MODE == BC_ADD ? a + alpha * b : MODE == BC_MUL ? a * b : alpha * a;
 }
 
-// Same shapes (or b a single element when b_scalar): the vectorized map.
+// Same shapes: the vectorized map.
 template <int MODE> struct binary_fn {
     template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
         out[0] = bc_f<MODE>(in[0], in[1], (A)alpha);

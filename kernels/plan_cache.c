@@ -153,6 +153,7 @@ void tdm_conv_plan_key_make(tdm_conv_plan_key *k, int device, int pass, tdm_dtyp
     for (int i = 0; i < 2; i++) {
         k->stride[i] = p->stride[i];
         k->padding[i] = p->padding[i];
+        k->padding_extra[i] = p->padding_extra[i];
         k->dilation[i] = p->dilation[i];
     }
     k->groups = p->groups;

@@ -36,7 +36,7 @@ typedef struct {
     int32_t device, pass, dtype, layout;   // layout 0 = NCHW, 1 = NHWC
     int32_t mode, tf32;                    // tdm_conv_algo_mode; TF32 allowed for convs (0/1)
     int64_t x[4], w[4], y[4];              // (N,C,H,W), (O,C/g,kh,kw), (N,O,OH,OW)
-    int32_t stride[2], padding[2], dilation[2], groups;
+    int32_t stride[2], padding[2], padding_extra[2], dilation[2], groups;
     int32_t align[3];                      // byte alignment (<= 16) of the x, w, y pointers
     int32_t accumulate;                    // beta = 1 (forward into a pre-filled bias): another
                                            // operation; set after tdm_conv_plan_key_make

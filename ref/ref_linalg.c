@@ -127,7 +127,8 @@ tdm_status ref_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const 
 // ----------------------------------------------------------------------------
 // conv2d (cross-correlation, zero padding), groups g:
 //   y[n,o,oh,ow] = b[o] + sum_{c,i,j} x[n, g(o)*Cg + c, oh*s - p + i*d, ow*s - p + j*d] w[o,c,i,j]
-// where Cg = C/g, g(o) = o / (O/g), and taps that fall in the padding contribute nothing.
+// where Cg = C/g, g(o) = o / (O/g), and taps that fall in the padding contribute nothing (the
+// padding after, padding_extra included, only makes room for the outputs y's shape has).
 // NCHW: x (N,C,H,W), w (O,C/g,kh,kw), b (O) or NULL, y (N,O,OH,OW).
 // NHWC: x (N,H,W,C), w (O,kh,kw,C/g), y (N,OH,OW,O): the same sums; only the strides differ.
 

@@ -40,11 +40,14 @@ tdm_status tdm_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a, const 
 typedef enum { TDM_CONV_LAYOUT_NCHW = 0, TDM_CONV_LAYOUT_NHWC } tdm_conv_layout;
 
 typedef struct {
-    int stride[2], padding[2], dilation[2];
+    int stride[2], padding[2], dilation[2];   // padding: zeros before and after, per spatial dim
     int groups;
     tdm_conv_layout layout;   // of x, weight and y; bias is (O) in both
+    int padding_extra[2];     // more zeros after (bottom, right) only: PyTorch's padding='same'
+                              // with an odd d(k-1) pads the odd one there
 } tdm_conv2d_params;
-#define TDM_CONV2D_DEFAULT ((tdm_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1, TDM_CONV_LAYOUT_NCHW})
+#define TDM_CONV2D_DEFAULT \
+    ((tdm_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1, TDM_CONV_LAYOUT_NCHW, {0, 0}})
 const char *tdm_conv_layout_name(tdm_conv_layout layout);   // "nchw", "nhwc"
 
 // NCHW: x (N,C,H,W) or (C,H,W), weight (O,C/groups,kh,kw), bias (O) or NULL -> (N,O,H',W');

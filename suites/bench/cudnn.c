@@ -222,7 +222,8 @@ static void bm_conv(tdm_gb_state *st, void *vctx) {
     tdm_tf32_set_allowed(TDM_TF32_CONV, tf32);
     tdm_conv_algo_mode_set(mode);
 
-    const tdm_conv2d_params p = {{L->stride, L->stride}, {L->pad, L->pad}, {1, 1}, 1, ctx->layout};
+    const tdm_conv2d_params p = {{L->stride, L->stride}, {L->pad, L->pad}, {1, 1}, 1, ctx->layout,
+                                   {0, 0}};
     const int64_t OH = out_size(L->h, (int)L->k, L->stride, L->pad);
     const int64_t OW = out_size(L->w, (int)L->k, L->stride, L->pad);
     int64_t xs[4], ws[4], ys[4];   // (N,C,H,W), (O,C,K,K), (N,O,OH,OW) in the layout

@@ -76,8 +76,8 @@ static tdm_status run_matmul(const tdm_case *c, tdm_tensor *const *in,
 // conv2d: input, weight, bias?; stride 1, padding 0, dilation 1, groups 1
 
 // padding: a pair, an int, or PyTorch's strings: "valid" (none) and "same" (stride 1; the output
-// keeps the input's size: d(k-1)/2 on each side, which must be a whole number here, since
-// tandem's convolution pads symmetrically; PyTorch pads the odd one on the right).
+// keeps the input's size: d(k-1) zeros, half before, the rest after: an odd one goes after, as
+// PyTorch pads it, through padding_extra).
 static tdm_status conv_padding(const tdm_case *c, const tdm_tensor *w, tdm_conv2d_params *p) {
     char mode[64];
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->attrs, "padding");
@@ -97,10 +97,8 @@ static tdm_status conv_padding(const tdm_case *c, const tdm_tensor *w, tdm_conv2
                              "convolutions (as in PyTorch)");
     for (int d = 0; d < 2; d++) {
         int64_t total = (int64_t)p->dilation[d] * (tdm_tensor_shape(w)[2 + d] - 1);
-        if (total % 2)
-            return tdm_error_set(TDM_ERR_UNSUPPORTED, "conv2d: padding='same' needs asymmetric "
-                                 "padding here (dilation*(kernel-1) is odd), which tandem lacks");
         p->padding[d] = (int)(total / 2);
+        p->padding_extra[d] = (int)(total % 2);
     }
     return TDM_OK;
 }

@@ -207,7 +207,8 @@ static tdm_status gen_conv2d(gen *g) {
     int64_t n = 1 + pick(g, 2), c = (int64_t)groups * cpg, o = (int64_t)groups * opg;
     int64_t h = spatial(g, kh, ph, dh), w = spatial(g, kw, pw, dw);
     attr_pair(g, "stride", sh, sw);
-    attr_pair(g, "padding", ph, pw);
+    if (sh == 1 && sw == 1 && !pick(g, 3)) attr_str(g, "padding", "same");   // odd d(k-1) too
+    else attr_pair(g, "padding", ph, pw);
     attr_pair(g, "dilation", dh, dw);
     attr_num(g, "groups", groups);
     if (coin(g)) attr_str(g, "memory_format", "channels_last");   // the NHWC layout

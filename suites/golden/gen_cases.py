@@ -269,6 +269,10 @@ def cases_conv2d(R):
         _conv(R, "c64", (1, 64, 5, 5), 2, 64, 3, 3),
         _conv(R, "same", (1, 3, 7, 6), 4, 3, 3, 3, padding="same"),
         _conv(R, "samed2", (1, 2, 9, 9), 2, 2, 3, 5, padding="same", dilation=2),
+        # "same" with an odd d(k-1): PyTorch puts the odd zero after (bottom, right)
+        _conv(R, "samek4", (2, 3, 7, 6), 4, 3, 4, 4, padding="same"),
+        _conv(R, "samek2x3", (1, 2, 5, 8), 3, 2, 2, 3, padding="same"),
+        _conv(R, "samek4cl", (1, 4, 6, 6), 2, 4, 4, 2, padding="same", memory_format="channels_last"),
         _conv(R, "valid", (2, 2, 6, 6), 3, 2, 2, 2, padding="valid"),
         # torch.channels_last: the same tensors (saved NCHW), computed in the NHWC memory format
         _conv(R, "clbasic", (2, 3, 7, 7), 4, 3, 3, 3, memory_format="channels_last"),

@@ -133,7 +133,7 @@ static void test_conv_exact(tdm_dtype dt) {
         const conv_cfg *f = &CONFIGS[k];
         const tdm_conv2d_params pc = {{f->stride[0], f->stride[1]}, {f->padding[0], f->padding[1]},
                                       {f->dilation[0], f->dilation[1]}, f->groups,
-                                      TDM_CONV_LAYOUT_NCHW};
+                                      TDM_CONV_LAYOUT_NCHW, {0, 0}};
         tdm_conv2d_params pn = pc;
         pn.layout = TDM_CONV_LAYOUT_NHWC;
         const bool batched = f->n > 0;
@@ -263,7 +263,7 @@ static void test_cuda(void) {
         if (f->n == 0) continue;
         const tdm_conv2d_params p = {{f->stride[0], f->stride[1]}, {f->padding[0], f->padding[1]},
                                      {f->dilation[0], f->dilation[1]}, f->groups,
-                                     TDM_CONV_LAYOUT_NHWC};
+                                     TDM_CONV_LAYOUT_NHWC, {0, 0}};
         const tdm_dtype dt = TDM_DTYPE_F32;
         tdm_tensor *xc = tdm_tensor_randn(4, (int64_t[]){f->n, f->h, f->w, f->c}, dt, CPU, 21, k);
         tdm_tensor *wc = tdm_tensor_randn(4, (int64_t[]){f->o, f->kh, f->kw, f->c / f->groups}, dt,

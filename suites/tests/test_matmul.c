@@ -118,7 +118,9 @@ int main(void) {
 
     // refusals
     tdm_tensor *c = randn(3, (int64_t[]){3, 5, 6}, 8);
-    CHECK(!tdm_matmul(a, c) == false);   // (2,1,3,5) @ (3,5,6): batch 2x1 vs 3 broadcast to (2,3)
+    tdm_tensor *ac = tdm_matmul(a, c);   // (2,1,3,5) @ (3,5,6): batch 2x1 vs 3 broadcast to (2,3)
+    CHECK(shape_is(ac, 4, (int64_t[]){2, 3, 3, 6}));
+    tdm_tensor_free(ac);
     tdm_tensor *d = randn(4, (int64_t[]){3, 1, 5, 6}, 9);
     CHECK(!tdm_matmul(a, d) && has("batch dims do not broadcast"));   // 2 vs 3
     tdm_tensor *s = randn(0, NULL, 10);
