@@ -46,12 +46,13 @@ static void key_of(tdm_conv_plan_key *k, int field) {
     case 11: p.dilation[0] = 2; break;
     case 12: p.groups = 2, ww[1] = 8; break;
     case 13: align[1] = 8; break;
+    case 15: p.padding_extra[1] = 1; break;
     default: break;
     }
     tdm_conv_plan_key_make(k, dev, pass, dt, layout, mode, tf32, xx, ww, yy, &p, align);
     if (field == 14) k->accumulate = 1;
 }
-enum { N_FIELDS = 15 };
+enum { N_FIELDS = 16 };
 
 static void test_keys(void) {
     destroyed = 0;
