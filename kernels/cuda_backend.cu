@@ -315,6 +315,10 @@ static tdm_status cuda_memory_reset_peak(int device_index) {
 
 static tdm_status cuda_empty_cache(int device_index) {
     TDM_TRY(cuda_check_index(device_index));
+    // cudaFree on a capturing thread would invalidate its capture (thread-local mode)
+    if (tdm_cuda_graph_pool(device_index))
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "memory_empty_cache: cuda:%d: not while this "
+                             "thread captures a CUDA graph there", device_index);
     tdm_caching_allocator *ca = cuda_allocator(device_index, false);
     if (ca) tdm_ca_empty_cache(ca);
     return TDM_OK;

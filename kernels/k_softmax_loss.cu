@@ -204,8 +204,9 @@ static tdm_status sum_all(const tdm_tensor *like, int64_t n, F f, T *out, Fin fi
 //   probabilities:  tau_c = w_c ((1-eps) q_c + eps/C),          divisor 1
 // loss_r = sum_c tau_c (-logp_c); a row with t == ignore_index gives 0 with divisor 0. With class
 // indices a zero tau_c adds nothing (a -inf logit elsewhere than the target is fine, as in
-// PyTorch's nll_loss); mean = the sum / the sum of the divisors (NaN when that is 0). A target
-// outside [0,C) that is not ignore_index sets flag = {1, t} (the launcher reports it).
+// PyTorch's nll_loss); mean = the sum / the sum of the divisors (NaN when that is 0), the divisors
+// summed in f64 (exact for counts; for weights as the reference's sum but for the order). A
+// target outside [0,C) that is not ignore_index sets flag = {1, t} (the launcher reports it).
 
 struct ce_args {
     int64_t R, C;
@@ -245,17 +246,18 @@ __device__ __forceinline__ double ce_tau(const ce_args &a, int64_t t, const T *q
     return ce_w(w, c) * ((1.0 - a.eps) * (double)ld(qr[c]) + a.eps / (double)a.C);
 }
 
-// Per row: none -> loss[r] in T; else rowloss[r] and rowdiv[r] (the mean's divisor) in A.
+// Per row: none -> loss[r] in T; else rowloss[r] in A and rowdiv[r] (the mean's divisor) in f64.
 template <bool WARP, typename T>
 __global__ void k_ce_rows(ce_args a, const T *x, const T *q, const T *w, T *loss,
-                          acc_t<T> *rowloss, acc_t<T> *rowdiv, long long *flag) {
+                          acc_t<T> *rowloss, double *rowdiv, long long *flag) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
     const int64_t C = a.C;
     for (int64_t r = G::first(); r < a.R; r += G::step()) {
         int64_t t;
-        A L = 0, div = 0;
+        A L = 0;
+        double div = 0;
         if (ce_row(a, r, flag, &t)) {   // uniform over the group: one row each
             const T *xr = x + r * C, *qr = q ? q + r * C : NULL;
             A m, s;
@@ -267,7 +269,7 @@ __global__ void k_ce_rows(ce_args a, const T *x, const T *q, const T *w, T *loss
                 if (tau != 0.0 || qr) acc += (A)tau * -((ld(xr[c]) - m) - ls);
             }
             L = G::sum(acc, sh);
-            div = qr ? (A)1 : (A)ce_w(w, t);
+            div = qr ? 1.0 : ce_w(w, t);
         }
         if (G::rank() == 0) {
             if (loss) loss[r] = st<T>(L);
@@ -284,12 +286,12 @@ template <typename A> struct ident_fn {
     __device__ A operator()(A v) const { return v; }
 };
 template <typename A> struct ce_final_fn {   // sum, or the mean: over the divisors' sum (NaN at 0)
-    const A *divisor;
+    const double *divisor;
     bool mean;
     __device__ A operator()(A total) const {
         if (!mean) return total;
-        const A d = divisor[0];
-        return d != (A)0 ? total / d : k_nan<A>();
+        const double d = divisor[0];
+        return d != 0.0 ? (A)((double)total / d) : k_nan<A>();
     }
 };
 
@@ -310,12 +312,12 @@ static ce_args ce_args_of(const tdm_tensor *logits, const tdm_tensor *target, do
     return a;
 }
 
-// The mean's divisor: the sum of the rows' divisors, into *out (A, one element of scratch).
-template <typename A>
-static tdm_status ce_divisor_sum(const tdm_tensor *like, int64_t R, const A *rowdiv, A *out) {
-    read_fn<A> f = {rowdiv};
-    ident_fn<A> id;
-    return sum_all<A>(like, R, f, out, id);
+// The mean's divisor: the sum of the rows' divisors, in f64, into *out (scratch).
+static tdm_status ce_divisor_sum(const tdm_tensor *like, int64_t R, const double *rowdiv,
+                                 double *out) {
+    read_fn<double> f = {rowdiv};
+    ident_fn<double> id;
+    return sum_all<double>(like, R, f, out, id);
 }
 
 template <typename T>
@@ -326,12 +328,16 @@ static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const
     const ce_args a = ce_args_of(logits, target, smoothing, ignore);
     const bool warp = a.C <= 1024;
     const tdm_dtype adt = sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32;
-    // none: the loss itself; else per-row losses, per-row divisors and the divisors' sum
-    tdm_tensor *rows = NULL;
-    if (red != TDM_REDUCTION_NONE && !(rows = cuda_scratch(logits, 2 * a.R + 1, adt)))
+    // none: the loss itself; else per-row losses (A), per-row divisors and their sum (f64)
+    tdm_tensor *rows = NULL, *divs = NULL;
+    if (red != TDM_REDUCTION_NONE && (!(rows = cuda_scratch(logits, a.R, adt)) ||
+                                      !(divs = cuda_scratch(logits, a.R + 1, TDM_DTYPE_F64)))) {
+        tdm_tensor_free(rows);
         return tdm_last_status();
+    }
     T *lo = red == TDM_REDUCTION_NONE ? mptr<T>(loss) : NULL;
-    A *rl = rows ? (A *)tdm_data(rows) : NULL, *rd = rl ? rl + a.R : NULL, *dsum = rd ? rd + a.R : NULL;
+    A *rl = rows ? (A *)tdm_data(rows) : NULL;
+    double *rd = divs ? (double *)tdm_data(divs) : NULL, *dsum = rd ? rd + a.R : NULL;
     const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
     long long *fl = (long long *)tdm_data(flag);
     const cudaStream_t s = cuda_stream_current();
@@ -346,13 +352,14 @@ static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const
         st_ = CUDA_LAUNCH_CHECK();
     }
     if (st_ == TDM_OK && rows && red == TDM_REDUCTION_MEAN)
-        st_ = ce_divisor_sum<A>(logits, a.R, rd, dsum);
+        st_ = ce_divisor_sum(logits, a.R, rd, dsum);
     if (st_ == TDM_OK && rows) {
         read_fn<A> f = {rl};
         ce_final_fn<A> fin = {dsum, red == TDM_REDUCTION_MEAN};
         st_ = sum_all<T>(logits, a.R, f, mptr<T>(loss), fin);
     }
     tdm_tensor_free(rows);
+    tdm_tensor_free(divs);
     return st_;
 }
 
@@ -382,12 +389,11 @@ tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target
 
 // Per row: the mean's divisor (0 for an ignored row), validating every target.
 template <typename T>
-__global__ void k_ce_divisors(ce_args a, const T *w, acc_t<T> *rowdiv, long long *flag) {
-    typedef acc_t<T> A;
+__global__ void k_ce_divisors(ce_args a, const T *w, double *rowdiv, long long *flag) {
     GRID_STRIDE(r, a.R) {
         int64_t t;
         const bool kept = ce_row(a, r, flag, &t);
-        rowdiv[r] = !kept ? (A)0 : a.target ? (A)ce_w(w, t) : (A)1;
+        rowdiv[r] = !kept ? 0.0 : a.target ? ce_w(w, t) : 1.0;
     }
 }
 
@@ -398,7 +404,7 @@ __global__ void k_ce_divisors(ce_args a, const T *w, acc_t<T> *rowdiv, long long
 // docs/CONFORMANCE.md allows 3 roundings there, and in f32 tau's own roundings would make 4 or 5.
 template <bool WARP, typename T>
 __global__ void k_ce_bwd_rows(ce_args a, const T *gloss, const T *x, const T *q, const T *w,
-                              int red, const acc_t<T> *dsum, T *gx, const long long *flag) {
+                              int red, const double *dsum, T *gx, const long long *flag) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
@@ -417,7 +423,7 @@ __global__ void k_ce_bwd_rows(ce_args a, const T *gloss, const T *x, const T *q,
         }
         const double g = red == TDM_REDUCTION_NONE ? (double)ld(gloss[r])
                          : red == TDM_REDUCTION_SUM ? (double)ld(gloss[0])
-                         : dsum[0] != (A)0          ? (double)ld(gloss[0]) / (double)dsum[0]
+                         : dsum[0] != 0.0           ? (double)ld(gloss[0]) / dsum[0]
                                                     : (double)k_nan<A>();
         const T *xr = x + r * C, *qr = q ? q + r * C : NULL;
         double S = 1.0;
@@ -446,13 +452,13 @@ static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
     const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
     long long *fl = (long long *)tdm_data(flag);
     const cudaStream_t s = cuda_stream_current();
-    // per-row divisors and their sum (the mean's; the kernel also validates the targets)
-    tdm_tensor *div = cuda_scratch(logits, a.R + 1, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32);
+    // per-row divisors and their sum, in f64 (the mean's; the kernel also validates the targets)
+    tdm_tensor *div = cuda_scratch(logits, a.R + 1, TDM_DTYPE_F64);
     if (!div) return tdm_last_status();
-    A *rd = (A *)tdm_data(div), *dsum = rd + a.R;
+    double *rd = (double *)tdm_data(div), *dsum = rd + a.R;
     k_ce_divisors<T><<<cuda_grid_blocks(a.R, 256), 256, 0, s>>>(a, w, rd, fl);
     tdm_status st_ = CUDA_LAUNCH_CHECK();
-    if (st_ == TDM_OK && red == TDM_REDUCTION_MEAN) st_ = ce_divisor_sum<A>(logits, a.R, rd, dsum);
+    if (st_ == TDM_OK && red == TDM_REDUCTION_MEAN) st_ = ce_divisor_sum(logits, a.R, rd, dsum);
     if (st_ == TDM_OK) {
         if (warp)
             k_ce_bwd_rows<true, T><<<row_blocks(a.R, true), ROW_THREADS, 0, s>>>(

@@ -277,6 +277,11 @@ static tdm_status peer_copy(void *dst, int device, const void *src, int peer, si
     if (tdm_cuda_stream_capturing(s))
         return CUDA_CHECK(cudaMemcpyPeerAsync(dst, device, src, peer, nbytes, s));
     cudaStream_t ps = tdm_cuda_current_stream(peer);
+    // the source device's stream captures (this thread captures there): its event would pull
+    // `stream` into that capture
+    if (ps && tdm_cuda_stream_capturing(ps))
+        return tdm_cuda_capture_refuse(ps, peer, "copy between devices",
+                                       "the source device's current stream is being captured");
     cudaEvent_t src_ready = NULL, copied = NULL;
     // events on their stream's device; the legacy stream (0) is the current device's
     tdm_status st = CUDA_CHECK(cudaSetDevice(peer));

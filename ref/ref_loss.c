@@ -145,7 +145,8 @@ tdm_status ref_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor 
         if (ignored) continue;   // GX row stays 0
         double g = red == TDM_REDUCTION_NONE ? G[r]
                    : red == TDM_REDUCTION_SUM ? G[0]
-                                              : G[0] / divisor;
+                   : divisor != 0.0           ? G[0] / divisor
+                                              : NAN;   // as the forward's mean
         log_softmax_row(in.X + r * C, C, logp);
         double S = 0.0;
         for (int64_t c = 0; c < C; c++) S += tau[c];

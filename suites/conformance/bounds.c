@@ -413,12 +413,11 @@ static tdm_status bound_cross_entropy(bctx *b) {
     }
     const double u = b->u;
     const bool none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
-    // The mean's divisor: sum of w_t over the rows kept (class indices), or the row count. With
-    // weights it is a sum of R roundings (gamma_R relative); a count is exact.
+    // The mean's divisor: sum of w_t over the rows kept (class indices), or the row count, summed
+    // in f64 by the backends (exact for counts; ~R 2^-53 relative with weights: no term here).
     double divisor = 0;
     for (int64_t r = 0; r < nrows; r++)
         divisor += probs ? 1.0 : t[r] == (double)ignore ? 0.0 : w ? w[(int64_t)t[r]] : 1.0;
-    const double div_rel = w && !probs ? gamma_n((double)nrows, u) : 0.0;
     double total_err = 0, total_abs = 0;
     for (int64_t o = 0; o < R.outer; o++) {
         for (int64_t q = 0; q < R.inner; q++) {
@@ -453,19 +452,19 @@ static tdm_status bound_cross_entropy(bctx *b) {
             }
             // glogit = g (p S - tau): p carries u mp; S is 1 exactly for class indices without
             // weights, else a sum of C terms; one product, one subtraction, the scaling by g
-            const double g = none ? gy[r] : mean ? gy[0] / divisor : gy[0];
+            const double g = none ? gy[r] : mean ? (divisor != 0 ? gy[0] / divisor : NAN) : gy[0];
             const double dS = w || probs ? gamma_n((double)C, u) * Sabs : 0.0;
             for (int64_t c = 0; c < C; c++) {
                 const double v = fabs(p[c] * S) + fabs(tau[c]);
                 b->err[base + c * st] =
                     ign ? 0.0
-                        : fabs(g) * (u * mp[c] * fabs(S) + p[c] * dS + 3 * u * v + div_rel * v);
+                        : fabs(g) * (u * mp[c] * fabs(S) + p[c] * dS + 3 * u * v);
             }
         }
     }
     if (!b->grad && !none) {   // reduce R terms (+ the division by the divisor for mean)
         double e = total_err + gamma_n((double)nrows + 1, u) * total_abs;
-        b->err[0] = mean ? e / divisor + div_rel * total_abs / divisor : e;
+        b->err[0] = mean ? e / divisor : e;
     }
     free(x); free(t); free(w); free(gy); free(y); free(my); free(p); free(mp); free(tau);
     return TDM_OK;
