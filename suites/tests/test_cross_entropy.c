@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "tensor_eq.h"
 #include "tandem/tandem.h"
 
 static const tdm_device CPU = {TDM_DEVICE_CPU, 0};
@@ -21,17 +22,6 @@ static double scalar(const tdm_tensor *t) {
     double v = NAN;
     if (!t || tdm_tensor_to_host_f64(t, &v) != TDM_OK) return NAN;
     return v;
-}
-
-static bool identical(const tdm_tensor *a, const tdm_tensor *b) {
-    if (!a || !b || tdm_tensor_numel(a) != tdm_tensor_numel(b)) return false;
-    size_t n = tdm_tensor_nbytes(a);
-    char *ha = malloc(n + 1), *hb = malloc(n + 1);
-    bool same = ha && hb && tdm_tensor_to_host(a, ha, n) == TDM_OK &&
-                tdm_tensor_to_host(b, hb, n) == TDM_OK && memcmp(ha, hb, n) == 0;
-    free(ha);
-    free(hb);
-    return same;
 }
 
 static void test_infinite_logits(void) {
@@ -79,7 +69,7 @@ static void test_spatial_rows(bool probs) {
     tdm_tensor *l = tdm_cross_entropy_weighted(x, t, w, TDM_REDUCTION_NONE, 0.1, -100);
     tdm_tensor *l2 = tdm_cross_entropy_weighted(x2, t2, w, TDM_REDUCTION_NONE, 0.1, -100);
     CHECK_MSG(l && tdm_tensor_ndim(l) == 2 && tdm_tensor_shape(l)[1] == D, "loss shape (N,d)");
-    CHECK_MSG(identical(l, l2), "spatial %s loss = its rows'", probs ? "probabilities" : "indices");
+    CHECK_MSG(tensors_same_bytes(l, l2), "spatial %s loss = its rows'", probs ? "probabilities" : "indices");
     // the gradient comes back in (N,C,d)
     tdm_tensor *gy = l ? tdm_tensor_randn(2, tdm_tensor_shape(l), TDM_DTYPE_F32, CPU, 4, 0) : NULL;
     tdm_tensor *gy2 = gy ? tdm_tensor_reshape(gy, 1, (int64_t[]){N * D}) : NULL;
@@ -90,7 +80,7 @@ static void test_spatial_rows(bool probs) {
                                                      -100, &g2) == TDM_OK);
     tdm_tensor *g2v = g2 ? tdm_tensor_reshape(g2, 3, (int64_t[]){N, D, C}) : NULL;
     tdm_tensor *g2p = g2v ? tdm_tensor_permute(g2v, (const int[]){0, 2, 1}) : NULL;
-    CHECK_MSG(g && tdm_tensor_shape(g)[1] == C && identical(g, g2p), "spatial gradient");
+    CHECK_MSG(g && tdm_tensor_shape(g)[1] == C && tensors_same_bytes(g, g2p), "spatial gradient");
     tdm_tensor *all[] = {x, w, t, t2, xp, x2, l, l2, gy, gy2, g, g2, g2v, g2p};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tdm_tensor_free(all[i]);
 }
@@ -109,7 +99,7 @@ static void test_autograd_weighted(void) {
     tdm_tensor *g = NULL;
     CHECK(tdm_cross_entropy_weighted_backward(one, x, t, w, TDM_REDUCTION_MEAN, 0.2, -100, &g) ==
           TDM_OK);
-    CHECK(identical(tdm_tensor_grad(x), g));
+    CHECK(tensors_same_bytes(tdm_tensor_grad(x), g));
     tdm_tensor *all[] = {x, w, t, l, one, g};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tdm_tensor_free(all[i]);
 }

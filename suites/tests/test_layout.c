@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "tensor_eq.h"
 #include "tandem/tandem.h"
 
 static const tdm_device CPU = {TDM_DEVICE_CPU, 0};
@@ -29,22 +30,6 @@ static double *host(const tdm_tensor *t) {
         return NULL;
     }
     return h;
-}
-
-// Same shape and the same bytes.
-static bool identical(const tdm_tensor *a, const tdm_tensor *b) {
-    if (!a || !b || tdm_tensor_ndim(a) != tdm_tensor_ndim(b) ||
-        tdm_tensor_dtype(a) != tdm_tensor_dtype(b))
-        return false;
-    for (int i = 0; i < tdm_tensor_ndim(a); i++)
-        if (tdm_tensor_shape(a)[i] != tdm_tensor_shape(b)[i]) return false;
-    size_t n = tdm_tensor_nbytes(a);
-    char *ha = malloc(n + 1), *hb = malloc(n + 1);
-    bool same = ha && hb && tdm_tensor_to_host(a, ha, n) == TDM_OK &&
-                tdm_tensor_to_host(b, hb, n) == TDM_OK && memcmp(ha, hb, n) == 0;
-    free(ha);
-    free(hb);
-    return same;
 }
 
 static const int TO_NHWC[4] = {0, 2, 3, 1};
@@ -71,10 +56,10 @@ static void test_permute(tdm_device dev) {
     free(hy);
     // negative dims count from the end: (-1, 0, 1) is (2, 0, 1)
     tdm_tensor *yn = tdm_tensor_permute(x, (const int[]){-1, 0, 1});
-    CHECK(identical(y, yn));
+    CHECK(tensors_identical(y, yn));
     // the identity is a copy; the inverse brings x back
     tdm_tensor *back = y ? tdm_tensor_permute(y, (const int[]){1, 2, 0}) : NULL;
-    CHECK(identical(back, x));
+    CHECK(tensors_identical(back, x));
     tdm_tensor_free(back);
     tdm_tensor_free(yn);
     tdm_tensor_free(y);
@@ -97,7 +82,7 @@ static void test_permute(tdm_device dev) {
     CHECK(loss && tdm_backward(loss, NULL) == TDM_OK);
     const tdm_tensor *g = tdm_tensor_grad(x);   // borrowed
     tdm_tensor *want = c ? tdm_tensor_permute(c, (const int[]){1, 2, 0}) : NULL;
-    CHECK(g && identical(g, want));
+    CHECK(g && tensors_identical(g, want));
     tdm_tensor_free(want);
     tdm_tensor_free(loss);
     tdm_tensor_free(pc);
@@ -146,7 +131,7 @@ static void test_conv_exact(tdm_dtype dt) {
         tdm_tensor *xn = to_nhwc(x), *wn = tdm_tensor_permute(w, TO_NHWC);
         tdm_tensor *yn = tdm_conv2d(xn, wn, b, &pn);
         tdm_tensor *y_as_nhwc = y ? to_nhwc(y) : NULL;
-        CHECK_MSG(y && yn && identical(yn, y_as_nhwc), "config %zu %s forward: %s", k,
+        CHECK_MSG(y && yn && tensors_identical(yn, y_as_nhwc), "config %zu %s forward: %s", k,
                   tdm_dtype_name(dt), tdm_last_error());
 
         tdm_tensor *gy = y ? tdm_tensor_randn(tdm_tensor_ndim(y), tdm_tensor_shape(y), dt, CPU, 14,
@@ -158,9 +143,9 @@ static void test_conv_exact(tdm_dtype dt) {
         CHECK_MSG(gyn && tdm_conv2d_backward(gyn, xn, wn, &pn, &gxn, &gwn, &gbn) == TDM_OK,
                   "config %zu backward NHWC: %s", k, tdm_last_error());
         tdm_tensor *gx_as = gx ? to_nhwc(gx) : NULL, *gw_as = gw ? to_nhwc(gw) : NULL;
-        CHECK_MSG(identical(gxn, gx_as), "config %zu %s grad input", k, tdm_dtype_name(dt));
-        CHECK_MSG(identical(gwn, gw_as), "config %zu %s grad weight", k, tdm_dtype_name(dt));
-        CHECK_MSG(identical(gbn, gb), "config %zu %s grad bias", k, tdm_dtype_name(dt));
+        CHECK_MSG(tensors_identical(gxn, gx_as), "config %zu %s grad input", k, tdm_dtype_name(dt));
+        CHECK_MSG(tensors_identical(gwn, gw_as), "config %zu %s grad weight", k, tdm_dtype_name(dt));
+        CHECK_MSG(tensors_identical(gbn, gb), "config %zu %s grad bias", k, tdm_dtype_name(dt));
 
         tdm_tensor *all[] = {x, w, b, y, xn, wn, yn, y_as_nhwc, gy, gyn, gx, gw, gb,
                              gxn, gwn, gbn, gx_as, gw_as};
@@ -205,8 +190,8 @@ static void test_conv_autograd(void) {
     tdm_tensor_set_requires_grad(x, false);
     tdm_tensor_set_requires_grad(w, false);
     CHECK(gy1 && tdm_conv2d_backward(gy1, x, w, &p, &gx, &gw, NULL) == TDM_OK);
-    CHECK(identical(tdm_tensor_grad(x), gx));   // borrowed
-    CHECK(identical(tdm_tensor_grad(w), gw));
+    CHECK(tensors_identical(tdm_tensor_grad(x), gx));   // borrowed
+    CHECK(tensors_identical(tdm_tensor_grad(w), gw));
     tdm_tensor *all[] = {x, w, y, loss, gy1, gx, gw};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tdm_tensor_free(all[i]);
 }
@@ -252,7 +237,7 @@ static void test_cuda(void) {
     tdm_tensor *x = tdm_tensor_randn(4, (int64_t[]){3, 17, 5, 33}, TDM_DTYPE_BF16, CPU, 8, 0);
     tdm_tensor *xd = tdm_tensor_to(x, cuda, TDM_DTYPE_BF16);
     tdm_tensor *pc = tdm_tensor_permute(x, TO_NHWC), *pd = xd ? tdm_tensor_permute(xd, TO_NHWC) : NULL;
-    CHECK(identical(pc, pd));
+    CHECK(tensors_identical(pc, pd));
     tdm_tensor *all0[] = {x, xd, pc, pd};
     for (size_t i = 0; i < 4; i++) tdm_tensor_free(all0[i]);
 
