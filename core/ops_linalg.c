@@ -456,10 +456,6 @@ const char *tdm_conv_layout_name(tdm_conv_layout layout) {
     return "unknown";
 }
 
-// Where C, H and W sit in a 4-D x (or weight, with O/C/g for N/C) of the layout: {c, h, w}.
-static const int conv_axes[2][3] = {[TDM_CONV_LAYOUT_NCHW] = {1, 2, 3},
-                                    [TDM_CONV_LAYOUT_NHWC] = {3, 1, 2}};
-
 static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tensor *w,
                              const tdm_tensor *b, const tdm_conv2d_params *p, int *ndim,
                              int64_t *yshape) {
@@ -484,7 +480,7 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
     if (p->layout != TDM_CONV_LAYOUT_NCHW && p->layout != TDM_CONV_LAYOUT_NHWC)
         return tdm_error_set(TDM_ERR_ARG, "%s: unknown layout %d (NCHW or NHWC)", op,
                              (int)p->layout);
-    const int *ax = conv_axes[p->layout];   // c, h, w in a 4-D tensor
+    const int *ax = tdm_conv_axes(p->layout);   // c, h, w in a 4-D tensor
     char s1[96], s2[96];
     if (x->ndim != 3 && x->ndim != 4)
         return tdm_error_set(TDM_ERR_SHAPE,
@@ -514,7 +510,7 @@ static tdm_status conv_check(const char *op, const tdm_tensor *x, const tdm_tens
     if (b && (b->ndim != 1 || b->shape[0] != O))
         return tdm_error_set(TDM_ERR_SHAPE, "%s: weight %s needs a bias of shape (%lld), got %s",
                              op, SHAPE(w, s1), (long long)O, SHAPE(b, s2));
-    // the padded input must hold the dilated kernel: (H + 2p) - (d(kh-1) + 1) >= 0
+    // the padded input must hold the dilated kernel: (H + 2p + extra) - (d(kh-1) + 1) >= 0
     const int64_t padded_h = H + 2 * (int64_t)p->padding[0] + p->padding_extra[0];
     const int64_t padded_w = W + 2 * (int64_t)p->padding[1] + p->padding_extra[1];
     const int64_t kext_h = (int64_t)p->dilation[0] * (kh - 1) + 1;

@@ -297,6 +297,14 @@ static tdm_tensor *classes_last(const tdm_tensor *t) {
     return tdm_tensor_permute(t, dims);
 }
 
+// Its inverse: (N,d1..dk,C) -> (N,C,d1..dk).
+static tdm_tensor *classes_second(const tdm_tensor *t) {
+    int dims[TDM_MAX_DIMS];
+    dims[0] = 0, dims[1] = t->ndim - 1;
+    for (int d = 2; d < t->ndim; d++) dims[d] = d - 1;
+    return tdm_tensor_permute(t, dims);
+}
+
 static tdm_status ce_check(const char *op, const tdm_tensor *logits, const tdm_tensor *target,
                            const tdm_tensor *weight, tdm_reduction red, double smoothing,
                            int64_t ignore_index, ce_views *v) {
@@ -474,13 +482,10 @@ tdm_status tdm_cross_entropy_weighted_backward(const tdm_tensor *gloss, const td
     tdm_tensor *out = NULL;
     if (s == TDM_OK && v.spatial) {   // (R,C) -> (N,d1..dk,C) -> (N,C,d1..dk)
         int64_t last[TDM_MAX_DIMS];
-        int dims[TDM_MAX_DIMS];
         for (int d = 0; d < v.loss_ndim; d++) last[d] = v.loss_shape[d];
         last[v.loss_ndim] = logits->shape[1];
-        dims[0] = 0, dims[1] = logits->ndim - 1;
-        for (int d = 2; d < logits->ndim; d++) dims[d] = d - 1;
         tdm_tensor *gv = tdm_tensor_reshape(g, logits->ndim, last);
-        out = gv ? tdm_tensor_permute(gv, dims) : NULL;
+        out = gv ? classes_second(gv) : NULL;
         tdm_tensor_free(gv);
     } else if (s == TDM_OK) {
         out = tdm_tensor_reshape(g, logits->ndim, logits->shape);

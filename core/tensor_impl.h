@@ -75,6 +75,13 @@ tdm_tensor *tdm_tensor_empty_host_of(int ndim, const int64_t *shape, tdm_dtype d
                                      const struct tdm_backend_ops *host_be, tdm_host_kind kind,
                                      int host_device);
 int64_t tdm_shape_numel(int ndim, const int64_t *shape);
+// Where the channels, rows and columns sit in a 4-D tensor of a conv layout — x, the weight (its
+// C/g), y (its O) alike — as {c, h, w}: NCHW {1, 2, 3}, NHWC {3, 1, 2}. Core and the backends
+// read conv shapes through it.
+static inline const int *tdm_conv_axes(tdm_conv_layout layout) {
+    static const int axes[2][3] = {{1, 2, 3}, {3, 1, 2}};
+    return axes[layout == TDM_CONV_LAYOUT_NHWC];
+}
 
 // ---- argument checks shared by the ops: each records a message naming `op` ----
 tdm_status tdm_check_tensor(const char *op, const char *arg, const tdm_tensor *t);

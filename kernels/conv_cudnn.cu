@@ -588,9 +588,8 @@ static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *b
 
 // t's shape in (N,C,H,W) order: an NHWC tensor is (N,H,W,C), an NHWC weight (O,kh,kw,C/g).
 static void dims_nchw(const tdm_tensor *t, tdm_conv_layout layout, int64_t d[4]) {
-    const int64_t *s = t->shape;
-    if (layout == TDM_CONV_LAYOUT_NHWC) d[0] = s[0], d[1] = s[3], d[2] = s[1], d[3] = s[2];
-    else d[0] = s[0], d[1] = s[1], d[2] = s[2], d[3] = s[3];
+    const int *ax = tdm_conv_axes(layout);
+    d[0] = t->shape[0], d[1] = t->shape[ax[0]], d[2] = t->shape[ax[1]], d[3] = t->shape[ax[2]];
 }
 
 static conv_call call_of(tdm_conv_pass pass, const tdm_tensor *x, const tdm_tensor *w,

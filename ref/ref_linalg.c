@@ -138,23 +138,20 @@ typedef struct {
     int64_t xs[4], ws[4], ys[4];   // element strides of (n,c,h,w), (o,c,i,j), (n,o,oh,ow)
 } conv_dims;
 
-// Strides of a contiguous 4-D tensor of shape s, reordered to (outer, channel, row, column).
-static void conv_strides(const int64_t s[4], tdm_conv_layout layout, int64_t out[4]) {
-    if (layout == TDM_CONV_LAYOUT_NHWC) {   // (A,R,S,C): C fastest
-        out[0] = s[1] * s[2] * s[3], out[1] = 1, out[2] = s[2] * s[3], out[3] = s[3];
-    } else {                                // (A,C,R,S): S fastest
-        out[0] = s[1] * s[2] * s[3], out[1] = s[2] * s[3], out[2] = s[3], out[3] = 1;
-    }
+// t's element strides taken in (outer, channel, row, column) order through the layout's axes.
+static void conv_strides(const tdm_tensor *t, const int *ax, int64_t out[4]) {
+    out[0] = t->stride[0], out[1] = t->stride[ax[0]], out[2] = t->stride[ax[1]],
+    out[3] = t->stride[ax[2]];
 }
 
 static conv_dims conv_dims_of(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *y,
                               const tdm_conv2d_params *p) {
     conv_dims d;
-    conv_strides(x->shape, p->layout, d.xs);
-    conv_strides(w->shape, p->layout, d.ws);
-    conv_strides(y->shape, p->layout, d.ys);
-    const bool nhwc = p->layout == TDM_CONV_LAYOUT_NHWC;
-    const int c = nhwc ? 3 : 1, h = nhwc ? 1 : 2, wd = nhwc ? 2 : 3;
+    const int *ax = tdm_conv_axes(p->layout);
+    const int c = ax[0], h = ax[1], wd = ax[2];
+    conv_strides(x, ax, d.xs);
+    conv_strides(w, ax, d.ws);
+    conv_strides(y, ax, d.ys);
     d.N = x->shape[0], d.C = x->shape[c], d.H = x->shape[h], d.W = x->shape[wd];
     d.O = w->shape[0], d.Cg = w->shape[c], d.kh = w->shape[h], d.kw = w->shape[wd];
     d.Og = d.O / p->groups;
