@@ -83,17 +83,20 @@ tdm_status tdm_cuda_bias_fill(void *y, const void *b, tdm_dtype dt, int64_t oute
     const unsigned grid = grid_for(n, 256);
     switch (dt) {
     case TDM_DTYPE_F32:
-        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((float *)y, (const float *)b, n, c, inner);
+        TDM_LAUNCH(grid, 256, 0, tdm_cuda_stream_here(), bias_fill_kernel)
+        ((float *)y, (const float *)b, n, c, inner);
         break;
     case TDM_DTYPE_F64:
-        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((double *)y, (const double *)b, n, c, inner);
+        TDM_LAUNCH(grid, 256, 0, tdm_cuda_stream_here(), bias_fill_kernel)
+        ((double *)y, (const double *)b, n, c, inner);
         break;
     case TDM_DTYPE_F16:
-        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((__half *)y, (const __half *)b, n, c, inner);
+        TDM_LAUNCH(grid, 256, 0, tdm_cuda_stream_here(), bias_fill_kernel)
+        ((__half *)y, (const __half *)b, n, c, inner);
         break;
     case TDM_DTYPE_BF16:
-        bias_fill_kernel<<<grid, 256, 0, tdm_cuda_stream_here()>>>((__nv_bfloat16 *)y, (const __nv_bfloat16 *)b, n, c,
-                                        inner);
+        TDM_LAUNCH(grid, 256, 0, tdm_cuda_stream_here(), bias_fill_kernel)
+        ((__nv_bfloat16 *)y, (const __nv_bfloat16 *)b, n, c, inner);
         break;
     default: return tdm_error_set(TDM_ERR_DTYPE, "bias fill: dtype %s", tdm_dtype_name(dt));
     }
@@ -141,11 +144,12 @@ __global__ void sum_channel_kernel(const TI *x, TO *out, int64_t outer, int64_t 
 template <typename TI, typename TO, typename A>
 static tdm_status sum_launch(const void *x, void *out, int64_t outer, int64_t c, int64_t inner) {
     if (inner == 1) {
-        sum_columns_kernel<TI, TO, A><<<(unsigned)((c + 31) / 32), dim3(32, 8), 0, tdm_cuda_stream_here()>>>(
-            (const TI *)x, (TO *)out, outer, c);
+        TDM_LAUNCH((unsigned)((c + 31) / 32), dim3(32, 8), 0, tdm_cuda_stream_here(),
+                   sum_columns_kernel<TI, TO, A>)
+        ((const TI *)x, (TO *)out, outer, c);
     } else {
-        sum_channel_kernel<TI, TO, A><<<(unsigned)c, 256, 0, tdm_cuda_stream_here()>>>((const TI *)x, (TO *)out, outer, c,
-                                                            inner);
+        TDM_LAUNCH((unsigned)c, 256, 0, tdm_cuda_stream_here(), sum_channel_kernel<TI, TO, A>)
+        ((const TI *)x, (TO *)out, outer, c, inner);
     }
     return CUDA_CHECK(cudaGetLastError());
 }

@@ -51,15 +51,15 @@ tdm_status tdm_cuda_copy_kernel(void *dst, const void *src, size_t nbytes, int d
     if ((((uintptr_t)d | (uintptr_t)s) & 15u) == 0) {
         vec = nbytes / 16;
         if (vec) {
-            copy_vec16_kernel<<<copy_grid(vec, device), COPY_THREADS, 0, stream>>>(
-                (uint4 *)d, (const uint4 *)s, vec);
+            TDM_LAUNCH(copy_grid(vec, device), COPY_THREADS, 0, stream, copy_vec16_kernel)
+            ((uint4 *)d, (const uint4 *)s, vec);
             TDM_TRY(CUDA_CHECK(cudaGetLastError()));
         }
     }
     size_t done = vec * 16, rest = nbytes - done;
     if (rest) {
-        copy_bytes_kernel<<<copy_grid(rest, device), COPY_THREADS, 0, stream>>>(d + done, s + done,
-                                                                                rest);
+        TDM_LAUNCH(copy_grid(rest, device), COPY_THREADS, 0, stream, copy_bytes_kernel)
+        (d + done, s + done, rest);
         TDM_TRY(CUDA_CHECK(cudaGetLastError()));
     }
     return TDM_OK;

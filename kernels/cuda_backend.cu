@@ -142,6 +142,9 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     out->l2_bytes = p.l2CacheSize;
     out->memory_bus_bits = p.memoryBusWidth;
     out->ecc = p.ECCEnabled ? 1 : 0;
+#ifdef TDM_CUDA_EMU
+    out->emulated = 1;   // built against suites/emu: the "device" is this CPU
+#endif
     int khz = 0;   // peak clocks (kHz): attributes, as CUDA 13 dropped them from cudaDeviceProp
     out->clock_sm_max_mhz =
         cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_index) == cudaSuccess

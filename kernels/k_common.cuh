@@ -252,8 +252,9 @@ tdm_status launch_map(int64_t n, map_ptrs<T, NI, NO> p, F f) {
     for (int k = 0; k < NO; k++) vec = vec && (!p.out[k] || aligned16(p.out[k]));
     const int threads = 256;
     const int64_t items = vec ? n / vec_width<T>::n + n % vec_width<T>::n : n;
-    k_map<T, NI, NO, F, A><<<cuda_grid_blocks(items, threads), threads, 0, cuda_stream_current()>>>(
-        n, p, f, vec);
+    TDM_LAUNCH(cuda_grid_blocks(items, threads), threads, 0, cuda_stream_current(),
+               k_map<T, NI, NO, F, A>)
+    (n, p, f, vec);
     return CUDA_LAUNCH_CHECK();
 }
 

@@ -39,8 +39,8 @@ template <typename S> static tdm_status cast_from(tdm_tensor *dst, const tdm_ten
     const int64_t n = src->numel;
     const int threads = 256;
     TDM_DISPATCH_ALL(dst->dtype, "cast", D,
-                     k_cast<S, D><<<cuda_grid_blocks(n, threads), threads, 0,
-                                    cuda_stream_current()>>>(n, cptr<S>(src), mptr<D>(dst)));
+                     TDM_LAUNCH(cuda_grid_blocks(n, threads), threads, 0, cuda_stream_current(),
+                                k_cast<S, D>)(n, cptr<S>(src), mptr<D>(dst)));
     return CUDA_LAUNCH_CHECK();
 }
 
@@ -220,8 +220,9 @@ static tdm_status bcast_t(const tdm_tensor *a, const tdm_tensor *b, double alpha
     if (MODE != BC_EXPAND) bcast_strides(b, y, L.sb);
     else for (int d = 0; d < y->ndim; d++) L.sb[d] = 0;
     const int threads = 256;
-    k_bcast<T, MODE><<<cuda_grid_blocks(y->numel, threads), threads, 0, cuda_stream_current()>>>(
-        y->numel, L, cptr<T>(a), MODE == BC_EXPAND ? cptr<T>(a) : cptr<T>(b), mptr<T>(y), alpha);
+    TDM_LAUNCH(cuda_grid_blocks(y->numel, threads), threads, 0, cuda_stream_current(),
+               k_bcast<T, MODE>)
+    (y->numel, L, cptr<T>(a), MODE == BC_EXPAND ? cptr<T>(a) : cptr<T>(b), mptr<T>(y), alpha);
     return CUDA_LAUNCH_CHECK();
 }
 

@@ -41,11 +41,11 @@ tdm_status cuda_embedding(const tdm_tensor *idx, const tdm_tensor *w, tdm_tensor
     const unsigned blocks = cuda_grid_blocks(n * D, 256);
     tdm_status s = TDM_OK;
     switch (w->dtype) {
-#define EMB(DT, T)                                                                           \
-    case DT:                                                                                 \
-        k_embedding<T><<<blocks, 256, 0, cuda_stream_current()>>>(                           \
-            n, V, D, tdm_data_c(idx), i64, cptr<T>(w), mptr<T>(y), (long long *)tdm_data(flag)); \
-        s = CUDA_LAUNCH_CHECK();                                                             \
+#define EMB(DT, T)                                                                            \
+    case DT:                                                                                  \
+        TDM_LAUNCH(blocks, 256, 0, cuda_stream_current(), k_embedding<T>)                     \
+        (n, V, D, tdm_data_c(idx), i64, cptr<T>(w), mptr<T>(y), (long long *)tdm_data(flag)); \
+        s = CUDA_LAUNCH_CHECK();                                                              \
         break;
         EMB(TDM_DTYPE_F32, float)
         EMB(TDM_DTYPE_F16, __half)
@@ -95,13 +95,14 @@ static tdm_status embedding_bwd_t(const tdm_tensor *gy, const tdm_tensor *idx, i
     const cudaStream_t s = cuda_stream_current();
     tdm_status st_ = CUDA_CHECK(cudaMemsetAsync(pa, 0, (size_t)gw->numel * sizeof(A), s));
     if (st_ == TDM_OK && n * D > 0) {
-        k_embedding_bwd<T, A><<<cuda_grid_blocks(n * D, 256), 256, 0, s>>>(
-            n, V, D, tdm_data_c(idx), idx->dtype == TDM_DTYPE_I64, padding_idx, cptr<T>(gy), pa,
-            (long long *)tdm_data(flag));
+        TDM_LAUNCH(cuda_grid_blocks(n * D, 256), 256, 0, s, k_embedding_bwd<T, A>)
+        (n, V, D, tdm_data_c(idx), idx->dtype == TDM_DTYPE_I64, padding_idx, cptr<T>(gy), pa,
+         (long long *)tdm_data(flag));
         st_ = CUDA_LAUNCH_CHECK();
     }
     if (st_ == TDM_OK && !direct) {
-        k_round<T, A><<<cuda_grid_blocks(gw->numel, 256), 256, 0, s>>>(gw->numel, pa, mptr<T>(gw));
+        TDM_LAUNCH(cuda_grid_blocks(gw->numel, 256), 256, 0, s, k_round<T, A>)
+        (gw->numel, pa, mptr<T>(gw));
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(acc);

@@ -55,13 +55,13 @@ tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_t
     const cudaStream_t s = cuda_stream_current();
     TDM_DISPATCH_FLOAT(x->dtype, "layer_norm", T, {
         if (warp)
-            k_layer_norm<true, T><<<norm_blocks(R, true), NORM_THREADS, 0, s>>>(
-                R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
-                any_m(rstd));
+            TDM_LAUNCH(norm_blocks(R, true), NORM_THREADS, 0, s, k_layer_norm<true, T>)
+            (R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
+             any_m(rstd));
         else
-            k_layer_norm<false, T><<<norm_blocks(R, false), NORM_THREADS, 0, s>>>(
-                R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
-                any_m(rstd));
+            TDM_LAUNCH(norm_blocks(R, false), NORM_THREADS, 0, s, k_layer_norm<false, T>)
+            (R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
+             any_m(rstd));
     });
     return CUDA_LAUNCH_CHECK();
 }
@@ -151,11 +151,11 @@ static tdm_status layer_norm_bwd_t(const tdm_tensor *gy, const tdm_tensor *x, co
     const cudaStream_t s = cuda_stream_current();
     if (gx && R > 0) {
         if (K <= 1024)
-            k_layer_norm_bwd<true, T><<<norm_blocks(R, true), NORM_THREADS, 0, s>>>(
-                R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
+            TDM_LAUNCH(norm_blocks(R, true), NORM_THREADS, 0, s, k_layer_norm_bwd<true, T>)
+            (R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
         else
-            k_layer_norm_bwd<false, T><<<norm_blocks(R, false), NORM_THREADS, 0, s>>>(
-                R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
+            TDM_LAUNCH(norm_blocks(R, false), NORM_THREADS, 0, s, k_layer_norm_bwd<false, T>)
+            (R, K, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(mean), any_c(rstd), mptr<T>(gx));
         TDM_TRY(CUDA_LAUNCH_CHECK());
     }
     if ((!gw && !gb) || K == 0) return TDM_OK;
@@ -170,12 +170,12 @@ static tdm_status layer_norm_bwd_t(const tdm_tensor *gy, const tdm_tensor *x, co
     if (splits > 1 && !(part = cuda_scratch(x, K * splits * 2, acc_dtype(x->dtype))))
         return tdm_last_status();
     A *pp = part ? (A *)tdm_data(part) : NULL;
-    k_layer_norm_params<T><<<dim3((unsigned)bx, (unsigned)splits), dim3(32, 8), 0, s>>>(
-        R, K, cptr<T>(gy), cptr<T>(x), any_c(mean), any_c(rstd), any_m(gw), any_m(gb), pp, splits);
+    TDM_LAUNCH(dim3((unsigned)bx, (unsigned)splits), dim3(32, 8), 0, s, k_layer_norm_params<T>)
+    (R, K, cptr<T>(gy), cptr<T>(x), any_c(mean), any_c(rstd), any_m(gw), any_m(gb), pp, splits);
     tdm_status st_ = CUDA_LAUNCH_CHECK();
     if (st_ == TDM_OK && splits > 1) {
-        k_layer_norm_params_finish<A><<<cuda_grid_blocks(K, 256), 256, 0, s>>>(K, splits, pp,
-                                                                             any_m(gw), any_m(gb));
+        TDM_LAUNCH(cuda_grid_blocks(K, 256), 256, 0, s, k_layer_norm_params_finish<A>)
+        (K, splits, pp, any_m(gw), any_m(gb));
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(part);
@@ -270,14 +270,13 @@ tdm_status cuda_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean,
 #define BN_FWD(DT, T)                                                                          \
     case DT: {                                                                                 \
         typedef acc_t<T> A;                                                                    \
-        k_bn_stats<T><<<cb, 512, 0, s>>>(N, C, S, cptr<T>(x), any_m(running_mean),             \
-                                         any_m(running_var), any_c(w), any_c(b), training,     \
-                                         momentum, (A)eps, any_m(save_mean),                 \
-                                         any_m(save_invstd), (A *)tdm_data(ch));               \
+        TDM_LAUNCH(cb, 512, 0, s, k_bn_stats<T>)                                               \
+        (N, C, S, cptr<T>(x), any_m(running_mean), any_m(running_var), any_c(w), any_c(b),     \
+         training, momentum, (A)eps, any_m(save_mean), any_m(save_invstd), (A *)tdm_data(ch)); \
         st_ = CUDA_LAUNCH_CHECK();                                                             \
         if (st_ == TDM_OK && x->numel > 0) {                                                   \
-            k_bn_apply<T><<<cuda_grid_blocks(x->numel, 256), 256, 0, s>>>(                    \
-                x->numel, C, S, cptr<T>(x), (const A *)tdm_data_c(ch), mptr<T>(y));            \
+            TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_apply<T>)              \
+            (x->numel, C, S, cptr<T>(x), (const A *)tdm_data_c(ch), mptr<T>(y));               \
             st_ = CUDA_LAUNCH_CHECK();                                                         \
         }                                                                                      \
     } break;
@@ -363,19 +362,19 @@ tdm_status cuda_batch_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
     const unsigned cb = (unsigned)(C < 65535 * 16 ? C : 65535 * 16);
     tdm_status st_ = TDM_OK;
     switch (x->dtype) {
-#define BN_BWD(DT, T)                                                                          \
-    case DT: {                                                                                 \
-        typedef acc_t<T> A;                                                                    \
-        k_bn_bwd_stats<T><<<cb, 512, 0, s>>>(N, C, S, cptr<T>(gy), cptr<T>(x), any_c(w),       \
-                                             any_c(save_mean), any_c(save_invstd), any_m(gw),   \
-                                             any_m(gb), (A *)tdm_data(ch));                    \
-        st_ = CUDA_LAUNCH_CHECK();                                                             \
-        if (st_ == TDM_OK && gx && x->numel > 0) {                                             \
-            k_bn_bwd_apply<T><<<cuda_grid_blocks(x->numel, 256), 256, 0, s>>>(                 \
-                x->numel, C, S, cptr<T>(gy), cptr<T>(x), (const A *)tdm_data_c(ch),            \
-                training, mptr<T>(gx));                                                        \
-            st_ = CUDA_LAUNCH_CHECK();                                                         \
-        }                                                                                      \
+#define BN_BWD(DT, T)                                                                      \
+    case DT: {                                                                             \
+        typedef acc_t<T> A;                                                                \
+        TDM_LAUNCH(cb, 512, 0, s, k_bn_bwd_stats<T>)                                       \
+        (N, C, S, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(save_mean), any_c(save_invstd), \
+         any_m(gw), any_m(gb), (A *)tdm_data(ch));                                         \
+        st_ = CUDA_LAUNCH_CHECK();                                                         \
+        if (st_ == TDM_OK && gx && x->numel > 0) {                                         \
+            TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_bwd_apply<T>)      \
+            (x->numel, C, S, cptr<T>(gy), cptr<T>(x), (const A *)tdm_data_c(ch), training, \
+             mptr<T>(gx));                                                                 \
+            st_ = CUDA_LAUNCH_CHECK();                                                     \
+        }                                                                                  \
     } break;
         BN_BWD(TDM_DTYPE_F32, float)
         BN_BWD(TDM_DTYPE_F16, __half)

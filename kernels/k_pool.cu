@@ -103,8 +103,8 @@ tdm_status cuda_max_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_
     TDM_TRY(cuda_use_device(x));
     const pool_geom g = pool_geom_of(x, y, p);
     TDM_DISPATCH_FLOAT(x->dtype, "max_pool2d", T,
-                       k_max_pool<T><<<cuda_grid_blocks(y->numel, 256), 256, 0,
-                                       cuda_stream_current()>>>(g, cptr<T>(x), mptr<T>(y), NULL));
+                       TDM_LAUNCH(cuda_grid_blocks(y->numel, 256), 256, 0, cuda_stream_current(),
+                                  k_max_pool<T>)(g, cptr<T>(x), mptr<T>(y), NULL));
     return CUDA_LAUNCH_CHECK();
 }
 
@@ -120,18 +120,18 @@ tdm_status cuda_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
     const cudaStream_t s = cuda_stream_current();
     tdm_status st_ = TDM_OK;
     switch (x->dtype) {
-#define MP_BWD(DT, T)                                                                         \
-    case DT:                                                                                  \
-        if (gy->numel > 0) {                                                                  \
-            k_max_pool<T><<<cuda_grid_blocks(gy->numel, 256), 256, 0, s>>>(                   \
-                g, cptr<T>(x), NULL, (int32_t *)tdm_data(arg));                               \
-            st_ = CUDA_LAUNCH_CHECK();                                                        \
-        }                                                                                     \
-        if (st_ == TDM_OK) {                                                                  \
-            k_max_pool_bwd<T><<<cuda_grid_blocks(gx->numel, 256), 256, 0, s>>>(               \
-                g, cptr<T>(gy), (const int32_t *)tdm_data_c(arg), mptr<T>(gx));               \
-            st_ = CUDA_LAUNCH_CHECK();                                                        \
-        }                                                                                     \
+#define MP_BWD(DT, T)                                                                  \
+    case DT:                                                                           \
+        if (gy->numel > 0) {                                                           \
+            TDM_LAUNCH(cuda_grid_blocks(gy->numel, 256), 256, 0, s, k_max_pool<T>)     \
+            (g, cptr<T>(x), NULL, (int32_t *)tdm_data(arg));                           \
+            st_ = CUDA_LAUNCH_CHECK();                                                 \
+        }                                                                              \
+        if (st_ == TDM_OK) {                                                           \
+            TDM_LAUNCH(cuda_grid_blocks(gx->numel, 256), 256, 0, s, k_max_pool_bwd<T>) \
+            (g, cptr<T>(gy), (const int32_t *)tdm_data_c(arg), mptr<T>(gx));           \
+            st_ = CUDA_LAUNCH_CHECK();                                                 \
+        }                                                                              \
         break;
         MP_BWD(TDM_DTYPE_F32, float)
         MP_BWD(TDM_DTYPE_F16, __half)
@@ -209,8 +209,8 @@ tdm_status cuda_avg_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_
     TDM_TRY(cuda_use_device(x));
     const pool_geom g = pool_geom_of(x, y, p);
     TDM_DISPATCH_FLOAT(x->dtype, "avg_pool2d", T,
-                       k_avg_pool<T><<<cuda_grid_blocks(y->numel, 256), 256, 0,
-                                       cuda_stream_current()>>>(g, cptr<T>(x), mptr<T>(y)));
+                       TDM_LAUNCH(cuda_grid_blocks(y->numel, 256), 256, 0, cuda_stream_current(),
+                                  k_avg_pool<T>)(g, cptr<T>(x), mptr<T>(y)));
     return CUDA_LAUNCH_CHECK();
 }
 
@@ -220,7 +220,7 @@ tdm_status cuda_avg_pool2d_backward(const tdm_tensor *gy, const tdm_pool2d_param
     TDM_TRY(cuda_use_device(gx));
     const pool_geom g = pool_geom_of(gx, gy, p);
     TDM_DISPATCH_FLOAT(gx->dtype, "avg_pool2d_backward", T,
-                       k_avg_pool_bwd<T><<<cuda_grid_blocks(gx->numel, 256), 256, 0,
-                                           cuda_stream_current()>>>(g, cptr<T>(gy), mptr<T>(gx)));
+                       TDM_LAUNCH(cuda_grid_blocks(gx->numel, 256), 256, 0, cuda_stream_current(),
+                                  k_avg_pool_bwd<T>)(g, cptr<T>(gy), mptr<T>(gx)));
     return CUDA_LAUNCH_CHECK();
 }

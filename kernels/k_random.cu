@@ -38,11 +38,13 @@ static tdm_status rand_fill(tdm_tensor *t, uint64_t seed, uint64_t offset, bool 
     const unsigned blocks = cuda_grid_blocks(normal ? n : (n + 3) / 4, threads);
     const cudaStream_t s = cuda_stream_current();
     if (normal)
-        TDM_DISPATCH_FLOAT(t->dtype, "randn", T,
-                           k_rand_normal<T><<<blocks, threads, 0, s>>>(n, seed, offset, mptr<T>(t)))
+        TDM_DISPATCH_FLOAT(
+            t->dtype, "randn", T,
+            TDM_LAUNCH(blocks, threads, 0, s, k_rand_normal<T>)(n, seed, offset, mptr<T>(t)))
     else
-        TDM_DISPATCH_FLOAT(t->dtype, "rand", T,
-                           k_rand_uniform<T><<<blocks, threads, 0, s>>>(n, seed, offset, mptr<T>(t)))
+        TDM_DISPATCH_FLOAT(
+            t->dtype, "rand", T,
+            TDM_LAUNCH(blocks, threads, 0, s, k_rand_uniform<T>)(n, seed, offset, mptr<T>(t)))
     return CUDA_LAUNCH_CHECK();
 }
 
@@ -85,7 +87,7 @@ tdm_status cuda_dropout(const tdm_tensor *x, double p, uint64_t seed, uint64_t o
     const int threads = 256;
     const unsigned blocks = cuda_grid_blocks((n + 3) / 4, threads);
     TDM_DISPATCH_FLOAT(x->dtype, "dropout", T,
-                       k_dropout<T><<<blocks, threads, 0, cuda_stream_current()>>>(
+                       TDM_LAUNCH(blocks, threads, 0, cuda_stream_current(), k_dropout<T>)(
                            n, cptr<T>(x), mptr<T>(y), seed, offset, threshold, scale));
     return CUDA_LAUNCH_CHECK();
 }

@@ -170,8 +170,9 @@ static tdm_status reduce_t(const tdm_tensor *x, const red_layout &L, double scal
     A *pp = part ? (A *)tdm_data(part) : NULL;
     if (L.inner_reduced) {
         const int threads = 256;
-        k_reduce_rows<T><<<cuda_grid_blocks(L.nout * splits * 32, threads), threads, 0, stream>>>(
-            L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
+        TDM_LAUNCH(cuda_grid_blocks(L.nout * splits * 32, threads), threads, 0, stream,
+                   k_reduce_rows<T>)
+        (L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
     } else {
         const int64_t bx = (L.nout + 31) / 32;
         if (bx > 2147483647LL) {
@@ -179,13 +180,13 @@ static tdm_status reduce_t(const tdm_tensor *x, const red_layout &L, double scal
             return tdm_error_set(TDM_ERR_ARG, "reduce: %lld outputs: too many for one launch",
                                  (long long)L.nout);
         }
-        k_reduce_cols<T><<<dim3((unsigned)bx, (unsigned)splits), dim3(32, 8), 0, stream>>>(
-            L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
+        TDM_LAUNCH(dim3((unsigned)bx, (unsigned)splits), dim3(32, 8), 0, stream, k_reduce_cols<T>)
+        (L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
     }
     tdm_status s = CUDA_LAUNCH_CHECK();
     if (s == TDM_OK && splits > 1) {
-        k_reduce_finish<T><<<cuda_grid_blocks(L.nout, 256), 256, 0, stream>>>(
-            L.nout, splits, pp, mptr<T>(y), (A)scale, (A)div);
+        TDM_LAUNCH(cuda_grid_blocks(L.nout, 256), 256, 0, stream, k_reduce_finish<T>)
+        (L.nout, splits, pp, mptr<T>(y), (A)scale, (A)div);
         s = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(part);   // stream-ordered: the caching allocator reuses it after these

@@ -126,16 +126,24 @@ static tdm_status softmax_t(const tdm_tensor *gy, const tdm_tensor *x, int dim, 
     T *po = mptr<T>(out);
     if (inner > 1) {
         const unsigned b = cuda_grid_blocks(outer * inner, 256);
-        if (gy) k_softmax_bwd_cols<T><<<b, 256, 0, s>>>(outer, n, inner, pg, px, po, log_);
-        else k_softmax_cols<T><<<b, 256, 0, s>>>(outer, n, inner, px, po, log_);
+        if (gy)
+            TDM_LAUNCH(b, 256, 0, s, k_softmax_bwd_cols<T>)(outer, n, inner, pg, px, po, log_);
+        else
+            TDM_LAUNCH(b, 256, 0, s, k_softmax_cols<T>)(outer, n, inner, px, po, log_);
     } else if (n <= 1024) {
         const unsigned b = row_blocks(outer, true);
-        if (gy) k_softmax_bwd_rows<true, T><<<b, ROW_THREADS, 0, s>>>(outer, n, pg, px, po, log_);
-        else k_softmax_rows<true, T><<<b, ROW_THREADS, 0, s>>>(outer, n, px, po, log_);
+        if (gy)
+            TDM_LAUNCH(b, ROW_THREADS, 0, s, k_softmax_bwd_rows<true, T>)
+            (outer, n, pg, px, po, log_);
+        else
+            TDM_LAUNCH(b, ROW_THREADS, 0, s, k_softmax_rows<true, T>)(outer, n, px, po, log_);
     } else {
         const unsigned b = row_blocks(outer, false);
-        if (gy) k_softmax_bwd_rows<false, T><<<b, ROW_THREADS, 0, s>>>(outer, n, pg, px, po, log_);
-        else k_softmax_rows<false, T><<<b, ROW_THREADS, 0, s>>>(outer, n, px, po, log_);
+        if (gy)
+            TDM_LAUNCH(b, ROW_THREADS, 0, s, k_softmax_bwd_rows<false, T>)
+            (outer, n, pg, px, po, log_);
+        else
+            TDM_LAUNCH(b, ROW_THREADS, 0, s, k_softmax_rows<false, T>)(outer, n, px, po, log_);
     }
     return CUDA_LAUNCH_CHECK();
 }
@@ -187,10 +195,11 @@ static tdm_status sum_all(const tdm_tensor *like, int64_t n, F f, T *out, Fin fi
     tdm_tensor *part = cuda_scratch(like, blocks, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32);
     if (!part) return tdm_last_status();
     const cudaStream_t s = cuda_stream_current();
-    k_sum_blocks<A, F><<<blocks, SUM_THREADS, 0, s>>>(n, f, (A *)tdm_data(part));
+    TDM_LAUNCH(blocks, SUM_THREADS, 0, s, k_sum_blocks<A, F>)(n, f, (A *)tdm_data(part));
     tdm_status st_ = CUDA_LAUNCH_CHECK();
     if (st_ == TDM_OK) {
-        k_sum_final<T, A, Fin><<<1, 1024, 0, s>>>((int)blocks, (const A *)tdm_data_c(part), out, fin);
+        TDM_LAUNCH(1, 1024, 0, s, k_sum_final<T, A, Fin>)
+        ((int)blocks, (const A *)tdm_data_c(part), out, fin);
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(part);
@@ -344,11 +353,11 @@ static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const
     tdm_status st_ = TDM_OK;
     if (a.R > 0) {
         if (warp)
-            k_ce_rows<true, T><<<row_blocks(a.R, true), ROW_THREADS, 0, s>>>(
-                a, cptr<T>(logits), q, w, lo, rl, rd, fl);
+            TDM_LAUNCH(row_blocks(a.R, true), ROW_THREADS, 0, s, k_ce_rows<true, T>)
+            (a, cptr<T>(logits), q, w, lo, rl, rd, fl);
         else
-            k_ce_rows<false, T><<<row_blocks(a.R, false), ROW_THREADS, 0, s>>>(
-                a, cptr<T>(logits), q, w, lo, rl, rd, fl);
+            TDM_LAUNCH(row_blocks(a.R, false), ROW_THREADS, 0, s, k_ce_rows<false, T>)
+            (a, cptr<T>(logits), q, w, lo, rl, rd, fl);
         st_ = CUDA_LAUNCH_CHECK();
     }
     if (st_ == TDM_OK && rows && red == TDM_REDUCTION_MEAN)
@@ -456,16 +465,16 @@ static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
     tdm_tensor *div = cuda_scratch(logits, a.R + 1, TDM_DTYPE_F64);
     if (!div) return tdm_last_status();
     double *rd = (double *)tdm_data(div), *dsum = rd + a.R;
-    k_ce_divisors<T><<<cuda_grid_blocks(a.R, 256), 256, 0, s>>>(a, w, rd, fl);
+    TDM_LAUNCH(cuda_grid_blocks(a.R, 256), 256, 0, s, k_ce_divisors<T>)(a, w, rd, fl);
     tdm_status st_ = CUDA_LAUNCH_CHECK();
     if (st_ == TDM_OK && red == TDM_REDUCTION_MEAN) st_ = ce_divisor_sum(logits, a.R, rd, dsum);
     if (st_ == TDM_OK) {
         if (warp)
-            k_ce_bwd_rows<true, T><<<row_blocks(a.R, true), ROW_THREADS, 0, s>>>(
-                a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
+            TDM_LAUNCH(row_blocks(a.R, true), ROW_THREADS, 0, s, k_ce_bwd_rows<true, T>)
+            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
         else
-            k_ce_bwd_rows<false, T><<<row_blocks(a.R, false), ROW_THREADS, 0, s>>>(
-                a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
+            TDM_LAUNCH(row_blocks(a.R, false), ROW_THREADS, 0, s, k_ce_bwd_rows<false, T>)
+            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(div);   // stream-ordered: reused only by later work on this stream
