@@ -20,7 +20,9 @@ const struct tdm_backend_ops *tdm_backend_get(tdm_device_type type) {
 
 const char *tdm_build_info(void) {
     return "tandem 0.1 (C11"
-#ifdef TDM_HAVE_CUDA
+#if defined(TDM_CUDA_EMU)
+           ", backends: cpu reference, cuda on the EMULATED device (CPU; tests only)"
+#elif defined(TDM_HAVE_CUDA)
            ", backends: cpu reference, cuda"
 #else
            ", backends: cpu reference"

@@ -103,6 +103,8 @@ typedef struct {
     char driver_version[32];   // the NVIDIA driver, "550.54.15"
     char cublas_version[32], cudnn_version[32], nccl_version[32];   // "not linked" until used
     char nvml[128];            // "" when NVML answered, else why not
+    int emulated;              // 1: the emulated CUDA device on the CPU (suites/emu): no GPU
+                               // at all, its timings are not GPU figures (docs/EMULATION.md)
 } tdm_device_props;
 
 tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
