@@ -1,6 +1,7 @@
 /* error.c — the thread-local last error behind tdm_last_error(), and status names. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/tensor_impl.h"
 
@@ -8,10 +9,15 @@ static _Thread_local char last_msg[1024];
 static _Thread_local tdm_status last_status;
 
 tdm_status tdm_error_set(tdm_status s, const char *fmt, ...) {
+    // Formatted into a buffer of its own first: callers add context to the error they got,
+    // tdm_error_set(s, "step %d: %s", i, tdm_last_error()), and vsnprintf into the buffer it
+    // reads from is undefined (glibc garbles it: "step 0: step 0: tropy: ...").
+    char msg[sizeof last_msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_msg, msg, sizeof msg);
     last_status = s;
     return s;
 }

@@ -2,8 +2,47 @@
  * public stats query (dispatched to the device's backend), and the tracker scope that reports
  * the peak and the net change of allocated bytes inside it. */
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "core/tensor_impl.h"
+
+// ---- the cap on one allocation -----------------------------------------------------------
+
+// Read once: the machine's physical memory in bytes (0 when unknown), and the cap, lowered by
+// TANDEM_MAX_ALLOC_BYTES (bytes) where a node is shared or a fuzzer replays hostile files.
+static pthread_once_t limits_once = PTHREAD_ONCE_INIT;
+static size_t machine_memory, alloc_cap = TDM_MAX_ALLOC_BYTES;
+
+static void limits_read(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (size_t)pages <= SIZE_MAX / (size_t)page)
+        machine_memory = (size_t)pages * (size_t)page;
+    const char *v = getenv("TANDEM_MAX_ALLOC_BYTES");
+    if (!v) return;
+    char *end;
+    unsigned long long cap = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || cap == 0)
+        fprintf(stderr, "tandem: ignoring TANDEM_MAX_ALLOC_BYTES=%s (expected a number of bytes)\n", v);
+    else if (cap < TDM_MAX_ALLOC_BYTES)   // it lowers the cap, never raises it
+        alloc_cap = (size_t)cap;
+}
+
+tdm_status tdm_alloc_check(const char *what, int64_t count, size_t elem_size, bool host) {
+    pthread_once(&limits_once, limits_read);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (count < 0) return tdm_error_set(TDM_ERR_ARG, "%s: negative size %lld", what, (long long)count);
+    if (elem_size && (uint64_t)count > alloc_cap / elem_size)
+        return tdm_error_set(TDM_ERR_OOM, "%s: %lld x %zu bytes are over tandem's cap of %.4g GiB "
+                             "on one allocation", what, (long long)count, elem_size, alloc_cap / gib);
+    size_t bytes = (size_t)count * elem_size;
+    if (host && machine_memory && bytes > machine_memory)
+        return tdm_error_set(TDM_ERR_OOM, "%s: %zu bytes (%.1f GiB) are more than this machine's "
+                             "memory (%.1f GiB)", what, bytes, bytes / gib, machine_memory / gib);
+    return TDM_OK;
+}
 
 // ---- the counters the backends keep --------------------------------------------------------
 

@@ -2,6 +2,7 @@
  * Layout: u64 little-endian header length N, N bytes of JSON header, then the data buffer; each
  * header entry gives dtype, shape and [begin, end) offsets into the buffer. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,53 @@ static tdm_status st_parse_entry(const cJSON *item, uint64_t data_size, st_entry
     return TDM_OK;
 }
 
+static int st_by_offsets(const void *a, const void *b) {
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+// The format requires the tensors to tile the data buffer exactly, as safetensors' own reader
+// checks: sorted by offsets, each begins where the previous ended, the first at 0 and the last
+// at the buffer's end. Overlapping tensors (two names over the same bytes), gaps and trailing
+// bytes all mean a file that was not written as it claims.
+static tdm_status st_check_tiling(const tdm_safetensors *st, char *why, size_t nwhy) {
+    const st_entry **order = malloc(((size_t)st->n + 1) * sizeof *order);
+    if (!order) {
+        snprintf(why, nwhy, "out of memory");
+        return TDM_ERR_OOM;
+    }
+    for (int i = 0; i < st->n; i++) order[i] = &st->entries[i];
+    qsort(order, (size_t)st->n, sizeof *order, st_by_offsets);
+    uint64_t at = 0;
+    tdm_status s = TDM_OK;
+    for (int i = 0; i < st->n && s == TDM_OK; i++) {
+        if (order[i]->begin != at) {
+            if (order[i]->begin < at)
+                snprintf(why, nwhy, "tensor '%.64s': data_offsets [%llu, %llu] overlap '%.64s' "
+                         "(safetensors tensors must tile the data exactly)", order[i]->name,
+                         (unsigned long long)order[i]->begin, (unsigned long long)order[i]->end,
+                         order[i - 1]->name);
+            else
+                snprintf(why, nwhy, "tensor '%.64s': data_offsets [%llu, %llu] leave bytes [%llu, "
+                         "%llu) unused (safetensors tensors must tile the data exactly)",
+                         order[i]->name, (unsigned long long)order[i]->begin,
+                         (unsigned long long)order[i]->end, (unsigned long long)at,
+                         (unsigned long long)order[i]->begin);
+            s = TDM_ERR_FORMAT;
+        }
+        at = order[i]->end;
+    }
+    if (s == TDM_OK && at != st->data_size) {
+        snprintf(why, nwhy, "the tensors end at byte %llu of the %llu-byte data (safetensors "
+                 "tensors must tile the data exactly)", (unsigned long long)at,
+                 (unsigned long long)st->data_size);
+        s = TDM_ERR_FORMAT;
+    }
+    free(order);
+    return s;
+}
+
 tdm_safetensors *tdm_safetensors_open(const char *path) {
     tdm_safetensors *st = calloc(1, sizeof *st);
     if (!st) {
@@ -120,17 +168,27 @@ tdm_safetensors *tdm_safetensors_open(const char *path) {
         return NULL;
     }
     st->path = strdup(path);
-    st->f = fopen(path, "rb");
-    if (!st->f) {
+    // Opened without blocking, and checked to be a regular file before anything is read:
+    // fopen of a FIFO waits for a writer forever (a device or a directory is no case either).
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         int err = errno;
         tdm_safetensors_close(st);
         tdm_error_set(TDM_ERR_IO, "%s: cannot open: %s", path, strerror(err));
         return NULL;
     }
     struct stat sb;
-    if (fstat(fileno(st->f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
         tdm_safetensors_close(st);
         tdm_error_set(TDM_ERR_IO, "%s: not a regular file", path);
+        return NULL;
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(st->f = fdopen(fd, "rb"))) {
+        int err = errno;
+        close(fd);
+        tdm_safetensors_close(st);
+        tdm_error_set(TDM_ERR_IO, "%s: cannot open: %s", path, strerror(err));
         return NULL;
     }
     uint64_t fsize = (uint64_t)sb.st_size;
@@ -208,6 +266,10 @@ tdm_safetensors *tdm_safetensors_open(const char *path) {
         st->n++;
     }
     cJSON_Delete(root);
+    if (st_check_tiling(st, why, sizeof why) != TDM_OK) {
+        st_fail(st, path, "%s", why);
+        return NULL;
+    }
     return st;
 }
 
@@ -249,7 +311,10 @@ tdm_tensor *tdm_safetensors_get(const tdm_safetensors *st, const char *name, tdm
         return NULL;
     }
     tdm_tensor *host = tdm_tensor_empty(e->ndim, e->shape, e->dtype, TDM_CPU);
-    if (!host) return NULL;
+    if (!host) {   // the file and the tensor named with why
+        tdm_error_set(tdm_last_status(), "%s: tensor '%s': %s", st->path, name, tdm_last_error());
+        return NULL;
+    }
     size_t n = (size_t)(e->end - e->begin);
     if (n && (fseeko(st->f, (off_t)(st->data_start + e->begin), SEEK_SET) != 0 ||
               fread(tdm_data(host), 1, n, st->f) != n)) {

@@ -8,9 +8,6 @@
 #include "core/tensor_impl.h"
 #include "core/profile_impl.h"
 
-// Refuse absurd sizes before asking any allocator (a hostile file can claim anything).
-#define TDM_MAX_TENSOR_BYTES ((size_t)1 << 40)
-
 int64_t tdm_shape_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
@@ -30,6 +27,30 @@ const struct tdm_backend_ops *tdm_backend_of(const tdm_tensor *t) { return t->st
 
 // ---- creation ----------------------------------------------------------------------------
 
+// A shape's dims must be non-negative, and their product with each 0 counted as 1, times the
+// element size, must fit the allocation cap: a zero-size tensor holds no bytes, but its strides
+// and the loops and scratch an op sizes from its other dims do not see the zero, so (0, 2^40,
+// 2^40) would overflow them. Within the cap, every product of dims fits an int64.
+static tdm_status shape_check(const char *op, int ndim, const int64_t *shape, size_t elem) {
+    int64_t extent = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return tdm_error_set(TDM_ERR_SHAPE, "%s: negative size %lld in dim %d", op,
+                                 (long long)shape[i], i);
+        int64_t d = shape[i] ? shape[i] : 1;
+        if (extent > (int64_t)(TDM_MAX_ALLOC_BYTES / elem) / d) {
+            char b[160];
+            bool empty = false;
+            for (int k = 0; k < ndim; k++) empty |= shape[k] == 0;
+            return tdm_error_set(TDM_ERR_OOM, "%s: shape %s too large (over %zu bytes%s)", op,
+                                 tdm_shape_str(ndim, shape, b, sizeof b), TDM_MAX_ALLOC_BYTES,
+                                 empty ? " with its 0 dims counted as 1" : "");
+        }
+        extent *= d;
+    }
+    return TDM_OK;
+}
+
 // A new tensor; host_be non-NULL: a cpu tensor whose memory comes from host_be->host_alloc
 // (kind, host_device), as tdm_tensor_empty_host_of promises.
 static tdm_tensor *tensor_new(int ndim, const int64_t *shape, tdm_dtype dt, tdm_device dev,
@@ -44,20 +65,11 @@ static tdm_tensor *tensor_new(int ndim, const int64_t *shape, tdm_dtype dt, tdm_
         return NULL;
     }
     size_t elem = tdm_dtype_size(dt);
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) {
-            tdm_error_set(TDM_ERR_SHAPE, "tensor: negative size %lld in dim %d",
-                          (long long)shape[i], i);
-            return NULL;
-        }
-        if (shape[i] > 0 && numel > (int64_t)(TDM_MAX_TENSOR_BYTES / elem) / shape[i]) {
-            tdm_error_set(TDM_ERR_OOM, "tensor: shape too large (over %zu bytes)",
-                          TDM_MAX_TENSOR_BYTES);
-            return NULL;
-        }
-        numel *= shape[i];
-    }
+    if (shape_check("tensor", ndim, shape, elem) != TDM_OK) return NULL;
+    int64_t numel = tdm_shape_numel(ndim, shape);
+    // Host memory is also checked against what the machine has; a device's allocator reports
+    // its own out-of-memory.
+    if (tdm_alloc_check("tensor", numel, elem, dev.type == TDM_DEVICE_CPU) != TDM_OK) return NULL;
     const struct tdm_backend_ops *be = tdm_backend_get(dev.type);
     if (!be) return NULL;
     if (dev.type != TDM_DEVICE_CPU && !tdm_device_available(dev)) return NULL;
@@ -201,12 +213,7 @@ tdm_tensor *tdm_tensor_reshape(const tdm_tensor *t, int ndim, const int64_t *sha
         tdm_error_set(TDM_ERR_SHAPE, "reshape: %d dims (at most %d)", ndim, TDM_MAX_DIMS);
         return NULL;
     }
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) {
-            tdm_error_set(TDM_ERR_SHAPE, "reshape: negative size in dim %d", i);
-            return NULL;
-        }
-    }
+    if (shape_check("reshape", ndim, shape, tdm_dtype_size(t->dtype)) != TDM_OK) return NULL;
     if (tdm_shape_numel(ndim, shape) != t->numel) {
         char a[96], b[96];
         tdm_error_set(TDM_ERR_SHAPE, "reshape: shape %s is invalid for input of shape %s",

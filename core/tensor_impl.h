@@ -75,6 +75,16 @@ tdm_tensor *tdm_tensor_empty_host_of(int ndim, const int64_t *shape, tdm_dtype d
                                      const struct tdm_backend_ops *host_be, tdm_host_kind kind,
                                      int host_device);
 int64_t tdm_shape_numel(int ndim, const int64_t *shape);
+
+// ---- the allocation cap (memory.c) ----
+// No allocation whose size a file or a command line decides is made before this check: a
+// hostile case file or argument can claim any size, and an allocator asked for it may
+// overcommit (and the process die touching it) or, under ASan, abort.
+#define TDM_MAX_ALLOC_BYTES ((size_t)1 << 40)
+// TDM_OK when `count` elements of `elem_size` bytes fit the cap (TDM_MAX_ALLOC_BYTES, or less
+// from the environment: TANDEM_MAX_ALLOC_BYTES) and, for host memory (`host`), the machine's
+// physical memory; else TDM_ERR_OOM with a message naming `what` and the sizes.
+tdm_status tdm_alloc_check(const char *what, int64_t count, size_t elem_size, bool host);
 // Where the channels, rows and columns sit in a 4-D tensor of a conv layout — x, the weight (its
 // C/g), y (its O) alike — as {c, h, w}: NCHW {1, 2, 3}, NHWC {3, 1, 2}. Core and the backends
 // read conv shapes through it.

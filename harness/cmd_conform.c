@@ -70,9 +70,7 @@ static bool parse_u64(const char *s, uint64_t *v) {
 // Prints the case's line; on failure writes the case file and names it.
 static bool report_case(const tdm_case *c, const tdm_case_report *rep, const char *fail_dir,
                         uint64_t seed, int64_t index, bool quiet) {
-    const tdm_case_check *w = &rep->check[0];
-    for (int k = 1; k < rep->n; k++)
-        if (rep->check[k].missing || rep->check[k].ratio > w->ratio) w = &rep->check[k];
+    const tdm_case_check *w = tdm_case_report_worst(rep);
     char file[1024] = "";
     if (!rep->pass) {
         mkdir(fail_dir, 0777);
@@ -85,18 +83,19 @@ static bool report_case(const tdm_case *c, const tdm_case_report *rep, const cha
     if (rep->pass && quiet) return true;
     char *attrs = cJSON_PrintUnformatted(c->attrs);
     if (w->missing)
-        printf("FAIL %s %s %s: %s missing or of the wrong shape", c->path, c->op,
-               tdm_dtype_name(c->dtype), w->name);
+        printf("FAIL %s %s %s: %s: %s", c->path, c->op, tdm_dtype_name(c->dtype), w->name, w->why);
     else
         printf("%s %s %s %s worst %s[%lld] actual %.9g expected %.9g bound %.3g ratio %.3g",
                rep->pass ? "PASS" : "FAIL", c->path, c->op, tdm_dtype_name(c->dtype), w->name,
                (long long)w->worst_index, w->actual, w->expected, w->bound, w->ratio);
     printf(" attrs %s\n", attrs ? attrs : "{}");
     free(attrs);
-    for (int k = 0; !rep->pass && k < rep->n; k++)
-        if (rep->check[k].n_fail && !rep->check[k].missing)
-            printf("     %s: %lld element(s) over the bound\n", rep->check[k].name,
-                   (long long)rep->check[k].n_fail);
+    for (int k = 0; !rep->pass && k < rep->n; k++) {
+        const tdm_case_check *ck = &rep->check[k];
+        if (ck->missing && ck != w) printf("     %s: %s\n", ck->name, ck->why);
+        else if (ck->n_fail && !ck->missing)
+            printf("     %s: %lld element(s) over the bound\n", ck->name, (long long)ck->n_fail);
+    }
     if (!rep->pass) printf("     case file: %s  (bench replay %s --device ...)\n", file, file);
     return rep->pass;
 }

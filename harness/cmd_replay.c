@@ -3,7 +3,6 @@
  * the expected values within the op's rounding-error bound. Exit 0 all pass, 1 any mismatch,
  * 2 bad input (a file that cannot be read or run, a bad argument). */
 #include <getopt.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +18,14 @@ static void replay_usage(FILE *f) {
             "  values within the bounds of docs/CONFORMANCE.md. Prints one line per case:\n"
             "  PASS|FAIL, the file, op, dtype, the worst element (tensor[index] actual expected),\n"
             "  its bound and error/bound ratio. --write-actual writes the actual results, under\n"
-            "  the same tensor names, to DIR/<file name>. --quiet prints failures and the summary.\n"
+            "  the same tensor names, to DIR/<file name> (refused when that is a case given, or\n"
+            "  when two cases share a file name). --quiet prints failures and the summary.\n"
             "  Exit: 0 all pass, 1 a mismatch, 2 bad input.\n");
+}
+
+static const char *file_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
 }
 
 static int write_actual(const char *dir, const char *path, const tdm_case_result *r) {
@@ -37,15 +42,42 @@ static int write_actual(const char *dir, const char *path, const tdm_case_result
             tp[n++] = t;
         }
     }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    snprintf(out, sizeof out, "%s/%s", dir, basename(tmp));
+    snprintf(out, sizeof out, "%s/%s", dir, file_name(path));
     const char *meta[] = {"format", "tandem-actual/1", "source", path};
     if (tdm_safetensors_save(out, n, np, tp, 2, meta) != TDM_OK) {
         fprintf(stderr, "bench replay: %s\n", tdm_last_error());
         return 2;
     }
     return 0;
+}
+
+// --write-actual writes DIR/<the case's file name>: refused before anything runs (exit 2) when
+// that file would be one of the cases given (DIR is a case's own folder) or when two different
+// cases share a file name (the second's actuals would replace the first's).
+static int check_actual_paths(const char *dir, int n, char *const *paths) {
+    struct stat *in = calloc((size_t)n + 1, sizeof *in);
+    bool *have = calloc((size_t)n + 1, sizeof *have);
+    int rc = in && have ? 0 : bench_bad("replay", "out of memory");
+    for (int i = 0; !rc && i < n; i++) have[i] = stat(paths[i], &in[i]) == 0;
+    for (int i = 0; !rc && i < n; i++) {
+        char out[4096];
+        struct stat ob;
+        snprintf(out, sizeof out, "%s/%s", dir, file_name(paths[i]));
+        bool exists = stat(out, &ob) == 0;
+        for (int j = 0; !rc && j < n; j++) {
+            bool same_in = have[i] && have[j] && in[i].st_dev == in[j].st_dev &&
+                           in[i].st_ino == in[j].st_ino;
+            if (exists && have[j] && ob.st_dev == in[j].st_dev && ob.st_ino == in[j].st_ino)
+                rc = bench_bad("replay", "--write-actual %s: the actual results of %s would "
+                               "replace the case %s", dir, paths[i], paths[j]);
+            else if (j < i && !same_in && !strcmp(file_name(paths[i]), file_name(paths[j])))
+                rc = bench_bad("replay", "--write-actual %s: %s and %s would both write %s",
+                               dir, paths[j], paths[i], out);
+        }
+    }
+    free(in);
+    free(have);
+    return rc;
 }
 
 int bench_replay(int argc, char **argv) {
@@ -82,6 +114,7 @@ int bench_replay(int argc, char **argv) {
         fprintf(stderr, "bench replay: --write-actual %s: not a directory\n", actual_dir);
         return 2;
     }
+    if (actual_dir && check_actual_paths(actual_dir, argc - optind, argv + optind) != 0) return 2;
     int n_pass = 0, n_fail = 0, n_bad = 0;
     for (int i = optind; i < argc; i++) {
         const char *path = argv[i];
@@ -104,23 +137,24 @@ int bench_replay(int argc, char **argv) {
             printf("ERROR %s (%s): %s\n", path, cs->op, tdm_last_error());
             n_bad++;
         } else {
-            const tdm_case_check *w = &rep.check[0];
-            for (int k = 1; k < rep.n; k++)
-                if (rep.check[k].missing || rep.check[k].ratio > w->ratio) w = &rep.check[k];
+            const tdm_case_check *w = tdm_case_report_worst(&rep);
             if (!rep.pass || !quiet) {
                 if (w->missing)
-                    printf("FAIL %s %s %s: %s missing or of the wrong shape\n", path, cs->op,
-                           tdm_dtype_name(cs->dtype), w->name);
+                    printf("FAIL %s %s %s: %s: %s\n", path, cs->op, tdm_dtype_name(cs->dtype),
+                           w->name, w->why);
                 else
                     printf("%s %s %s %s worst %s[%lld] actual %.9g expected %.9g bound %.3g "
                            "ratio %.3g%s\n",
                            rep.pass ? "PASS" : "FAIL", path, cs->op, tdm_dtype_name(cs->dtype),
                            w->name, (long long)w->worst_index, w->actual, w->expected, w->bound,
                            w->ratio, rep.pass ? "" : "  <- over its bound");
-                for (int k = 0; !rep.pass && k < rep.n; k++)
-                    if (rep.check[k].n_fail && !rep.check[k].missing)
-                        printf("     %s: %lld element(s) over the bound\n", rep.check[k].name,
-                               (long long)rep.check[k].n_fail);
+                for (int k = 0; !rep.pass && k < rep.n; k++) {
+                    const tdm_case_check *ck = &rep.check[k];
+                    if (ck->missing && ck != w) printf("     %s: %s\n", ck->name, ck->why);
+                    else if (ck->n_fail && !ck->missing)
+                        printf("     %s: %lld element(s) over the bound\n", ck->name,
+                               (long long)ck->n_fail);
+                }
             }
             if (rep.pass) n_pass++;
             else n_fail++;

@@ -3,11 +3,14 @@
  * synthetic task, with SGD/Adam/AdamW, optional autocast (fp16 with the gradient scaler, bf16),
  * gradient accumulation and activation checkpointing; prints a line per step and a summary, and
  * --dump writes the final state dict and the loss of every step. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,6 +92,23 @@ static bool parse_f64(const char *s, double *out) {
     if (*s == '\0' || *end != '\0' || !isfinite(v) || v < 0) return false;
     *out = v;
     return true;
+}
+
+// An output file must be writable before the training that produces it, not found unwritable
+// after it: the temp file the atomic writers put beside it (path.tmp.<pid>) is created and
+// removed, so a missing folder, a read-only place or a directory given as the file fail at once.
+static int check_output(const char *flag, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return bad("%s %s: is a directory", flag, path);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) return bad("%s %s: cannot write: %s", flag, path, strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    return 0;
 }
 
 // ---- data ---------------------------------------------------------------------------------
@@ -577,6 +597,8 @@ int bench_train(int argc, char **argv) {
         if (why) return bad("--graph %s", why);
     }
     if (!tdm_device_available(dev)) return bad("%s", tdm_last_error());
+    if ((a.dump && check_output("--dump", a.dump)) || (a.profile && check_output("--profile", a.profile)))
+        return 2;
     // Under mpirun/srun (a build with MPI) the ranks are the launched processes.
     tdm_dp_group *mpi_group = NULL;
     if (tdm_dp_mpi_launched()) {
@@ -601,6 +623,30 @@ int bench_train(int argc, char **argv) {
     if (!probe) {
         tdm_dp_group_free(mpi_group);
         return bad("--model: %s", tdm_last_error());
+    }
+    // A model with nothing to train is refused here, not at step 0 (and before the synthetic
+    // labels, whose cost grows with the model's output: cnn:3x32x32/flat has 3072 "classes").
+    if (tdm_module_parameters(probe, NULL, 0) == 0) {
+        tdm_module_free(probe);
+        tdm_dp_group_free(mpi_group);
+        return bad("--model %s: has no parameters to train", a.model);
+    }
+    // What the command line sizes is checked against the allocation cap and the machine's memory
+    // before any of it is made: a step's input rows (--batch, host and device), the losses (--steps).
+    int nd_in;
+    int64_t in_shape[TDM_MAX_DIMS];
+    double row_bytes = sizeof(float);   // one sample of the model's input, f32
+    tdm_status chk = tdm_nn_spec_input_shape(a.model, &nd_in, in_shape);
+    for (int i = 0; chk == TDM_OK && i < nd_in; i++) row_bytes *= (double)in_shape[i];
+    if (chk == TDM_OK && row_bytes > (double)TDM_MAX_ALLOC_BYTES)
+        chk = tdm_error_set(TDM_ERR_OOM, "--model: one input sample is %.3g bytes, over tandem's "
+                            "cap on one allocation", row_bytes);
+    if (chk == TDM_OK) chk = tdm_alloc_check("--batch", a.batch, (size_t)row_bytes, true);
+    if (chk == TDM_OK) chk = tdm_alloc_check("--steps", a.steps, sizeof(float), true);
+    if (chk != TDM_OK) {
+        tdm_module_free(probe);
+        tdm_dp_group_free(mpi_group);
+        return bad("%s", tdm_last_error());
     }
     dataset d = {0};
     int rc = load_data(&a, a.model, &d);

@@ -21,9 +21,17 @@ static void *arena_keep(ref_arena *a, void *p) {
 }
 
 double *ref_new(ref_arena *a, int64_t n) {
+    static double dummy[1];   // returned on failure, never dereferenced: callers check a->failed
+    if (a->failed) return dummy;
+    // Scratch is sized from the dims, and a zero-size input can have huge other dims: batch_norm
+    // of (0, 2^38) would ask for 2 TiB per channel statistic. Checked against the cap and the
+    // machine's memory before calloc (which might overcommit, or abort under ASan).
+    if (tdm_alloc_check("reference backend scratch", n > 0 ? n : 1, sizeof(double), true) != TDM_OK) {
+        a->failed = true;
+        return dummy;
+    }
     double *p = arena_keep(a, calloc((size_t)(n > 0 ? n : 1), sizeof(double)));
-    static double dummy[1];
-    return p ? p : dummy;   // never dereferenced: callers check a->failed first
+    return p ? p : dummy;
 }
 
 const double *ref_in(ref_arena *a, const tdm_tensor *t) {

@@ -52,10 +52,27 @@ static double gamma_n(double n, double u) { return n * u / (1.0 - n * u); }
 
 static const int64_t *shape_of(const tdm_tensor *t) { return tdm_tensor_shape(t); }
 
+// n doubles, zeroed. Scratch is sized from the dims a case file chose (a zero-size input may
+// have huge other dims), so the size is checked against the allocation cap and the machine's
+// memory first. NULL with the error set.
+static double *scratch(int64_t n) {
+    if (tdm_alloc_check("bound scratch", n ? n : 1, sizeof(double), true) != TDM_OK) return NULL;
+    double *v = calloc((size_t)(n ? n : 1), sizeof(double));
+    if (!v) tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    return v;
+}
+
+// The status of a failed load() or scratch(): their error when they set one (the cap's message),
+// else out of memory.
+static tdm_status bound_oom(void) {
+    tdm_status s = tdm_last_status();
+    return s != TDM_OK ? s : tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+}
+
+// t's values as doubles on the host; NULL for a NULL t, or with the error set.
 static double *load(const tdm_tensor *t) {
     if (!t) return NULL;
-    int64_t n = tdm_tensor_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    double *v = scratch(tdm_tensor_numel(t));
     if (v && tdm_tensor_to_host_f64(t, v) != TDM_OK) {
         free(v);
         return NULL;
@@ -248,7 +265,7 @@ static tdm_status bound_unary(bctx *b) {
     if (!x || (b->grad && !gy)) {
         free(x);
         free(gy);
-        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+        return bound_oom();
     }
     const char *op = b->c->op;
     char approx[64] = "none";
@@ -345,10 +362,10 @@ static tdm_status bound_softmax(bctx *b) {
     TDM_TRY(tdm_wrap_dim("softmax", (int)dim64, tdm_tensor_ndim(xt), &dim));
     rows3 R = rows_along(xt, tdm_tensor_ndim(xt) ? dim : 0);
     double *x = load(xt), *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
-    double *y = malloc((size_t)R.n * sizeof *y), *my = malloc((size_t)R.n * sizeof *my);
+    double *y = scratch(R.n), *my = scratch(R.n);
     if (!x || !y || !my || (b->grad && !gy)) {
         free(x); free(gy); free(y); free(my);
-        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+        return bound_oom();
     }
     const double u = b->u;
     for (int64_t o = 0; o < R.outer; o++) {
@@ -405,11 +422,10 @@ static tdm_status bound_cross_entropy(bctx *b) {
     const int64_t C = R.n, st = R.inner, nrows = R.outer * R.inner;
     double *x = load(lt), *t = load(tt), *w = wt ? load(wt) : NULL;
     double *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
-    const size_t cn = (size_t)(C ? C : 1) * sizeof(double);
-    double *y = malloc(cn), *my = malloc(cn), *p = malloc(cn), *mp = malloc(cn), *tau = malloc(cn);
+    double *y = scratch(C), *my = scratch(C), *p = scratch(C), *mp = scratch(C), *tau = scratch(C);
     if (!x || !t || (wt && !w) || !y || !my || !p || !mp || !tau || (b->grad && !gy)) {
         free(x); free(t); free(w); free(gy); free(y); free(my); free(p); free(mp); free(tau);
-        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+        return bound_oom();
     }
     const double u = b->u;
     const bool none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
@@ -524,9 +540,10 @@ static tdm_status bound_norm(bctx *b) {
     double *x = load(xt), *w = load(c->input[wi]), *bias = load(c->input[bi]);
     double *rm = bn ? load(c->input[1]) : NULL, *rv = bn ? load(c->input[2]) : NULL;
     double *gy = b->grad ? load(c->grad_output[0]) : NULL;
-    double *xh = malloc((size_t)(L.n ? L.n : 1) * sizeof *xh), *dxh = malloc((size_t)(L.n ? L.n : 1) * sizeof *dxh);
+    double *xh = scratch(L.n), *dxh = scratch(L.n);
     tdm_status s = TDM_OK;
-    if (!x || !xh || !dxh || (b->grad && !gy) || (bn && !training && (!rm || !rv)))
+    if (!xh || !dxh) s = bound_oom();
+    else if (!x || (b->grad && !gy) || (bn && !training && (!rm || !rv)))
         s = tdm_error_set(TDM_ERR_FORMAT, "%s: bound: inputs missing or out of memory", c->path);
     const double u = b->u;
     for (int64_t g = 0; s == TDM_OK && g < L.groups; g++) {
@@ -601,9 +618,8 @@ static tdm_status bound_norm(bctx *b) {
     // gweight = sum gy xhat, gbias = sum gy, per weight element over the elements it scales.
     if (s == TDM_OK && b->grad && b->k != 0) {
         memset(b->err, 0, (size_t)b->n * sizeof *b->err);
-        double *acc = calloc((size_t)(b->n ? b->n : 1), sizeof *acc);
-        double *cnt = calloc((size_t)(b->n ? b->n : 1), sizeof *cnt);
-        if (!acc || !cnt) s = tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+        double *acc = scratch(b->n), *cnt = scratch(b->n);
+        if (!acc || !cnt) s = bound_oom();
         for (int64_t g = 0; s == TDM_OK && g < L.groups; g++) {
             double n = (double)L.n, mu = 0, var = 0;
             bool batch_stats = !bn || training;
@@ -657,7 +673,7 @@ static tdm_status bound_sgd(bctx *b) {
     double *p = load(c->input[0]), *g = load(c->input[1]), *buf = load(c->input[2]);
     if (!p || !g) {
         free(p); free(g); free(buf);
-        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+        return bound_oom();
     }
     // Every quantity on absolute values; at most 6 roundings on the longest path.
     for (int64_t i = 0; i < b->n; i++) {
@@ -688,7 +704,7 @@ static tdm_status bound_adam(bctx *b) {
     double *p = load(c->input[0]), *g = load(c->input[1]), *m = load(c->input[2]), *v = load(c->input[3]);
     if (!p || !g || !m || !v) {
         free(p); free(g); free(m); free(v);
-        return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+        return bound_oom();
     }
     const double u = b->u, b1 = betas[0], b2 = betas[1];
     double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step), ss = lr / bc1;
@@ -756,7 +772,7 @@ tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, 
     double *e = load(exp);
     b.e = e;
     b.err = bound;
-    if (!e) return tdm_error_set(TDM_ERR_OOM, "bound: out of memory");
+    if (!e) return bound_oom();
     memset(bound, 0, (size_t)b.n * sizeof *bound);
     tdm_status s = TDM_ERR_UNSUPPORTED;
     for (size_t i = 0; i < sizeof rules / sizeof *rules; i++)

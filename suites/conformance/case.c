@@ -71,15 +71,19 @@ tdm_status tdm_attr_int_list(const tdm_case *c, const char *name, int cap, int *
     const cJSON *v = attr_get(c, name);
     *n = 0;
     if (!v) return TDM_OK;
+    // Every entry, a single int too, is range-checked before the conversion to int: 5000000000
+    // would be undefined behaviour (and came out as -2147483648).
     if (is_int(v)) {
         if (cap < 1) return attr_bad(c, name, "a shorter list");
+        if (fabs(v->valuedouble) > 1e9) return attr_bad(c, name, "an integer of at most 1e9 in size");
         out[(*n)++] = (int)v->valuedouble;
         return TDM_OK;
     }
     if (!cJSON_IsArray(v)) return attr_bad(c, name, "an integer or a list of integers");
     if (cJSON_GetArraySize(v) > cap) return attr_bad(c, name, "a shorter list");
     for (const cJSON *e = v->child; e; e = e->next) {
-        if (!is_int(e) || fabs(e->valuedouble) > 1e9) return attr_bad(c, name, "a list of integers");
+        if (!is_int(e) || fabs(e->valuedouble) > 1e9)
+            return attr_bad(c, name, "a list of integers of at most 1e9 in size");
         out[(*n)++] = (int)e->valuedouble;
     }
     return TDM_OK;
@@ -275,11 +279,23 @@ static tdm_status compare_one(const tdm_case *c, const tdm_case_result *r, bool 
     snprintf(chk->name, sizeof chk->name, "%s.%d", grad ? "grad_input" : "output", k);
     chk->worst_index = -1;
     if (!act || !same_shape(act, exp)) {
+        char as[96], es[96];
         chk->missing = true;
         chk->n_fail = 1;
+        tdm_shape_str(tdm_tensor_ndim(exp), tdm_tensor_shape(exp), es, sizeof es);
+        if (!act)
+            snprintf(chk->why, sizeof chk->why, "the op did not produce it, the case expects shape %s",
+                     es);
+        else
+            snprintf(chk->why, sizeof chk->why, "the op gave shape %s, the case expects %s",
+                     tdm_shape_str(tdm_tensor_ndim(act), tdm_tensor_shape(act), as, sizeof as), es);
         return TDM_OK;
     }
+    // Three doubles per element of a tensor the file holds (or an empty one): within the cap,
+    // but checked, as every allocation a case file decides.
     int64_t n = tdm_tensor_numel(exp);
+    if (tdm_alloc_check("compare", 3 * (n ? n : 1), sizeof(double), true) != TDM_OK)
+        return tdm_last_status();
     double *e = malloc((size_t)(n ? n : 1) * sizeof *e), *a = malloc((size_t)(n ? n : 1) * sizeof *a);
     double *bound = malloc((size_t)(n ? n : 1) * sizeof *bound);
     tdm_status s = (e && a && bound) ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "compare: out of memory");
@@ -323,4 +339,13 @@ tdm_status tdm_case_compare(const tdm_case *c, const tdm_case_result *r, tdm_dev
         }
     }
     return TDM_OK;
+}
+
+const tdm_case_check *tdm_case_report_worst(const tdm_case_report *rep) {
+    const tdm_case_check *w = &rep->check[0];
+    for (int k = 1; k < rep->n; k++) {
+        const tdm_case_check *ck = &rep->check[k];
+        if (ck->missing ? !w->missing : !w->missing && ck->ratio > w->ratio) w = ck;
+    }
+    return w;
 }

@@ -77,6 +77,7 @@ typedef struct {
     double actual, expected, bound, ratio;
     int64_t n_fail;         // elements over their bound (NaN/inf mismatches included)
     bool missing;           // expected but not produced, or of the wrong shape
+    char why[256];          // when missing: which, e.g. "the op gave shape (6), the case expects (2, 3)"
 } tdm_case_check;
 
 typedef struct {
@@ -88,5 +89,8 @@ typedef struct {
 
 tdm_status tdm_case_compare(const tdm_case *c, const tdm_case_result *r, tdm_device dev,
                             tdm_case_report *rep);
+// The check a report line names: a missing or mis-shaped tensor before any other (its ratio is
+// 0, so a later tensor's small error must not stand for it), else the largest ratio.
+const tdm_case_check *tdm_case_report_worst(const tdm_case_report *rep);
 
 #endif

@@ -110,7 +110,15 @@ static tdm_tensor *relayout(const tdm_tensor *t, bool to_nhwc) {
     static const int nhwc4[4] = {0, 2, 3, 1}, nchw4[4] = {0, 3, 1, 2};
     static const int nhwc3[3] = {1, 2, 0}, nchw3[3] = {2, 0, 1};
     if (!t) return NULL;
-    const bool d4 = tdm_tensor_ndim(t) == 4;
+    // The permutations are of 3 or 4 dims: any other rank is refused here (conv2d would refuse
+    // it too, but the permute would first read past the permutation).
+    const int nd = tdm_tensor_ndim(t);
+    if (nd != 3 && nd != 4) {
+        tdm_error_set(TDM_ERR_SHAPE, "conv2d: memory_format 'channels_last' takes 3-D or 4-D "
+                      "tensors, got a %d-D one", nd);
+        return NULL;
+    }
+    const bool d4 = nd == 4;
     return tdm_tensor_permute(t, to_nhwc ? (d4 ? nhwc4 : nhwc3) : (d4 ? nchw4 : nchw3));
 }
 

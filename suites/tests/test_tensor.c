@@ -42,6 +42,36 @@ int main(int argc, char **argv) {
     CHECK(!tdm_tensor_empty(1, neg, TDM_DTYPE_F32, TDM_CPU) && tdm_last_status() == TDM_ERR_SHAPE);
     int64_t huge[2] = {1ll << 40, 1ll << 40};
     CHECK(!tdm_tensor_empty(2, huge, TDM_DTYPE_F32, TDM_CPU) && tdm_last_status() == TDM_ERR_OOM);
+    // A zero-size tensor's other dims are capped too (their product overflowed the strides), and
+    // so is a view of one.
+    int64_t empty_huge[3] = {0, 1ll << 40, 1ll << 40}, empty_ok[2] = {0, 1ll << 20};
+    CHECK(!tdm_tensor_empty(3, empty_huge, TDM_DTYPE_F32, TDM_CPU) && tdm_last_status() == TDM_ERR_OOM &&
+          has("with its 0 dims counted as 1"));
+    tdm_tensor *e0 = tdm_tensor_empty(2, empty_ok, TDM_DTYPE_F32, TDM_CPU);
+    CHECK(e0 && tdm_tensor_numel(e0) == 0 && tdm_tensor_strides(e0)[0] == 1ll << 20);
+    CHECK(e0 && !tdm_tensor_reshape(e0, 3, empty_huge) && has("too large"));
+    tdm_tensor_free(e0);
+
+    // The allocation cap: over 1 TiB, or over the machine's memory for host memory, refused
+    // before any allocator is asked.
+    CHECK(tdm_alloc_check("t", 1 << 20, 8, true) == TDM_OK);
+    CHECK(tdm_alloc_check("t", (int64_t)(TDM_MAX_ALLOC_BYTES / 8) + 1, 8, false) == TDM_ERR_OOM &&
+          has("t: 137438953473 x 8 bytes are over tandem's cap of 1024 GiB"));
+    CHECK(tdm_alloc_check("t", INT64_MAX, 8, false) == TDM_ERR_OOM);   // no overflow
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t mem = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+    if (mem && mem < TDM_MAX_ALLOC_BYTES) {   // a machine with less than the cap
+        int64_t over[1] = {(int64_t)(mem / 4) + 1024};
+        CHECK(tdm_alloc_check("t", (int64_t)mem + 1, 1, false) == TDM_OK);   // device memory
+        CHECK(!tdm_tensor_empty(1, over, TDM_DTYPE_F32, TDM_CPU) && has("more than this machine's memory"));
+    }
+
+    // An error with context added on its way up, tdm_error_set(s, "...: %s", tdm_last_error()),
+    // keeps the original message whole (vsnprintf into the buffer it reads was undefined).
+    tdm_error_set(TDM_ERR_ARG, "cross_entropy: target 10 out of bounds for 2 classes");
+    tdm_error_set(tdm_last_status(), "step %d: %s", 0, tdm_last_error());
+    CHECK_MSG(!strcmp(tdm_last_error(), "step 0: cross_entropy: target 10 out of bounds for 2 classes"),
+              "got '%s'", tdm_last_error());
 
     // Bad calls: errors with messages, no crash.
     int64_t ws[2] = {4, 5};
