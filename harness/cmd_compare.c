@@ -8,8 +8,11 @@
  * higher, everything else (times) lower. A fleet (3 runs or more, one per node): per benchmark
  * and metric, each node's median against the fleet's median, a node flagged as an outlier when
  * it is off by more than the threshold and outside the range of the other nodes' medians.
+ * A run on the emulated CUDA device (emulated.h) is refused, whichever side or fleet member it is:
+ * its timings measure the emulator, and no emulated figure goes into a comparison.
  * Exit: 0, 1 when a benchmark is significantly slower (two runs) or a node is a slow outlier
- * (fleet) — so CI can gate on it —, 2 on bad arguments or an unreadable results directory. */
+ * (fleet) — so CI can gate on it —, 2 on bad arguments, an unreadable results directory or an
+ * emulated run. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench.h"
+#include "emulated.h"
 #include "stats.h"
 
 // ---- one run's samples ---------------------------------------------------------------------
@@ -38,6 +42,8 @@ typedef struct {
     const char *dir;
     char label[256];   // "host device" from context.json, else the directory's name
     char about[512];   // "host, device, started" for the header
+    bool emulated;     // a run on the emulated CUDA device: never compared
+    char emulated_why[1024];   // the file and field that say so
     series *s;
     int n, cap;
 } run_data;
@@ -329,6 +335,11 @@ static int run_load(run_data *r, const char *dir) {
     for (int i = 0; i < nn; i++) free(names[i]);
     free(names);
     if (!rc && r->n == 0) rc = fail("%s: its samples files hold no values", dir);
+    if (!rc) {   // a run on the emulated device: context.json, status.json or the CSVs say so
+        int emu = bench_dir_emulated(dir, r->emulated_why, sizeof r->emulated_why);
+        if (emu < 0) rc = fail("%s", r->emulated_why);
+        r->emulated = emu == 1;
+    }
     for (int i = 0; i < r->n; i++) r->s[i].median = bench_median(r->s[i].v, r->s[i].n);
     if (rc) run_free(r);
     return rc;
@@ -629,7 +640,8 @@ static void compare_usage(FILE *f) {
             "  --threshold PCT  smallest change that counts, in percent (default 5)\n"
             "  --alpha A        significance level of the U test (default 0.05)\n"
             "  Exit: 0 no regression; 1 a benchmark significantly slower by PCT or more (fleet:\n"
-            "  a slow outlier), for CI to gate on; 2 bad arguments or an unreadable directory.\n");
+            "  a slow outlier), for CI to gate on; 2 bad arguments, an unreadable directory, or\n"
+            "  a run on the emulated CUDA device (the emulator's timings: never compared).\n");
 }
 
 int bench_compare(int argc, char **argv) {
@@ -690,6 +702,14 @@ int bench_compare(int argc, char **argv) {
             rc = 2;
             break;
         }
+    }
+    for (int i = 0; i < loaded && !rc; i++) {
+        if (!runs[i].emulated) continue;
+        fprintf(stderr,
+                "bench compare: %s %s is a run on the emulated CUDA device (%s): its timings "
+                "measure the emulator, not a GPU; no emulated figure goes into a comparison\n",
+                fleet ? "fleet member" : i ? "NEW" : "BASE", runs[i].dir, runs[i].emulated_why);
+        rc = 2;
     }
     if (!rc) rc = fleet ? compare_fleet(runs, ndirs, threshold)
                         : compare_two(&runs[0], &runs[1], threshold, alpha);

@@ -2,7 +2,9 @@
  * compiler, tandem's build and commit, and every CUDA device with its driver and runtime, PCIe
  * link, clocks, ECC and persistence. bench_env_json() gives the same object to `bench run`,
  * which stores it in context.json (docs/RESULTS_FORMAT.md). Every field is read where Linux and
- * the backends keep it; what cannot be read is null in the JSON and absent from the text. */
+ * the backends keep it; what cannot be read is null in the JSON and absent from the text. A GPU
+ * that is the emulated CUDA device (suites/emu) says so: "emulated" in its JSON, "cuda_emulated"
+ * in the whole, and the text names it EMULATED on the CPU before anything else (emulated.h). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench.h"
+#include "emulated.h"
 #include "tandem/tandem.h"
 
 #ifndef TDM_GIT_COMMIT
@@ -217,6 +220,7 @@ static cJSON *gpu_json(int index, const tdm_device_props *p) {
     throttle_str(p->throttle_reasons, s, sizeof s);
     add_str_or_null(g, "throttle", s);
     add_str_or_null(g, "nvml", p->nvml);
+    cJSON_AddBoolToObject(g, "emulated", p->emulated != 0);   // the emulated device: not a GPU
     return g;
 }
 
@@ -321,6 +325,7 @@ cJSON *bench_env_json(void) {
     cJSON_AddNumberToObject(o, "gpu_count", n);
     add_str_or_null(o, "gpu_note", note);
     cJSON_AddItemToObject(o, "gpus", gpus);
+    cJSON_AddBoolToObject(o, "cuda_emulated", bench_env_emulated(o));
     return o;
 }
 
@@ -378,8 +383,11 @@ static void text_gpu(env_lines *L, const cJSON *g) {
         LINE(L, GKEY(""), "%s", jstr(g, "error"));
         return;
     }
-    LINE(L, GKEY(""), "%s, %s", jstr(g, "name") ? jstr(g, "name") : "?",
-         jstr(g, "pci_bus_id") ? jstr(g, "pci_bus_id") : "?");
+    if (jbool(g, "emulated") == 1)
+        LINE(L, GKEY(""), BENCH_EMU_DEVICE " (%s)", jstr(g, "name") ? jstr(g, "name") : "?");
+    else
+        LINE(L, GKEY(""), "%s, %s", jstr(g, "name") ? jstr(g, "name") : "?",
+             jstr(g, "pci_bus_id") ? jstr(g, "pci_bus_id") : "?");
     LINE(L, GKEY("memory"), "%.1f GiB, %d-bit bus, L2 %.1f MiB",
          jnum(g, "memory_bytes") / (1 << 30), (int)jnum(g, "memory_bus_bits"),
          jnum(g, "l2_bytes") / (1 << 20));
@@ -410,6 +418,9 @@ static void text_gpu(env_lines *L, const cJSON *g) {
 
 static int print_text(const cJSON *e) {
     env_lines L = {0};
+    if (jbool(e, "cuda_emulated") == 1)
+        printf("EMULATED CUDA device: the cuda devices below are %s; timings on them measure "
+               "the emulator\n", BENCH_EMU_DEVICE);
     LINE(&L, "host", "%s", jstr(e, "host"));
     LINE(&L, "cpu", "%s", jstr(e, "cpu_model"));
     char cores[128] = "";
@@ -443,6 +454,10 @@ static int print_text(const cJSON *e) {
              jstr(e, "cudnn"), jstr(e, "nccl"));
     const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(e, "gpus");
     if (jstr(e, "gpu_note")) LINE(&L, "GPUs", "%s", jstr(e, "gpu_note"));
+    else if (jbool(e, "cuda_emulated") == 1)
+        LINE(&L, "GPUs", "0 (the %d CUDA device%s below %s " BENCH_EMU_DEVICE ")",
+             cJSON_GetArraySize(gpus), cJSON_GetArraySize(gpus) == 1 ? "" : "s",
+             cJSON_GetArraySize(gpus) == 1 ? "is" : "are");
     else LINE(&L, "GPUs", "%d", cJSON_GetArraySize(gpus));
     const cJSON *g;
     cJSON_ArrayForEach(g, gpus) text_gpu(&L, g);
@@ -464,7 +479,9 @@ static void env_usage(FILE *f) {
             "  version, build and git commit, the NVIDIA driver, CUDA driver and runtime, cuBLAS/\n"
             "  cuDNN/NCCL, and per GPU its name, memory, compute capability, SMs, L2, PCIe link\n"
             "  (now and max), clocks (now and max), ECC, persistence, power limit and throttling\n"
-            "  (the last ones through NVML, when the driver's libnvidia-ml is there).\n"
+            "  (the last ones through NVML, when the driver's libnvidia-ml is there). A device\n"
+            "  that is the emulated CUDA device (a -DTDM_CUDA_EMU=ON build) is named EMULATED\n"
+            "  on the CPU: not a GPU (\"emulated\": true; \"cuda_emulated\" in the whole).\n"
             "  --json prints one JSON object (unknown fields null) instead of key: value lines.\n"
             "  Exit: 0, or 2 on a bad argument.\n");
 }

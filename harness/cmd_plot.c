@@ -3,7 +3,9 @@
  * x spans decades), or clustered bars for benchmarks without a numeric x. Several result
  * directories go side by side, one series per run (A100 vs H100, before vs after). A suite with
  * its own plots/<suite>.gp has its line figures drawn by that script (lines.gp's variables, plus
- * kind, metric, runs and scripts). Also the results reader that `bench report` shares (cmd_plot.h). */
+ * kind, metric, runs and scripts). Also the results reader that `bench report` shares (cmd_plot.h).
+ * A run on the emulated CUDA device (emulated.h) is labelled "(emulated)" wherever it is named: in
+ * every title and legend, with a subtitle saying its timings are not GPU figures. */
 #include <errno.h>
 #include <math.h>
 #include <dirent.h>
@@ -19,6 +21,7 @@
 
 #include "bench.h"
 #include "cmd_plot.h"
+#include "emulated.h"
 
 // ---------------------------------------------------------------------------------------------
 // small helpers: strings that grow, whole files
@@ -299,7 +302,7 @@ static int load_json(const char *cmd, const char *dir, const char *name, cJSON *
     return 0;
 }
 
-static char *run_label(const char *dir, const char *device) {
+static char *run_label(const char *dir, const char *device, bool emulated) {
     char tmp[PATH_MAX], real[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", dir);
     size_t l = strlen(tmp);
@@ -319,6 +322,7 @@ static char *run_label(const char *dir, const char *device) {
         nocolon[k] = '\0';
         if (!strstr(base, device) && !strstr(base, nocolon)) sb_add(&b, " (%s)", device);
     }
+    if (emulated) sb_add(&b, " (emulated)");
     return b.p;
 }
 
@@ -388,10 +392,19 @@ int bench_results_load(const char *cmd, const char *dir, bench_results *run) {
     }
     if (rc == 0) rc = load_json(cmd, dir, "context.json", &run->context);
     if (rc == 0) rc = load_json(cmd, dir, "status.json", &run->status);
+    if (rc == 0) {  // emulated: context.json, status.json or the CSVs say so
+        char why[1024];
+        int emu = bench_dir_emulated(dir, why, sizeof why);
+        if (emu < 0) {
+            fprintf(stderr, "bench %s: %s\n", cmd, why);
+            rc = 2;
+        }
+        run->emulated = emu == 1;
+    }
     if (rc == 0) {
         const cJSON *dev = cJSON_GetObjectItemCaseSensitive(run->context, "device");
         if (cJSON_IsString(dev)) run->device = xstrdup(dev->valuestring);
-        run->label = run_label(dir, run->device);
+        run->label = run_label(dir, run->device, run->emulated);
         if (!run->dir || !run->label) {
             fprintf(stderr, "bench %s: out of memory\n", cmd);
             rc = 2;
@@ -432,6 +445,7 @@ void bench_results_label(bench_results *runs, int n) {
             if (pass == 0) {  // the path as given, + device
                 sb_add(&b, "%s", runs[i].dir);
                 if (runs[i].device) sb_add(&b, " (%s)", runs[i].device);
+                if (runs[i].emulated) sb_add(&b, " (emulated)");
             } else {  // the same directory twice
                 sb_add(&b, "%s #%d", runs[i].label, i + 1);
             }
@@ -823,13 +837,27 @@ static void plot_title(sbuf *a, const bench_results *runs, int n, const bench_fi
             }
     gp_str(a, "title", t.p ? t.p : "");
     free(t.p);
-    char sub[160];
+    bool emulated = false;
+    for (int i = 0; i < n; i++) emulated |= runs[i].emulated;
+    char sub[256];
+    int k = snprintf(sub, sizeof sub, "%s",
+                     emulated ? "EMULATED CUDA device on the CPU: not GPU figures; "
+                              : "");
     if (same && reps > 0)
-        snprintf(sub, sizeof sub, "median of %d repetition%s; whiskers: min..max", reps,
-                 reps == 1 ? "" : "s");
+        snprintf(sub + k, sizeof sub - (size_t)k, "median of %d repetition%s; whiskers: min..max",
+                 reps, reps == 1 ? "" : "s");
     else
-        snprintf(sub, sizeof sub, "median over repetitions; whiskers: min..max");
+        snprintf(sub + k, sizeof sub - (size_t)k, "median over repetitions; whiskers: min..max");
     gp_str(a, "subtitle", sub);
+}
+
+/* A comment line in the data file naming the runs on the emulated device. */
+static void dat_emulated(sbuf *dat, const bench_results *runs, int n) {
+    for (int i = 0; i < n; i++)
+        if (runs[i].emulated)
+            sb_add(dat, "# (emulated) %s: timings of the emulated CUDA device on the CPU, not GPU "
+                        "figures\n",
+                   runs[i].label);
 }
 
 /* Times in ns are drawn in the unit that keeps their numbers short (us, ms, s): the factor from
@@ -905,6 +933,7 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
 
     sb_add(dat, "# tandem bench plot: %s %s (%s), one block per series: x median min max\n",
            f->suite, f->metric, unit);
+    dat_emulated(dat, runs, n);
     static const int point_types[] = {7, 5, 9, 11, 13, 15};
     int n_series = 0;
     double xlo = INFINITY, xhi = 0, ylo = INFINITY, yhi = 0;
@@ -977,6 +1006,7 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
            f->metric, unit);
     for (int i = 0; i < n; i++) sb_add(dat, " %s", runs[i].label);
     sb_add(dat, "\n");
+    dat_emulated(dat, runs, n);
     for (int i = 0; i < n; i++) {
         char var[32];
         snprintf(var, sizeof var, "t%d", i + 1);

@@ -20,8 +20,10 @@ typedef struct {
 /* A results directory. */
 typedef struct {
     char *dir;     // as given
-    char *label;   // what plots call this run: the directory's name, + " (device)" when it lacks it
+    char *label;   // what plots call this run: the directory's name, + " (device)" when it lacks it,
+                   // + " (emulated)" for a run on the emulated CUDA device
     char *device;  // context.json "device", or NULL
+    bool emulated; // a run on the emulated CUDA device (emulated.h): its timings are not GPU figures
     cJSON *context, *status;  // parsed context.json / status.json, NULL when absent
     char **suites;            // the <suite>.csv files' suites, sorted
     int n_suites;

@@ -4,7 +4,9 @@
  * ratio table (harness/suites.h's bench_ratio), its figures and a table of medians with CV and
  * unit (predicted_* rows labelled as predictions), and what was
  * skipped or did not finish (status.json). Draws the plots first (bench plot's code) when absent.
- * Everything taken from the results files is escaped. */
+ * Everything taken from the results files is escaped. A run on the emulated CUDA device
+ * (emulated.h) gets a banner at the top saying its timings are the emulator's, and every caption,
+ * table note and the machine section say emulated; its PyTorch peer table, if any, is left out. */
 #include <errno.h>
 #include <getopt.h>
 #include <glob.h>
@@ -18,6 +20,7 @@
 
 #include "bench.h"
 #include "cmd_plot.h"
+#include "emulated.h"
 #include "suites.h"
 #include "run_peer.h"
 #include "tandem/tandem.h"
@@ -204,6 +207,7 @@ static const char css[] =
     ".banner{padding:.6em 1em;border-radius:6px;margin:1em 0}"
     ".ok{background:#e7f6ec;border:1px solid #9bd3ae}"
     ".bad{background:#fdecea;border:1px solid #f1a9a0}"
+    ".emulated{background:#fff3cd;border:2px solid #d39e00;font-weight:600}"
     "figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}"
     "figcaption{font-size:.9em;color:#555}.note{color:#555;font-size:.9em}"
     "code{font-family:ui-monospace,monospace}";
@@ -319,12 +323,22 @@ static void md_kv(FILE *f, const kv_list *l) {
     fputc('\n', f);
 }
 
-static void fig_caption(const bench_figure *g, char *buf, size_t len) {
+static void fig_caption(const bench_figure *g, bool emulated, char *buf, size_t len) {
     char label[256];
     bench_metric_label(g->metric, g->unit, label, sizeof label);
-    snprintf(buf, len, "%s: %s, %s", g->suite, label,
-             g->bars ? "a bar per benchmark" : "a line per benchmark over its size (x)");
+    snprintf(buf, len, "%s: %s, %s%s", g->suite, label,
+             g->bars ? "a bar per benchmark" : "a line per benchmark over its size (x)",
+             emulated ? " (emulated: the emulated CUDA device on the CPU, not a GPU)" : "");
 }
+
+// What the notes under tables and the machine section add for a run on the emulated device.
+static const char emu_table_note[] =
+    " Emulated: timings of the emulated CUDA device on the CPU, not GPU figures.";
+static const char emu_machine_note[] =
+    "The CUDA device of this run (gpus) is the emulated CUDA device: " BENCH_EMU_DEVICE ".";
+static const char emu_peer_note[] =
+    "Not compared: this run is on the emulated CUDA device, whose timings measure the emulator; "
+    "no emulated figure goes into a comparison.";
 
 /* A row's figures in a readable unit: times in ns as us, ms or s from 1000 ns up. */
 static const char *row_unit(const bench_row *w, double *scale) {
@@ -650,9 +664,9 @@ static const char peer_intro[] =
 
 static void peer_html(FILE *f, const report *r) {
     fputs("<h2 id=\"peer\">tandem and PyTorch</h2>\n", f);
-    if (!r->peer) {
+    if (!r->peer || r->run->emulated) {
         fputs("<p class=\"note\">", f);
-        html(f, r->peer_note);
+        html(f, r->run->emulated ? emu_peer_note : r->peer_note);
         fputs("</p>\n", f);
         return;
     }
@@ -698,8 +712,8 @@ static void peer_html(FILE *f, const report *r) {
 
 static void peer_md(FILE *f, const report *r) {
     fputs("## tandem and PyTorch\n\n", f);
-    if (!r->peer) {
-        md(f, r->peer_note);
+    if (!r->peer || r->run->emulated) {
+        md(f, r->run->emulated ? emu_peer_note : r->peer_note);
         fputs("\n\n", f);
         return;
     }
@@ -749,8 +763,10 @@ static int write_html(FILE *f, const report *r) {
         "tandem bench report: ",
         f);
     html(f, run->label);
-    fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>tandem bench report</h1>\n<p>",
+    fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>tandem bench report</h1>\n",
             css);
+    if (run->emulated) fputs("<div class=\"banner emulated\">" BENCH_EMU_BANNER ".</div>\n", f);
+    fputs("<p>", f);
     html(f, run->label);
     const char *started = str_item(run->context, "started");
     if (started) {
@@ -781,6 +797,7 @@ static int write_html(FILE *f, const report *r) {
     else
         fputs("<p class=\"note\">context.json is missing.</p>\n", f);
     fputs("<h2 id=\"machine\">Machine</h2>\n", f);
+    if (run->emulated) fprintf(f, "<p class=\"banner emulated\">%s</p>\n", emu_machine_note);
     if (r->machine.n)
         html_kv(f, &r->machine);
     else
@@ -815,7 +832,7 @@ static int write_html(FILE *f, const report *r) {
             const bench_figure *g = &r->figs[i];
             if (strcmp(g->suite, suite) || !r->drawn[i]) continue;
             char cap[512];
-            fig_caption(g, cap, sizeof cap);
+            fig_caption(g, run->emulated, cap, sizeof cap);
             fputs("<figure>", f);
             if (r->embed) {
                 char path[PATH_MAX];
@@ -882,8 +899,9 @@ static int write_html(FILE *f, const report *r) {
         fputs(
             "</table>\n<p class=\"note\">CV: the coefficient of variation (standard deviation "
             "over mean) of the repetitions; highlighted above 5%. GB/s are 1e9 bytes per "
-            "second, GFLOP/s 1e9 floating-point operations per second.</p>\n",
+            "second, GFLOP/s 1e9 floating-point operations per second.",
             f);
+        fprintf(f, "%s</p>\n", run->emulated ? emu_table_note : "");
     }
 
     if (r->peer || r->peer_note) peer_html(f, r);
@@ -1011,6 +1029,7 @@ static int write_md(FILE *f, const report *r) {
     fputs("# tandem bench report: ", f);
     md(f, run->label);
     fputs("\n\n", f);
+    if (run->emulated) fputs("> **" BENCH_EMU_BANNER ".**\n\n", f);
     const char *started = str_item(run->context, "started");
     if (started) {
         fputs("Started ", f);
@@ -1028,6 +1047,7 @@ static int write_md(FILE *f, const report *r) {
     else
         fputs("context.json is missing.\n\n", f);
     fputs("## Machine\n\n", f);
+    if (run->emulated) fprintf(f, "**%s**\n\n", emu_machine_note);
     if (r->machine.n)
         md_kv(f, &r->machine);
     else
@@ -1049,7 +1069,7 @@ static int write_md(FILE *f, const report *r) {
             const bench_figure *g = &r->figs[i];
             if (strcmp(g->suite, suite) || !r->drawn[i]) continue;
             char cap[512];
-            fig_caption(g, cap, sizeof cap);
+            fig_caption(g, run->emulated, cap, sizeof cap);
             fputs("![", f);
             md(f, cap);
             fprintf(f, "](plots/%s.png)\n\n", g->name);  // names are [A-Za-z0-9._-]
@@ -1088,8 +1108,9 @@ static int write_md(FILE *f, const report *r) {
         fputs(
             "\nCV: the coefficient of variation (standard deviation over mean) of the "
             "repetitions, \"noisy\" above 5%. GB/s are 1e9 bytes per second, GFLOP/s 1e9 "
-            "floating-point operations per second.\n\n",
+            "floating-point operations per second.",
             f);
+        fprintf(f, "%s\n\n", run->emulated ? emu_table_note : "");
     }
 
     if (r->peer || r->peer_note) peer_md(f, r);
@@ -1168,6 +1189,8 @@ static void report_usage(FILE *f) {
         "  Plots are drawn first (as by bench plot DIR) when some are missing or older than the\n"
         "  results; when gnuplot is missing or fails the report is written without them, with\n"
         "  a note saying so.\n"
+        "  A run on the emulated CUDA device (a -DTDM_CUDA_EMU=ON build) gets a banner at the\n"
+        "  top: its timings measure the emulator, not a GPU; every caption says emulated.\n"
         "  --replot    draw the plots again even when they exist\n"
         "  --no-plots  neither draw nor show plots\n"
         "  --embed     put the PNGs inside report.html (data: URIs): one file to send around\n"

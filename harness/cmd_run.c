@@ -7,7 +7,12 @@
  * also rewritten as each benchmark starts, naming it "running". Ctrl-C or SIGTERM stops after the
  * current benchmark (a second Ctrl-C stops it too), records the rest as unfinished and exits with
  * 128 + the signal. A benchmark that crashes the process (SIGSEGV) cannot be survived in-process:
- * the files written before it stay, and status.json names it as "running" and unfinished. */
+ * the files written before it stay, and status.json names it as "running" and unfinished.
+ *
+ * On the emulated CUDA device (a -DTDM_CUDA_EMU=ON build, emulated.h) every benchmark runs and is
+ * verified as usual, and everything says the timings are the emulator's, not a GPU's: context.json
+ * and status.json "emulated": true, an `emulated` column in the CSVs, Google Benchmark's labels and
+ * context, and the lines printed. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -25,6 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench.h"
+#include "emulated.h"
 #include "gbench_shim.h"
 #include "run_peer.h"
 #include "stats.h"
@@ -312,12 +318,15 @@ static void write_row_prefix(strbuf *b, const char *suite, const bench_name *bn,
     sb_text(b, s->unit);
 }
 
-// <suite>.csv and <suite>.samples.csv from the series.
-static int write_csvs(const char *dir, const char *suite, const series_set *ss) {
+// <suite>.csv and <suite>.samples.csv from the series; a run on the emulated device has a last
+// column `emulated`, "true" in every row.
+static int write_csvs(const char *dir, const char *suite, const series_set *ss, bool emulated) {
     strbuf tidy = {0}, raw = {0};
+    const char *emu_col = emulated ? ",emulated" : "", *emu_val = emulated ? ",true" : "";
     sb_add(&tidy,
-           "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions\n");
-    sb_add(&raw, "suite,benchmark,param,x,metric,unit,repetition,value\n");
+           "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions%s\n",
+           emu_col);
+    sb_add(&raw, "suite,benchmark,param,x,metric,unit,repetition,value%s\n", emu_col);
     for (int i = 0; i < ss->n; i++) {
         const series *s = &ss->s[i];
         bench_name bn;
@@ -329,12 +338,12 @@ static int write_csvs(const char *dir, const char *suite, const series_set *ss) 
             sb_add(&tidy, ",");
             sb_num(&tidy, f[k]);
         }
-        sb_add(&tidy, ",%d\n", s->n);
+        sb_add(&tidy, ",%d%s\n", s->n, emu_val);
         for (int r = 0; r < s->n; r++) {
             write_row_prefix(&raw, suite, &bn, s);
             sb_add(&raw, ",%d,", s->rep[r]);
             sb_num(&raw, s->v[r]);
-            sb_add(&raw, "\n");
+            sb_add(&raw, "%s\n", emu_val);
         }
     }
     char path[4200];
@@ -406,6 +415,7 @@ typedef struct {
     char running[512];
     cJSON *clock_check;    // owned
     bool complete;
+    bool emulated;         // the device is the emulated CUDA device: not GPU figures
     // progress
     const suite_plan *cur;
     int base, total, done;
@@ -422,6 +432,7 @@ static bool id_in(char **ids, int n, const char *id) {
 static void write_status(run_ctx *r) {
     cJSON *st = cJSON_CreateObject();
     cJSON_AddBoolToObject(st, "complete", r->complete);
+    cJSON_AddBoolToObject(st, "emulated", r->emulated);
     cJSON_AddItemToObject(st, "running", r->running[0] ? cJSON_CreateString(r->running)
                                                        : cJSON_CreateNull());
     cJSON *fin = cJSON_AddArrayToObject(st, "finished");
@@ -496,7 +507,7 @@ static void print_result(run_ctx *r, const char *id, const series_set *ss, const
                 printf("  %10.4g %s", s.median, ss->s[i].unit);
             }
         }
-        printf("  (%.1f s)\n", now_s() - r->bench_t0);
+        printf("  (%.1f s)%s\n", now_s() - r->bench_t0, r->emulated ? "  [emulated]" : "");
     }
     fflush(stdout);
 }
@@ -551,7 +562,7 @@ static void on_result(void *user, const tdm_gb_result *res) {
     if (!root || series_from_json(root, &ss, r->cur->suite) != 0) {
         fprintf(stderr, "bench run: Google Benchmark's JSON for %s does not parse\n", id);
     } else if (write_atomic(path, res->json, strlen(res->json)) != 0 ||
-               write_csvs(r->dir, suite, &ss) != 0) {
+               write_csvs(r->dir, suite, &ss, r->emulated) != 0) {
         fprintf(stderr, "bench run: cannot write the results of %s in %s: %s\n", suite, r->dir,
                 strerror(errno));
     }
@@ -652,7 +663,7 @@ static void add_env_context(const cJSON *j, const char *prefix) {
 }
 
 static int write_context(const char *dir, int argc, char **argv, const char *device,
-                         const char *started, cJSON *env) {
+                         bool emulated, const char *started, cJSON *env) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "format", "tandem-results/1");
     cJSON *t = cJSON_AddObjectToObject(c, "tandem");
@@ -663,6 +674,8 @@ static int write_context(const char *dir, int argc, char **argv, const char *dev
     cJSON_AddItemToArray(cmd, cJSON_CreateString("bench"));
     for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
     cJSON_AddStringToObject(c, "device", device);
+    cJSON_AddBoolToObject(c, "emulated", emulated);
+    if (emulated) cJSON_AddStringToObject(c, "emulated_note", BENCH_EMU_BANNER);
     cJSON_AddStringToObject(c, "started", started);
     cJSON_AddBoolToObject(c, "flush_l2", tdm_gb_flush_enabled());
     cJSON_AddItemToObject(c, "env", env ? cJSON_Duplicate(env, true) : cJSON_CreateNull());
@@ -695,7 +708,10 @@ static void run_usage(FILE *f) {
         "--filter REGEX    only benchmarks whose name matches (Google Benchmark's\n"
         "                  --benchmark_filter over names such as matmul/n:64; -REGEX excludes)\n"
         "--device D        cpu or cuda:N (default: cuda:0 when there is a GPU, else cpu);\n"
-        "                  suites that do not run on D are skipped, with the reason recorded\n"
+        "                  suites that do not run on D are skipped, with the reason recorded;\n"
+        "                  on the emulated CUDA device (a -DTDM_CUDA_EMU=ON build) every\n"
+        "                  benchmark runs and is verified, and the results are marked emulated:\n"
+        "                  its timings are the emulator's, not GPU figures\n"
         "--repetitions N   timed repetitions per benchmark (default 5); statistics over them\n"
         "--min-time S      seconds each repetition runs at least (default 0.5)\n"
         "--quick           3 repetitions, --min-time 0.01, the smallest sizes only\n"
@@ -723,6 +739,16 @@ static void run_usage(FILE *f) {
 }
 
 #define bad(...) bench_bad("run", __VA_ARGS__)
+
+// Is D the emulated CUDA device (tdm_device_props.emulated)?
+static bool device_emulated(tdm_device d) {
+    if (d.type != TDM_DEVICE_CUDA) return false;
+    tdm_device_props p;
+    memset(&p, 0, sizeof p);
+    bool emu = tdm_device_props_get(d, &p) == TDM_OK && p.emulated;
+    tdm_error_clear();
+    return emu;
+}
 
 // Parses "a,b,c" into suites (NULL-terminated array of pointers into the registry).
 static int parse_suites(const char *cmd, const char *list, const bench_suite ***out, int *n) {
@@ -865,10 +891,12 @@ int bench_run(int argc, char **argv) {
 
     // The device: as given, or the first GPU, or the CPU.
     tdm_device dev = TDM_CPU;
+    bool emulated = false;   // the emulated CUDA device (suites/emu)
     char devname[32];
     if (a.device) {
         if (tdm_device_parse(a.device, &dev) != TDM_OK || !tdm_device_available(dev))
             return bad("--device: %s", tdm_last_error());
+        emulated = device_emulated(dev);
     } else {
         tdm_device gpu = {TDM_DEVICE_CUDA, 0};
         bool gpu_suites = false;   // until the GPU suites exist, a GPU node measures its CPU
@@ -876,7 +904,9 @@ int bench_run(int argc, char **argv) {
             gpu_suites = gpu_suites || bench_suite_supports(bench_suite_at(i), gpu);
         if (tdm_device_available(gpu) && gpu_suites) {
             dev = gpu;
-            fprintf(stderr, "bench run: running on cuda:0 (--device cpu for the CPU)\n");
+            emulated = device_emulated(dev);
+            fprintf(stderr, "bench run: running on cuda:0%s (--device cpu for the CPU)\n",
+                    emulated ? ", the EMULATED CUDA device on the CPU: not GPU figures" : "");
         } else if (tdm_device_available(gpu)) {
             fprintf(stderr, "bench run: running on the cpu (no suite runs on cuda:0 yet)\n");
         } else {
@@ -884,6 +914,10 @@ int bench_run(int argc, char **argv) {
         }
     }
     tdm_device_str(dev, devname, sizeof devname);
+    if (emulated && a.peer.peer)
+        return bad("--peer %s: %s is the emulated CUDA device, whose timings measure the emulator: "
+                   "no emulated figure goes into a comparison",
+                   a.peer.peer, devname);
 
     // Suites: the named ones or all; those that do not run on the device are skipped.
     const bench_suite **wanted = NULL;
@@ -896,7 +930,7 @@ int bench_run(int argc, char **argv) {
         wanted = calloc((size_t)n_wanted + 1, sizeof *wanted);
         for (int i = 0; i < n_wanted; i++) wanted[i] = bench_suite_at(i);
     }
-    run_ctx r = {.device_name = devname, .skipped = cJSON_CreateArray()};
+    run_ctx r = {.device_name = devname, .skipped = cJSON_CreateArray(), .emulated = emulated};
     r.plans = calloc((size_t)n_wanted + 1, sizeof *r.plans);
     bench_suite_config cfg = {.device = dev, .quick = a.quick};
     int rc = 0;
@@ -955,7 +989,8 @@ int bench_run(int argc, char **argv) {
             for (const char *p = devname; *p; p++)
                 if (*p != ':') dn[k++] = *p;
             dn[k] = '\0';
-            snprintf(dir, sizeof dir, "results/%s-%s-%s", host, dn, compact);
+            snprintf(dir, sizeof dir, "results/%s-%s%s-%s", host, dn, emulated ? "-emulated" : "",
+                     compact);
         }
         if (tdm_dp_launch_rank() > 0) {   // mpirun/srun: rank 0 writes the results
             const char *tmpdir = getenv("TMPDIR");
@@ -995,7 +1030,7 @@ int bench_run(int argc, char **argv) {
 
     // context.json, and the same fields in every Google Benchmark JSON's context.
     cJSON *env = bench_env_json();
-    if (write_context(dir, argc, argv, devname, iso, env) != 0) {
+    if (write_context(dir, argc, argv, devname, emulated, iso, env) != 0) {
         fprintf(stderr, "bench run: --out %s: cannot write context.json: %s\n", dir,
                 strerror(errno));
         cJSON_Delete(env);
@@ -1007,11 +1042,22 @@ int bench_run(int argc, char **argv) {
     tdm_gb_add_context("tandem_version", TDM_VERSION);
     tdm_gb_add_context("tandem_commit", bench_git_commit());
     tdm_gb_add_context("tandem_device", devname);
+    tdm_gb_add_context("tandem_emulated", emulated ? "true" : "false");
+    if (emulated) {   // every benchmark's label says so too
+        tdm_gb_add_context("tandem_emulated_note", BENCH_EMU_BANNER);
+        tdm_gb_set_label_mark(BENCH_EMU_LABEL);
+        printf("bench run: %s is the EMULATED CUDA device on the CPU (suites/emu): every benchmark "
+               "runs and verifies its output, but the timings measure the emulator, not a GPU: "
+               "they are not GPU figures\n",
+               devname);
+        fflush(stdout);
+    }
     if (env) add_env_context(env, "env");
     cJSON_Delete(env);
 
     r.clock_check = cJSON_CreateObject();
-    double mhz0 = dev.type == TDM_DEVICE_CPU ? cpu_mhz() : NAN;
+    bool on_cpu = dev.type == TDM_DEVICE_CPU || emulated;   // the emulated device is the CPU
+    double mhz0 = on_cpu ? cpu_mhz() : NAN;
     r.tty = isatty(STDERR_FILENO);
     r.t0 = now_s();
     // Signals first: once status.json exists, Ctrl-C keeps what is written.
@@ -1062,7 +1108,7 @@ int bench_run(int argc, char **argv) {
 
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    double mhz1 = dev.type == TDM_DEVICE_CPU ? cpu_mhz() : NAN;
+    double mhz1 = on_cpu ? cpu_mhz() : NAN;
     if (isfinite(mhz0) && isfinite(mhz1)) {
         cJSON_AddStringToObject(r.clock_check, "source", "/proc/cpuinfo cpu MHz, mean over CPUs");
         cJSON_AddNumberToObject(r.clock_check, "before_mhz", mhz0);
@@ -1075,9 +1121,8 @@ int bench_run(int argc, char **argv) {
     } else {
         cJSON_AddBoolToObject(r.clock_check, "checked", false);
         cJSON_AddStringToObject(r.clock_check, "reason",
-                                dev.type == TDM_DEVICE_CPU
-                                    ? "/proc/cpuinfo has no cpu MHz"
-                                    : "GPU clocks are not read by bench run yet");
+                                on_cpu ? "/proc/cpuinfo has no cpu MHz"
+                                       : "GPU clocks are not read by bench run yet");
     }
     r.running[0] = '\0';
     r.complete = !g_stop && !rc;
@@ -1088,6 +1133,10 @@ int bench_run(int argc, char **argv) {
            r.n_finished, r.n_failed, unfinished, cJSON_GetArraySize(r.skipped),
            cJSON_GetArraySize(r.skipped) == 1 ? "" : "s");
     for (int i = 0; i < r.n_failed; i++) printf("FAILED %s: %s\n", r.failed[i], r.failed_msg[i]);
+    if (emulated)
+        printf("EMULATED: these timings measure the emulated CUDA device on the CPU, not a GPU: "
+               "they are not GPU figures, and prove only that the benchmarks run and verify "
+               "(bench compare refuses them)\n");
     fflush(stdout);
 
     int exit_code = g_stop ? 128 + (g_signal ? g_signal : SIGINT) : rc ? rc : r.n_failed ? 1 : 0;

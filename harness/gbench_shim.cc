@@ -42,6 +42,7 @@ struct entry {
 std::vector<std::unique_ptr<entry>> g_entries;
 std::set<std::string> g_context_keys;
 std::string g_last_json;
+std::string g_label_mark;   // tdm_gb_set_label_mark
 
 const char *const kClosing = "\n  ]\n}\n";   // what JSONReporter::Finalize writes
 
@@ -139,7 +140,7 @@ class capture_reporter : public benchmark::JSONReporter {
 struct tdm_gb_state {
     benchmark::State *st;
     entry *e;
-    bool in_loop = false, done = false, paused = false, time_set = false;
+    bool in_loop = false, done = false, paused = false, time_set = false, labelled = false;
 };
 
 namespace {
@@ -171,6 +172,7 @@ void run_entry(entry *e, benchmark::State &st) {
         return;
     }
     e->fn(&s, e->ctx);
+    if (!g_label_mark.empty() && !s.labelled) st.SetLabel(g_label_mark);
     // Google Benchmark CHECK-fails (aborts) on a function that returns before its loop ended.
     if (!st.error_occurred() && !s.done) {
         std::string msg = e->name + ": the benchmark function returned before its loop ended";
@@ -392,8 +394,12 @@ extern "C" void tdm_gb_counter(tdm_gb_state *s, const char *name, double value,
 }
 
 extern "C" void tdm_gb_set_label(tdm_gb_state *s, const char *label) {
-    s->st->SetLabel(label ? label : "");
+    std::string l = label ? label : "";
+    s->st->SetLabel(g_label_mark.empty() ? l : l.empty() ? g_label_mark : g_label_mark + "; " + l);
+    s->labelled = true;
 }
+
+extern "C" void tdm_gb_set_label_mark(const char *mark) { g_label_mark = mark ? mark : ""; }
 
 extern "C" void tdm_gb_skip_with_error(tdm_gb_state *s, const char *msg) {
     skip(s, msg && *msg ? msg : "failed");
@@ -515,6 +521,7 @@ extern "C" const char *tdm_gb_last_json(void) { return g_last_json.c_str(); }
 extern "C" void tdm_gb_shutdown(void) {
     tdm_gb_clear();
     g_context_keys.clear();
+    g_label_mark.clear();
     g_last_json.clear();
     g_last_json.shrink_to_fit();
     benchmark::Shutdown();

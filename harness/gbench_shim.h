@@ -83,6 +83,9 @@ typedef enum {
 // ("GB/s", "GFLOP/s", "samples/s"): `bench run` takes every counter ending in "/s" as a metric.
 void tdm_gb_counter(tdm_gb_state *st, const char *name, double value, tdm_gb_counter_kind kind);
 void tdm_gb_set_label(tdm_gb_state *st, const char *label);   // after the loop
+// A mark put before every benchmark's label from now on ("MARK; label", or MARK alone when the
+// benchmark sets none): `bench run` marks the runs on the emulated CUDA device so. NULL or "": none.
+void tdm_gb_set_label_mark(const char *mark);
 // Fails this benchmark with a message (recorded in the results); the loop then ends.
 void tdm_gb_skip_with_error(tdm_gb_state *st, const char *msg);
 bool tdm_gb_error_occurred(const tdm_gb_state *st);

@@ -1,5 +1,6 @@
 # envcmp.cmake — `bench env` and `bench compare`: the U test against scipy's values
-# (test_stats.c), and compare on synthetic results directories with known answers.
+# (test_stats.c), and compare on synthetic results directories with known answers; compare refuses
+# runs on the emulated CUDA device (emulated.cmake's emulated_run fixture).
 tdm_test_executable(stats)
 target_sources(test_stats PRIVATE ${PROJECT_SOURCE_DIR}/harness/stats.c)
 target_include_directories(test_stats PRIVATE ${PROJECT_SOURCE_DIR}/harness)
@@ -54,6 +55,15 @@ add_test(NAME compare.bad_input_exits_2 COMMAND sh -c
   "B=$<TARGET_FILE:bench>; mkdir -p ${CMP}/empty ${CMP}/bad; printf 'suite,benchmark\\nx,y\\n' > ${CMP}/bad/s.samples.csv; for args in '${CMP}/base' '${CMP}/base ${CMP}/nosuchdir' '${CMP}/base ${CMP}/empty' '${CMP}/base ${CMP}/bad' '--fleet ${CMP}/base ${CMP}/same' '--threshold x ${CMP}/base ${CMP}/same' '--alpha 2 ${CMP}/base ${CMP}/same' '--nosuch'; do $B compare $args 2>${CMP}/err.txt; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $args\"; exit 1; }; [ $(wc -l < ${CMP}/err.txt) -ge 1 ] || { echo \"no message for: $args\"; exit 1; }; done; $B compare ${CMP}/base ${CMP}/bad")
 set_tests_properties(compare.bad_input_exits_2 PROPERTIES FIXTURES_REQUIRED compare_dirs
   PASS_REGULAR_EXPRESSION "no 'param' column in the header")
+
+# A run on the emulated CUDA device on either side, or in a fleet: one line naming it, exit 2. The
+# same CPU run against itself compares (exit 0): the refusal is the marking's. emu_csv is marked by
+# its CSVs' `emulated` column alone.
+set(EMU ${TEST_TMP}/emulated)
+add_test(NAME compare.refuses_emulated COMMAND sh -c
+  "B=$<TARGET_FILE:bench>; $B compare ${EMU}/cpu ${EMU}/cpu >/dev/null || { echo 'cpu vs cpu failed'; exit 1; }; for args in '${EMU}/cpu ${EMU}/emu:NEW ${EMU}/emu' '${EMU}/emu ${EMU}/cpu:BASE ${EMU}/emu' '${EMU}/cpu ${EMU}/emu_csv:NEW ${EMU}/emu_csv' '--fleet ${EMU}/cpu ${EMU}/cpu ${EMU}/emu:fleet member ${EMU}/emu'; do set -f; a=\${args%%:*}; want=\${args#*:}; $B compare $a >${EMU}/cmp.out 2>${EMU}/cmp.err; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $a\"; exit 1; }; [ $(wc -l < ${EMU}/cmp.err) -eq 1 ] || { echo \"not one line for: $a\"; cat ${EMU}/cmp.err; exit 1; }; grep -q \"^bench compare: $want is a run on the emulated CUDA device\" ${EMU}/cmp.err || { echo \"does not name $want: $a\"; cat ${EMU}/cmp.err; exit 1; }; [ ! -s ${EMU}/cmp.out ] || { echo \"compared anyway: $a\"; exit 1; }; done; cat ${EMU}/cmp.err")
+set_tests_properties(compare.refuses_emulated PROPERTIES FIXTURES_REQUIRED emulated_run
+  PASS_REGULAR_EXPRESSION "no emulated figure goes into a comparison")
 
 # bench env: aligned key: value lines and valid JSON with the fields bench run records; on a
 # machine without a GPU, GPUs: none and why.

@@ -2,7 +2,8 @@
 # --quick --suite ops` (the quick_cpu_run fixture) every metric of every suite gets a PNG and an
 # SVG, report.html shows every figure it lists and each exists, two runs go side by side; and on
 # hand-made directories: a sweep over sizes (lines), bad input exits 2 with a message, markup in
-# results is escaped, a missing or failing gnuplot is reported.
+# results is escaped, a missing or failing gnuplot is reported; a run on the emulated CUDA device
+# (emulated.cmake's emulated_run fixture) gets the banner, and emulated in every caption and title.
 set(QUICK_RUN ${TEST_TMP}/quick_run)
 if(NOT TEST harness.quick_cpu_run)
   add_test(NAME harness.quick_cpu_run COMMAND sh -c
@@ -23,3 +24,6 @@ add_test(NAME report.bad_input_exits_2 COMMAND test_report bad ${RPT_BENCH} ${RP
 add_test(NAME report.escaping_and_no_gnuplot COMMAND test_report hostile ${RPT_BENCH} ${RPT}/hostile)
 set_tests_properties(report.bad_input_exits_2 report.escaping_and_no_gnuplot PROPERTIES
   TIMEOUT 120)
+add_test(NAME report.emulated_banner COMMAND test_report emulated ${RPT_BENCH} ${RPT}/emulated
+  ${TEST_TMP}/emulated/emu)
+set_tests_properties(report.emulated_banner PROPERTIES FIXTURES_REQUIRED emulated_run TIMEOUT 120)

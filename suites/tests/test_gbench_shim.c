@@ -2,7 +2,8 @@
  * listing, the callbacks' order, manual time and per-iteration rates (exact relations, never
  * timings), failures (SkipWithError, a function that returns before its loop ends, a manual-time
  * iteration without a time) becoming errors instead of aborts, stopping after an interrupt, and
- * bad filters and output paths refused with a message. Usage: test_gbench_shim TMPDIR */
+ * bad filters and output paths refused with a message, the label mark of runs on the emulated
+ * device. Usage: test_gbench_shim TMPDIR */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,23 @@ int main(int argc, char **argv) {
     for (int i = 2; i < log.n_results; i++)
         CHECK(!strcmp(log.errors[i], "interrupted"), "result %d after the stop: '%s'", i,
               log.errors[i]);
+
+    // A label mark (runs on the emulated device): before a benchmark's own label, or alone.
+    memset(&log, 0, sizeof log);
+    tdm_gb_set_label_mark("EMULATED");
+    o.filter = "manual|work";
+    ran = tdm_gb_run(&o, err, sizeof err);
+    tdm_gb_set_label_mark(NULL);
+    o.filter = NULL;
+    root = cJSON_ParseWithOpts(tdm_gb_last_json(), NULL, true);
+    m = find_run(root, "manual/manual_time");
+    w = find_run(root, "work/n:2/real_time");
+    const cJSON *ml = cJSON_GetObjectItem(m, "label"), *wl = cJSON_GetObjectItem(w, "label");
+    CHECK(ran > 0 && cJSON_IsString(ml) && !strcmp(ml->valuestring, "EMULATED; things = 2"),
+          "marked label: '%s'", cJSON_IsString(ml) ? ml->valuestring : "(none)");
+    CHECK(cJSON_IsString(wl) && !strcmp(wl->valuestring, "EMULATED"), "mark alone: '%s'",
+          cJSON_IsString(wl) ? wl->valuestring : "(none)");
+    cJSON_Delete(root);
 
     // Refused without exiting: an output file that cannot be written, a filter without match.
     o.json_out = "/nonexistent-dir/x.json";

@@ -5,6 +5,10 @@
  *   test_report side    BENCH WORK DIR  two runs (copies of DIR, one 20% faster) side by side
  *   test_report bad     BENCH WORK      missing / empty / malformed results: exit 2, a message
  *   test_report hostile BENCH WORK      markup in the results is escaped; --embed; no gnuplot
+ *   test_report emulated BENCH WORK DIR a run on the emulated CUDA device (DIR, a CPU run marked
+ *                                       so by test_emulated mark): report.html and report.md open
+ *                                       with the banner, every caption and the plots' titles say
+ *                                       emulated
  * WORK is a scratch directory of the test's own.
  * The expected file names are derived here from the CSVs by docs' rule (bench plot --help):
  * <suite>-<metric>.{png,svg}, "/" spelled "_per_", other characters outside [A-Za-z0-9._-] "_",
@@ -370,8 +374,107 @@ static int mode_report(const char *dir) {
           strstr(html, "id=\"status\""));
     CHECK(strstr(md, "## Run") && strstr(md, "## Machine") &&
           strstr(md, "## Skipped and unfinished"));
+    CHECK_MSG(!strstr(html, "Emulated CUDA device") && !strstr(md, "Emulated CUDA device") &&
+                  !strstr(html, "(emulated") && !strstr(md, "(emulated"),
+              "a run on a real device is called emulated");
     free(html);
     free(md);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// a run on the emulated CUDA device
+
+static const char emu_banner[] =
+    "Emulated CUDA device on the CPU: these timings measure the emulator, not a GPU; they prove "
+    "only that the benchmarks run and verify";
+
+/* Every piece of TEXT from OPEN to CLOSE contains WANT; returns how many pieces there are. */
+static int each_has(const char *text, const char *open, const char *close, const char *want,
+                    const char *what) {
+    int n = 0;
+    for (const char *s = strstr(text, open); s; s = strstr(s + 1, open)) {
+        const char *e = strstr(s + strlen(open), close);
+        size_t l = e ? (size_t)(e - s) : strlen(s);
+        char piece[2048];
+        fmt(piece, sizeof piece, "%.*s", (int)(l < 2047 ? l : 2047), s);
+        CHECK_MSG(strstr(piece, want), "%s without \"%s\": %s", what, want, piece);
+        n++;
+    }
+    return n;
+}
+
+static int mode_emulated(const char *dir) {
+    char emu[4096], path[4096];
+    fmt(emu, sizeof emu, "%s/emu", work);
+    CHECK(sh("rm -rf '%s' && cp -r '%s' '%s' && rm -rf '%s/plots'", emu, dir, emu, emu) == 0);
+    expected x;
+    expected_of(emu, &x);
+    CHECK(sh("'%s' report '%s'", bench, emu) == 0);
+    fmt(path, sizeof path, "%s/report.html", emu);
+    char *html = slurp(path, NULL);
+    fmt(path, sizeof path, "%s/report.md", emu);
+    char *md = slurp(path, NULL);
+    CHECK(html && md);
+    if (html && md) {
+        // the banner at the top: right under the heading, before the run's sections
+        const char *h1 = strstr(html, "</h1>"), *banner = strstr(html, emu_banner);
+        CHECK_MSG(h1 && banner && banner > h1 && banner < strstr(html, "<p>") &&
+                      banner < strstr(html, "id=\"run\""),
+                  "report.html: no banner at the top");
+        CHECK_MSG(strstr(html, "<div class=\"banner emulated\">"), "report.html: banner style");
+        const char *l2 = strchr(md, '\n');
+        CHECK_MSG(!strncmp(md, "# tandem bench report: ", 23) && l2 && strstr(md, emu_banner) &&
+                      strstr(md, emu_banner) < strstr(md, "## Run") &&
+                      !strncmp(l2, "\n\n> **Emulated CUDA device", 26),
+                  "report.md: no banner under the title");
+        CHECK_MSG(strstr(html, "<title>tandem bench report: ") &&
+                      strstr(strstr(html, "<title>"), "(emulated)</title>"),
+                  "report.html: the title does not say emulated");
+        // every figure's caption and alt text, every table's note, the machine
+        int caps = each_has(html, "<figcaption>", "</figcaption>", "(emulated", "a figure caption");
+        int alts = each_has(html, "alt=\"", "\"", "(emulated", "an image's alt text");
+        int md_alts = each_has(md, "![", "](", "(emulated", "a Markdown image");
+        CHECK_MSG(caps == x.n && alts == x.n && md_alts == x.n,
+                  "%d figures: %d captions, %d alt texts, %d in report.md", x.n, caps, alts,
+                  md_alts);
+        int suites = 0;
+        for (const char *s = strstr(html, "<h2 id=\"suite-"); s; s = strstr(s + 1, "<h2 id=\"suite-"))
+            suites++;
+        CHECK_MSG(suites > 0 && each_has(html, "CV: the coefficient", "</p>", "Emulated: timings",
+                                         "a table note") == suites,
+                  "report.html: not every table's note says emulated");
+        CHECK_MSG(each_has(md, "CV: the coefficient", "\n\n", "Emulated: timings", "a table note") ==
+                      suites,
+                  "report.md: not every table's note says emulated");
+        const char *mach = strstr(html, "id=\"machine\"");
+        CHECK_MSG(mach && strstr(mach, "EMULATED on the CPU (suites/emu): not a GPU") &&
+                      strstr(mach, "EMULATED on the CPU") < strstr(mach, "<table"),
+                  "report.html: the machine section does not say the GPU is emulated");
+        CHECK_MSG(strstr(strstr(md, "## Machine") ? strstr(md, "## Machine") : md,
+                         "EMULATED on the CPU"),
+                  "report.md: the machine section does not say the GPU is emulated");
+    }
+    free(html);
+    free(md);
+    // the plots report drew, and bench plot's own: every title says (emulated), as the data do
+    CHECK(x.n > 0);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) CHECK(sh("rm -rf '%s/plots' && '%s' plot '%s'", emu, bench, emu) == 0);
+        for (int i = 0; i < x.n; i++) {
+            fmt(path, sizeof path, "%s/plots/%s.svg", emu, x.e[i].name);
+            char *svg = slurp(path, NULL);
+            CHECK_MSG(svg && strstr(svg, "(emulated)"), "%s: the title does not say (emulated)",
+                      path);
+            free(svg);
+            fmt(path, sizeof path, "%s/plots/%s.dat", emu, x.e[i].name);
+            char *dat = slurp(path, NULL);
+            CHECK_MSG(dat && strstr(dat, "# (emulated)"), "%s: not marked emulated", path);
+            free(dat);
+        }
+    }
+    fmt(path, sizeof path, "%s/plots", emu);
+    check_figures(path, &x);
     return 0;
 }
 
@@ -637,7 +740,8 @@ static int mode_hostile(void) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: test_report plot|report|side|bad|hostile BENCH WORK [DIR]\n");
+        fprintf(stderr,
+                "usage: test_report plot|report|side|bad|hostile|emulated BENCH WORK [DIR]\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argc > 4 ? argv[4] : NULL;
@@ -662,6 +766,8 @@ int main(int argc, char **argv) {
         mode_bad();
     else if (!strcmp(mode, "hostile"))
         mode_hostile();
+    else if (!strcmp(mode, "emulated"))
+        mode_emulated(dir);
     else {
         fprintf(stderr, "test_report: unknown mode %s\n", mode);
         return 2;

@@ -1,7 +1,8 @@
 /* test_run.c — checks a results directory written by `bench run` against docs/RESULTS_FORMAT.md:
  * context.json, status.json, and per suite <suite>.json (Google Benchmark's JSON), <suite>.csv
  * (exact header, positive medians, cv = stddev / mean) and <suite>.samples.csv (as many samples
- * as repetitions), no temp files left behind.
+ * as repetitions), no temp files left behind. "emulated" in context.json and status.json: false,
+ * or true for a run on the emulated CUDA device, whose CSVs then end in an `emulated` column.
  *
  * Usage: test_run DIR complete REPETITIONS   a finished run: complete, nothing unfinished
  *        test_run DIR partial                 an interrupted run: complete false, something
@@ -70,7 +71,8 @@ static bool in_array(const cJSON *a, const char *s) {
 }
 
 // <suite>.csv, <suite>.samples.csv and <suite>.json; every row's benchmark must be finished.
-static void check_suite(const char *dir, const char *suite, int reps, const cJSON *finished) {
+static void check_suite(const char *dir, const char *suite, int reps, const cJSON *finished,
+                        bool emu) {
     char name[512];
     snprintf(name, sizeof name, "%s.json", suite);
     cJSON *gb = read_json(dir, name);
@@ -94,15 +96,18 @@ static void check_suite(const char *dir, const char *suite, int reps, const cJSO
     for (char *save = NULL, *line = csv ? strtok_r(csv, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save)) {
         if (!rows++) {
-            CHECK(!strcmp(line, "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,"
-                                "repetitions"),
+            CHECK(!strcmp(line, emu ? "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,"
+                                      "max,repetitions,emulated"
+                                    : "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,"
+                                      "min,max,repetitions"),
                   "%s header: %s", name, line);
             continue;
         }
         char *f[16];
         int n = split(line, f, 16);
-        CHECK(n == 13, "%s: %d fields in a row", name, n);
-        if (n != 13) continue;
+        CHECK(n == 13 + emu, "%s: %d fields in a row", name, n);
+        if (n != 13 + emu) continue;
+        if (emu) CHECK(!strcmp(f[13], "true"), "%s: emulated is '%s'", name, f[13]);
         double med = atof(f[6]), mean = atof(f[7]), sd = atof(f[8]), cv = atof(f[9]);
         double mn = atof(f[10]), mx = atof(f[11]);
         int r = atoi(f[12]);
@@ -134,14 +139,15 @@ static void check_suite(const char *dir, const char *suite, int reps, const cJSO
     for (char *save = NULL, *line = raw ? strtok_r(raw, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save)) {
         if (!lines++) {
-            CHECK(!strcmp(line, "suite,benchmark,param,x,metric,unit,repetition,value"),
+            CHECK(!strcmp(line, emu ? "suite,benchmark,param,x,metric,unit,repetition,value,emulated"
+                                    : "suite,benchmark,param,x,metric,unit,repetition,value"),
                   "%s header: %s", name, line);
             continue;
         }
         char *f[10], key[160];
         int n = split(line, f, 10);
-        CHECK(n == 8 && atof(f[7]) > 0, "%s: a bad row", name);
-        if (n != 8) continue;
+        CHECK(n == 8 + emu && atof(f[7]) > 0, "%s: a bad row", name);
+        if (n != 8 + emu) continue;
         snprintf(key, sizeof key, "%s|%s|%s", f[1], f[2], f[4]);
         int k = 0;
         while (k < n_keys && strcmp(keys[k], key)) k++;
@@ -171,6 +177,12 @@ int main(int argc, char **argv) {
     CHECK(cJSON_IsString(cJSON_GetObjectItem(ctx, "device")), "context.device");
     CHECK(cJSON_IsString(cJSON_GetObjectItem(ctx, "started")), "context.started");
     CHECK(cJSON_IsObject(cJSON_GetObjectItem(ctx, "env")), "context.env");
+    // "emulated" (the PyTorch peer's directory, tandem.version "peer", may leave it out: false)
+    const cJSON *ce = cJSON_GetObjectItem(ctx, "emulated");
+    const cJSON *tv = cJSON_GetObjectItem(cJSON_GetObjectItem(ctx, "tandem"), "version");
+    bool peer = cJSON_IsString(tv) && !strcmp(tv->valuestring, "peer");
+    CHECK(cJSON_IsBool(ce) || (peer && !ce), "context.emulated: not true or false");
+    bool emu = cJSON_IsTrue(ce);
     cJSON_Delete(ctx);
 
     cJSON *st = read_json(dir, "status.json");
@@ -182,6 +194,9 @@ int main(int argc, char **argv) {
               cJSON_IsObject(cJSON_GetObjectItem(st, "clock_check")),
           "status.json lacks a field");
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(st, "running")), "status.json: still running");
+    CHECK((cJSON_IsBool(cJSON_GetObjectItem(st, "emulated")) || (peer && !ce)) &&
+              cJSON_IsTrue(cJSON_GetObjectItem(st, "emulated")) == emu,
+          "status.json: emulated is not %s, as in context.json", emu ? "true" : "false");
     CHECK(cJSON_IsBool(cJSON_GetObjectItem(st, "complete")) &&
               cJSON_IsTrue(cJSON_GetObjectItem(st, "complete")) == complete,
           "status.json: complete is not %s", complete ? "true" : "false");
@@ -201,7 +216,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n_done; i++) seen |= !strcmp(done[i], suite);
         if (!seen && n_done < 16) {
             snprintf(done[n_done++], sizeof done[0], "%s", suite);
-            check_suite(dir, suite, reps, fin);
+            check_suite(dir, suite, reps, fin, emu);
         }
     }
     cJSON_Delete(st);

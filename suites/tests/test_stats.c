@@ -280,7 +280,8 @@ static int check_env_json(const char *path) {
         "host", "cpu_model", "cpu_logical", "cpu_cores", "cpu_sockets", "cpu_governor",
         "cpu_max_mhz", "memory_total_bytes", "memory_available_bytes", "os", "kernel",
         "compiler", "tandem_version", "tandem_build", "tandem_commit", "nvidia_driver",
-        "cuda_driver", "cuda_runtime", "cublas", "cudnn", "nccl", "gpu_count", "gpu_note", "gpus"};
+        "cuda_driver", "cuda_runtime", "cublas", "cudnn", "nccl", "gpu_count", "gpu_note", "gpus",
+        "cuda_emulated"};
     for (int i = 0; i < N_OF(keys); i++)
         CHECK_MSG(cJSON_GetObjectItemCaseSensitive(e, keys[i]), "no \"%s\"", keys[i]);
     const cJSON *host = cJSON_GetObjectItemCaseSensitive(e, "host");
@@ -296,10 +297,21 @@ static int check_env_json(const char *path) {
         CHECK_MSG(cJSON_IsString(note) &&
                       !strncmp(note->valuestring, "none (no CUDA device found: ", 28),
                   "gpu_note says why there is no GPU");
+    // the emulated CUDA device (a -DTDM_CUDA_EMU=ON build, whose build line says EMULATED): every
+    // GPU says whether it is that device, and the whole says whether any is
+    const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "tandem_build");
+    bool emu_build = cJSON_IsString(build) && strstr(build->valuestring, "EMULATED");
+    const cJSON *emu = cJSON_GetObjectItemCaseSensitive(e, "cuda_emulated");
+    CHECK_MSG(cJSON_IsBool(emu) && cJSON_IsTrue(emu) == (emu_build && cJSON_GetArraySize(gpus) > 0),
+              "cuda_emulated is not %s", emu_build ? "true" : "false");
     const cJSON *g;
     cJSON_ArrayForEach(g, gpus) {
         CHECK(cJSON_GetObjectItemCaseSensitive(g, "name") ||
               cJSON_GetObjectItemCaseSensitive(g, "error"));
+        const cJSON *ge = cJSON_GetObjectItemCaseSensitive(g, "emulated");
+        if (!cJSON_GetObjectItemCaseSensitive(g, "error"))
+            CHECK_MSG(cJSON_IsBool(ge) && cJSON_IsTrue(ge) == emu_build,
+                      "a GPU whose \"emulated\" is not %s", emu_build ? "true" : "false");
     }
     if (!check_failures) printf("env: host %s, %d GPU(s)\n", host->valuestring, count->valueint);
     cJSON_Delete(e);

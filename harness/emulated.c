@@ -1,0 +1,177 @@
+/* emulated.c — telling a run on the emulated CUDA device (emulated.h) from its results directory or
+ * its env: the one place `bench report`, `plot` and `compare` ask. */
+#include "emulated.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_true(const cJSON *o, const char *key) {
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+static void say(char *why, size_t len, const char *fmt, const char *a, const char *b) {
+    if (why && len) snprintf(why, len, fmt, a, b);
+}
+
+bool bench_env_emulated(const cJSON *env) {
+    if (!cJSON_IsObject(env)) return false;
+    if (is_true(env, "cuda_emulated")) return true;
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(env, "gpus")) if (is_true(g, "emulated"))
+        return true;
+    return false;
+}
+
+bool bench_context_emulated(const cJSON *context) {
+    if (!cJSON_IsObject(context)) return false;
+    if (is_true(context, "emulated")) return true;
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(context, "device");
+    if (!cJSON_IsString(dev) || strncmp(dev->valuestring, "cuda:", 5) != 0) return false;
+    char *end;
+    long n = strtol(dev->valuestring + 5, &end, 10);
+    if (end == dev->valuestring + 5 || *end) return false;
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(context, "env");
+    const cJSON *g;
+    int i = 0;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(env, "gpus")) {
+        const cJSON *idx = cJSON_GetObjectItemCaseSensitive(g, "index");
+        long at = cJSON_IsNumber(idx) ? (long)idx->valuedouble : i;
+        if (at == n) return is_true(g, "emulated");
+        i++;
+    }
+    return false;
+}
+
+// The whole file; NULL with errno (ENOENT when it is not there).
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t n = 0, cap = 1 << 14;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *b = realloc(buf, 2 * cap + 1);
+        if (!b) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = b;
+        cap *= 2;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        errno = err ? EIO : ENOMEM;
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+// DIR/NAME parsed: 0 with *out NULL when absent, -1 when unreadable or not a JSON object.
+static int load_json(const char *dir, const char *name, cJSON **out, char *why, size_t len) {
+    char path[4096];
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = slurp(path);
+    if (!text) {
+        if (errno == ENOENT) return 0;
+        say(why, len, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    *out = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        say(why, len, "%s: %s", path, "not a JSON object");
+        return -1;
+    }
+    return 0;
+}
+
+// Field WANT of the CSV line at p (RFC 4180 quotes; up to the line's end) into buf; false when the
+// line has fewer fields.
+static bool csv_nth(const char *p, int want, char *buf, size_t len) {
+    for (int i = 0;; i++) {
+        size_t k = 0;
+        bool quoted = *p == '"';
+        if (quoted) p++;
+        for (; *p && (quoted || (*p != ',' && *p != '\n' && *p != '\r')); p++) {
+            if (quoted && *p == '"' && p[1] != '"') {
+                quoted = false;
+                continue;
+            }
+            if (quoted && *p == '"') p++;   // "" inside quotes
+            if (i == want && k + 1 < len) buf[k++] = *p;
+        }
+        if (i == want) {
+            buf[k] = '\0';
+            return true;
+        }
+        if (*p != ',') return false;
+        p++;
+    }
+}
+
+// A CSV whose `emulated` column holds "true" in some row.
+static bool csv_emulated(const char *text) {
+    char f[256];
+    int col = -1;
+    for (int i = 0; col < 0 && i < 256 && csv_nth(text, i, f, sizeof f); i++)
+        if (!strcmp(f, "emulated")) col = i;
+    if (col < 0) return false;
+    for (const char *p = strchr(text, '\n'); p; p = strchr(p, '\n'))
+        if (*++p && csv_nth(p, col, f, sizeof f) && !strcmp(f, "true")) return true;
+    return false;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+int bench_dir_emulated(const char *dir, char *why, size_t why_len) {
+    if (why && why_len) why[0] = '\0';
+    cJSON *ctx, *st;
+    if (load_json(dir, "context.json", &ctx, why, why_len)) return -1;
+    if (load_json(dir, "status.json", &st, why, why_len)) {
+        cJSON_Delete(ctx);
+        return -1;
+    }
+    int rc = 0;
+    if (bench_context_emulated(ctx)) {
+        say(why, why_len, "%s%s", "context.json: ",
+            is_true(ctx, "emulated") ? "\"emulated\": true" : "its device's env.gpus entry says so");
+        rc = 1;
+    } else if (is_true(st, "emulated")) {
+        say(why, why_len, "%s%s", "status.json: ", "\"emulated\": true");
+        rc = 1;
+    }
+    cJSON_Delete(ctx);
+    cJSON_Delete(st);
+    DIR *d = rc ? NULL : opendir(dir);
+    struct dirent *e;
+    while (d && !rc && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || !ends_with(e->d_name, ".csv")) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *text = slurp(path);
+        if (!text) {
+            say(why, why_len, "%s: %s", path, strerror(errno));
+            rc = -1;
+        } else if (csv_emulated(text)) {
+            say(why, why_len, "%s%s", e->d_name, ": column emulated = true");
+            rc = 1;
+        }
+        free(text);
+    }
+    if (d) closedir(d);
+    return rc;
+}
