@@ -184,7 +184,8 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     } else {
         char ver[96];   // NVML wants room for 80 characters
         if (n->driver_version && n->driver_version(ver, sizeof ver) == 0)
-            snprintf(out->driver_version, sizeof out->driver_version, "%s", ver);
+            snprintf(out->driver_version, sizeof out->driver_version, "%.*s",
+                     (int)sizeof out->driver_version - 1, ver);
         int link[4] = {nvml_uint(n->pcie_gen, d), nvml_uint(n->pcie_width, d),
                        nvml_uint(n->pcie_gen_max, d), nvml_uint(n->pcie_width_max, d)};
         if (link[0] > 0) out->pcie_gen = link[0];

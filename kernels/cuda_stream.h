@@ -1,4 +1,4 @@
-/* cuda_stream.h — the CUDA backend's internal stream interface, for every kernels/*.cu file: the
+/* cuda_stream.h — the CUDA backend's internal stream interface, for every .cu file of kernels/: the
  * calling thread's current stream on a device (tandem/stream.h's tdm_stream_set_current; NULL =
  * the legacy default stream), which every launch and copy uses, and the SM-driven copy kernel. */
 #ifndef TANDEM_KERNELS_CUDA_STREAM_H

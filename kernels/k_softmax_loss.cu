@@ -413,7 +413,7 @@ __global__ void k_ce_divisors(ce_args a, const T *w, double *rowdiv, long long *
 // docs/CONFORMANCE.md allows 3 roundings there, and in f32 tau's own roundings would make 4 or 5.
 template <bool WARP, typename T>
 __global__ void k_ce_bwd_rows(ce_args a, const T *gloss, const T *x, const T *q, const T *w,
-                              int red, const double *dsum, T *gx, const long long *flag) {
+                              int red, const double *dsum, T *gx) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
@@ -455,7 +455,6 @@ static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
                            const tdm_tensor *target, const tdm_tensor *weight, tdm_reduction red,
                            double smoothing, int64_t ignore, tdm_tensor *glogits,
                            tdm_tensor *flag) {
-    typedef acc_t<T> A;
     const ce_args a = ce_args_of(logits, target, smoothing, ignore);
     const bool warp = a.C <= 1024;
     const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
@@ -471,10 +470,10 @@ static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
     if (st_ == TDM_OK) {
         if (warp)
             TDM_LAUNCH(row_blocks(a.R, true), ROW_THREADS, 0, s, k_ce_bwd_rows<true, T>)
-            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
+            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits));
         else
             TDM_LAUNCH(row_blocks(a.R, false), ROW_THREADS, 0, s, k_ce_bwd_rows<false, T>)
-            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits), fl);
+            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits));
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(div);   // stream-ordered: reused only by later work on this stream

@@ -21,6 +21,7 @@ if(TDM_CUDA_EMU)
   # bench run on cuda:0: every benchmark runs and verifies (exit 0), every file and line is marked
   add_test(NAME run.emulated_cuda0 COMMAND sh -c
     "rm -rf ${EMU}/run && $<TARGET_FILE:bench> run --device cuda:0 --quick --suite transfer --repetitions 1 --min-time 0.01 --out ${EMU}/run && $<TARGET_FILE:test_emulated> run ${EMU}/run && $<TARGET_FILE:test_run> ${EMU}/run complete 1")
+  set_tests_properties(env.emulated_text run.emulated_cuda0 PROPERTIES LABELS emu)   # the emu presets
   set_tests_properties(run.emulated_cuda0 PROPERTIES TIMEOUT 600 PASS_REGULAR_EXPRESSION
     "cuda:0 is the EMULATED CUDA device on the CPU [^\n]+ not GPU figures\n.*\\[emulated\\]\n.*EMULATED: these timings measure the emulated CUDA device on the CPU, not a GPU.*emulated run: ok.*a valid complete run")
 endif()
