@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/cuda_kernels.h"
 #include "kernels/cuda_libs.h"
 #include "kernels/cuda_stream.h"
 
@@ -616,6 +617,57 @@ static tdm_status zero(tdm_tensor *t) {
                                       tdm_cuda_stream_here()));
 }
 
+// ---- asymmetric padding ----
+// cuDNN's engines take one padding per dim for both sides (its legacy engines, the only ones for
+// f64 and most f32, ignore or refuse a post-padding that differs), so padding_extra (PyTorch's
+// padding='same' with an even kernel: one more zero after) is done as PyTorch does: x padded
+// explicitly by the extra rows and columns, then a symmetric convolution; the data gradient of
+// the padded x cropped back to x.
+static bool has_extra(const tdm_conv2d_params *p) {
+    return p->padding_extra[0] != 0 || p->padding_extra[1] != 0;
+}
+
+static tdm_conv2d_params symmetric(const tdm_conv2d_params *p) {
+    tdm_conv2d_params q = *p;
+    q.padding_extra[0] = q.padding_extra[1] = 0;
+    return q;
+}
+
+// A tensor of x's dtype and device, x's shape grown by the extra rows and columns (in its layout).
+static tdm_tensor *extra_padded_like(const tdm_tensor *x, const tdm_conv2d_params *p) {
+    const int *ax = tdm_conv_axes(p->layout);
+    int64_t shape[4] = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
+    shape[ax[1]] += p->padding_extra[0];
+    shape[ax[2]] += p->padding_extra[1];
+    return tdm_tensor_empty(4, shape, x->dtype, x->device);
+}
+
+static tdm_status conv2d_extra(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                               const tdm_conv2d_params *p, tdm_tensor *y) {
+    const tdm_conv2d_params q = symmetric(p);
+    tdm_tensor *xp = extra_padded_like(x, p);
+    if (!xp) return tdm_last_status();
+    tdm_status s = cuda_pad_crop(x, xp);
+    if (s == TDM_OK) s = tdm_cuda_conv2d(xp, w, b, &q, y);
+    tdm_tensor_free(xp);   // stream-ordered
+    return s;
+}
+
+static tdm_status conv2d_backward_extra(const tdm_tensor *gy, const tdm_tensor *x,
+                                        const tdm_tensor *w, const tdm_conv2d_params *p,
+                                        tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb) {
+    const tdm_conv2d_params q = symmetric(p);
+    const bool want_gx = gx && gx->numel, want_gw = gw && gw->numel;
+    tdm_tensor *xp = extra_padded_like(x, p), *gxp = want_gx ? extra_padded_like(x, p) : NULL;
+    tdm_status s = !xp || (want_gx && !gxp) ? tdm_last_status() : TDM_OK;
+    if (s == TDM_OK && want_gw) s = cuda_pad_crop(x, xp);
+    if (s == TDM_OK) s = tdm_cuda_conv2d_backward(gy, xp, w, &q, gxp, want_gw ? gw : NULL, gb);
+    if (s == TDM_OK && want_gx) s = cuda_pad_crop(gxp, gx);
+    tdm_tensor_free(xp);
+    tdm_tensor_free(gxp);
+    return s;
+}
+
 // ----------------------------------------------------------------------------
 // the slots: x (N,C,H,W), w (O,C/g,kh,kw), b (O) or NULL, y (N,O,OH,OW); in the NHWC layout
 // x (N,H,W,C), w (O,kh,kw,C/g), y (N,OH,OW,O)
@@ -625,6 +677,7 @@ tdm_status tdm_cuda_conv2d(const tdm_tensor *x, const tdm_tensor *w, const tdm_t
     const int dev = x->device.index;
     TDM_TRY(CUDA_CHECK(cudaSetDevice(dev)));
     if (y->numel == 0) return TDM_OK;
+    if (has_extra(p)) return conv2d_extra(x, w, b, p, y);
     conv_call c = call_of(TDM_CONV_PASS_FORWARD, x, w, y, p);
     if (c.w[1] == 0)   // C/g = 0: an empty sum, y = b or 0
         return b ? bias_fill(c.py, b, y->dtype, c.y, p->layout) : zero(y);
@@ -638,6 +691,7 @@ tdm_status tdm_cuda_conv2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
                                     tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb) {
     const int dev = x->device.index;
     TDM_TRY(CUDA_CHECK(cudaSetDevice(dev)));
+    if (has_extra(p)) return conv2d_backward_extra(gy, x, w, p, gx, gw, gb);
     if (gx && gx->numel) {
         if (gy->numel == 0) TDM_TRY(zero(gx));   // O = 0: nothing flows back
         else {

@@ -48,6 +48,9 @@ tdm_status cuda_unary_backward(tdm_unary_op op, const tdm_tensor *gy, const tdm_
 tdm_status cuda_binary(tdm_binary_op op, const tdm_tensor *a, const tdm_tensor *b, double alpha,
                        tdm_tensor *y);
 tdm_status cuda_expand(const tdm_tensor *x, double scale, tdm_tensor *y);
+// dst (row-major, src's rank <= 4) = src at dst's origin, zero-filled past src's end in each dim,
+// or cropped where dst is smaller: conv2d's explicit padding for padding_extra (conv_cudnn.cu).
+tdm_status cuda_pad_crop(const tdm_tensor *src, tdm_tensor *dst);
 // k_random.cu
 tdm_status cuda_rand_uniform(tdm_tensor *t, uint64_t seed, uint64_t offset);
 tdm_status cuda_rand_normal(tdm_tensor *t, uint64_t seed, uint64_t offset);

@@ -243,3 +243,53 @@ tdm_status cuda_expand(const tdm_tensor *x, double scale, tdm_tensor *y) {
     TDM_DISPATCH_FLOAT(y->dtype, "expand", T, return bcast_t<T, BC_EXPAND>(x, x, scale, y));
     return TDM_OK;
 }
+
+// ---- pad or crop: dst = src placed at dst's origin, zeros where src has no element ---------
+
+// Both row-major with the same number of dims (<= 4, leading dims of size 1 added): dst[i] at
+// coordinates c = src[c] when c lies inside src, else 0. E (the element's bytes) is all that
+// matters: a zero is all-zero bits in every dtype.
+struct pad_layout {
+    int64_t dst[4], src[4];
+};
+
+template <typename E>
+__global__ void k_pad_crop(int64_t n, pad_layout L, const E *src, E *dst) {
+    GRID_STRIDE(i, n) {
+        int64_t rest = i, at = 0, stride = 1;
+        bool inside = true;
+        for (int d = 3; d >= 0; d--) {
+            const int64_t c = rest % L.dst[d];
+            rest /= L.dst[d];
+            inside = inside && c < L.src[d];
+            at += c * stride;
+            stride *= L.src[d];
+        }
+        dst[i] = inside ? src[at] : (E)0;
+    }
+}
+
+tdm_status cuda_pad_crop(const tdm_tensor *src, tdm_tensor *dst) {
+    if (dst->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(dst));
+    pad_layout L;
+    for (int d = 0; d < 4; d++) {
+        const int k = d - (4 - dst->ndim);
+        L.dst[d] = k >= 0 ? dst->shape[k] : 1;
+        L.src[d] = k >= 0 ? src->shape[k] : 1;
+    }
+    const int threads = 256;
+    const unsigned blocks = cuda_grid_blocks(dst->numel, threads);
+    const cudaStream_t s = cuda_stream_current();
+    switch (tdm_dtype_size(dst->dtype)) {
+    case 2: TDM_LAUNCH(blocks, threads, 0, s, k_pad_crop<uint16_t>)
+            (dst->numel, L, (const uint16_t *)tdm_data_c(src), (uint16_t *)tdm_data(dst)); break;
+    case 4: TDM_LAUNCH(blocks, threads, 0, s, k_pad_crop<uint32_t>)
+            (dst->numel, L, (const uint32_t *)tdm_data_c(src), (uint32_t *)tdm_data(dst)); break;
+    case 8: TDM_LAUNCH(blocks, threads, 0, s, k_pad_crop<uint64_t>)
+            (dst->numel, L, (const uint64_t *)tdm_data_c(src), (uint64_t *)tdm_data(dst)); break;
+    default:
+        return tdm_error_set(TDM_ERR_DTYPE, "pad: %s not supported", tdm_dtype_name(dst->dtype));
+    }
+    return CUDA_LAUNCH_CHECK();
+}
