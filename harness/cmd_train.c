@@ -613,6 +613,19 @@ int bench_train(int argc, char **argv) {
         tdm_dp_group_free(mpi_group);
         return bad("%s--batch must be a multiple of --ranks x --accumulate", "");
     }
+    // Thread ranks on cuda take one GPU each, cuda:N .. cuda:N+ranks-1 (rank_device): all must be
+    // there before any rank starts (a rank that cannot build its model would leave the others
+    // waiting for it at the group's first barrier).
+    if (dev.type == TDM_DEVICE_CUDA && a.ranks > 1 && !mpi_group) {
+        for (int64_t r = 1; r < a.ranks; r++) {
+            tdm_device d = dev;
+            d.index += (int)r;
+            if (!tdm_device_available(d))
+                return bad("--ranks %lld on cuda:%d needs one GPU per rank, cuda:%d to cuda:%lld: %s",
+                           (long long)a.ranks, dev.index, dev.index,
+                           (long long)(dev.index + a.ranks - 1), tdm_last_error());
+        }
+    }
 
     // Check the model and --init up front (exit 2 on bad input), and size the synthetic labels.
     tdm_module *probe = tdm_nn_from_spec(a.model);
