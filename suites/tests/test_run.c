@@ -91,8 +91,10 @@ static void check_suite(const char *dir, const char *suite, int reps, const cJSO
     char *csv = read_file(dir, name);
     CHECK(csv != NULL, "%s missing", name);
     int rows = 0;
-    char keys[256][160];
-    int key_reps[256];
+    // every row's benchmark|param|metric and repetitions (a cuda transfer run has 616 rows)
+    enum { MAX_KEYS = 4096 };
+    static char keys[MAX_KEYS][160];
+    static int key_reps[MAX_KEYS], seen[MAX_KEYS];
     for (char *save = NULL, *line = csv ? strtok_r(csv, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save)) {
         if (!rows++) {
@@ -123,19 +125,21 @@ static void check_suite(const char *dir, const char *suite, int reps, const cJSO
         snprintf(id, sizeof id, "%s/%s%s%s", suite, f[1], f[2][0] ? "/" : "", f[2]);
         CHECK(in_array(finished, id), "%s: a row for %s, which status.json has not finished", name,
               id);
-        if (rows - 2 < 256) {
+        CHECK(rows - 2 < MAX_KEYS, "%s: more than %d rows", name, (int)MAX_KEYS);
+        if (rows - 2 < MAX_KEYS) {
             snprintf(keys[rows - 2], sizeof keys[0], "%s|%s|%s", f[1], f[2], f[4]);
             key_reps[rows - 2] = r;
         }
     }
-    int n_keys = rows - 1 < 256 ? rows - 1 : 256;
+    int n_keys = rows - 1 < MAX_KEYS ? rows - 1 : MAX_KEYS;
     CHECK(n_keys > 0, "%s has no rows", name);
     free(csv);
 
     snprintf(name, sizeof name, "%s.samples.csv", suite);
     char *raw = read_file(dir, name);
     CHECK(raw != NULL, "%s missing", name);
-    int seen[256] = {0}, lines = 0;
+    int lines = 0;
+    memset(seen, 0, sizeof seen);
     for (char *save = NULL, *line = raw ? strtok_r(raw, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save)) {
         if (!lines++) {
