@@ -373,7 +373,7 @@ tdm_tensor *tdm_tensor_permute(const tdm_tensor *t, const int *dims) {
     tdm_tensor src = *t;   // the strided view: read by the backend only
     bool seen[TDM_MAX_DIMS] = {false};
     for (int i = 0; i < t->ndim; i++) {
-        int d;
+        int d = 0;   // set by tdm_wrap_dim (GCC -O3 cannot see it: maybe-uninitialized)
         if (tdm_wrap_dim(op, dims[i], t->ndim, &d) != TDM_OK) return NULL;
         if (seen[d]) {
             tdm_error_set(TDM_ERR_ARG, "permute: dim %d repeats in dims (a permutation of "

@@ -23,7 +23,8 @@ static void conform_usage(FILE *f) {
             "  Random cases per op and dtype (shapes with sizes 1, 7, 13, 33, 129, 257; random\n"
             "  attrs), expected values from the CPU reference in f64, compared within the bounds\n"
             "  of docs/CONFORMANCE.md, with NaN-poisoned allocations and guard regions. A failing\n"
-            "  case is written to DIR (default ./conform-failures) for `bench replay`.\n"
+            "  case is written to DIR (default: a new temporary folder, $TMPDIR/tandem-conform-XXXXXX,\n"
+            "  named in the output) for `bench replay`.\n"
             "  Ops: %s\n"
             "  and the slots checked bitwise against the reference: %s\n"
             "  --plant-error (for testing this command): every case's expected output.0[0] is\n"
@@ -67,12 +68,32 @@ static bool parse_u64(const char *s, uint64_t *v) {
     return true;
 }
 
+// Where failing cases go: --failures DIR, else a fresh temporary folder made at the first failure
+// ($TMPDIR or /tmp, tandem-conform-XXXXXX), never the working directory (a checkout). NULL with
+// errno when it cannot be made.
+static const char *failure_dir(const char *given) {
+    static char made[1024];
+    if (given) return given;
+    if (!made[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(made, sizeof made, "%s/tandem-conform-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(made)) {
+            made[0] = 0;
+            return NULL;
+        }
+    }
+    return made;
+}
+
 // Prints the case's line; on failure writes the case file and names it.
 static bool report_case(const tdm_case *c, const tdm_case_report *rep, const char *fail_dir,
                         uint64_t seed, int64_t index, bool quiet) {
     const tdm_case_check *w = tdm_case_report_worst(rep);
     char file[1024] = "";
-    if (!rep->pass) {
+    if (!rep->pass && !(fail_dir = failure_dir(fail_dir))) {
+        fprintf(stderr, "bench conform: no folder for the failing case: %s\n", strerror(errno));
+        snprintf(file, sizeof file, "(not written)");
+    } else if (!rep->pass) {
         mkdir(fail_dir, 0777);
         snprintf(file, sizeof file, "%s/%s.safetensors", fail_dir, c->path);
         if (tdm_random_case_save(c, file, seed, index) != TDM_OK) {
@@ -111,7 +132,7 @@ int bench_conform(int argc, char **argv) {
                                          {"plant-error", no_argument, 0, 'p'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *devname = "cpu", *ops = NULL, *fail_dir = "conform-failures";
+    const char *devname = "cpu", *ops = NULL, *fail_dir = NULL;   // a temporary folder
     const char *dtypes_s = "f32,f16,bf16";
     uint64_t seed = 0, n_cases = 10;
     bool quiet = false, plant = false;
@@ -165,7 +186,7 @@ int bench_conform(int argc, char **argv) {
         return 2;
     }
     struct stat sb;
-    if (stat(fail_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+    if (fail_dir && stat(fail_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "bench conform: --failures %s: not a directory\n", fail_dir);
         return 2;
     }
@@ -201,10 +222,18 @@ int bench_conform(int argc, char **argv) {
                     printf("ERROR %s %s attrs %s: %s\n", cs->path, op, attrs ? attrs : "{}",
                            tdm_last_error());
                     free(attrs);
-                    mkdir(fail_dir, 0777);
-                    snprintf(file, sizeof file, "%s/%s.safetensors", fail_dir, cs->path);
-                    if (tdm_random_case_save(cs, file, seed, (int64_t)i) == TDM_OK)
+                    const char *dir = failure_dir(fail_dir);
+                    if (dir) mkdir(dir, 0777);
+                    if (dir && snprintf(file, sizeof file, "%s/%s.safetensors", dir, cs->path) >=
+                                   (int)sizeof file) {
+                        errno = ENAMETOOLONG;
+                        dir = NULL;
+                    }
+                    if (dir && tdm_random_case_save(cs, file, seed, (int64_t)i) == TDM_OK)
                         printf("     case file: %s\n", file);
+                    else
+                        fprintf(stderr, "bench conform: the case file could not be written: %s\n",
+                                dir ? tdm_last_error() : strerror(errno));
                     n_err++;
                 } else if (report_case(cs, &rep, fail_dir, seed, (int64_t)i, quiet)) {
                     n_pass++;

@@ -621,10 +621,8 @@ static bool find_gnuplot(char *out, size_t len) {
 
 static bool has_scripts(const char *dir) {
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/lines.gp", dir);
-    if (access(p, R_OK)) return false;
-    snprintf(p, sizeof p, "%s/bars.gp", dir);
-    return access(p, R_OK) == 0;
+    if (snprintf(p, sizeof p, "%s/lines.gp", dir) >= (int)sizeof p || access(p, R_OK)) return false;
+    return snprintf(p, sizeof p, "%s/bars.gp", dir) < (int)sizeof p && access(p, R_OK) == 0;
 }
 
 /* The directory of lines.gp and bars.gp: $TANDEM_PLOTS_DIR; TDM_PLOTS_DIR when compiled in;

@@ -24,3 +24,9 @@ add_test(NAME conform.bad_args
 add_test(NAME gpu.conform.cuda0
          COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $(echo \"$out\" | head -n1)\"; exit 77;; esac; exec $<TARGET_FILE:bench> conform --device cuda:0 --cases 3 --seed 1 --dtypes f32,f16,bf16,f64 --quiet --failures ${TEST_TMP}/conform-cuda0")
 set_tests_properties(gpu.conform.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+# Without --failures, a failing case goes to a new temporary folder named in the output
+# ($TMPDIR/tandem-conform-XXXXXX), never into the working directory (it was ./conform-failures,
+# and 30 such files got committed to the repository once).
+set(CONF_TMP ${TEST_TMP}/conform-default-dir)
+add_test(NAME conform.failures_default_to_a_temp_dir COMMAND sh -c
+  "rm -rf ${CONF_TMP} && mkdir -p ${CONF_TMP}/tmp ${CONF_TMP}/cwd && cd ${CONF_TMP}/cwd && out=$(TMPDIR=${CONF_TMP}/tmp $<TARGET_FILE:bench> conform --ops relu --dtypes f16 --cases 1 --seed 1 --plant-error); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; [ -z \"$(ls -A ${CONF_TMP}/cwd)\" ] || { echo 'wrote into the working directory'; exit 1; }; ls ${CONF_TMP}/tmp/tandem-conform-*/relu-f16-s1-i0.safetensors && echo \"$out\" | grep -q \"case file: ${CONF_TMP}/tmp/tandem-conform-\"")

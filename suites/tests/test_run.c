@@ -105,7 +105,7 @@ static void check_suite(const char *dir, const char *suite, int reps, const cJSO
                   "%s header: %s", name, line);
             continue;
         }
-        char *f[16];
+        char *f[16] = {0};
         int n = split(line, f, 16);
         CHECK(n == 13 + emu, "%s: %d fields in a row", name, n);
         if (n != 13 + emu) continue;
@@ -148,7 +148,7 @@ static void check_suite(const char *dir, const char *suite, int reps, const cJSO
                   "%s header: %s", name, line);
             continue;
         }
-        char *f[10], key[160];
+        char *f[10] = {0}, key[160];
         int n = split(line, f, 10);
         CHECK(n == 8 + emu && atof(f[7]) > 0, "%s: a bad row", name);
         if (n != 8 + emu) continue;

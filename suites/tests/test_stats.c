@@ -171,7 +171,7 @@ static int write_results(const char *dir, const char *host, double (*sample)(int
                          int reps) {
     char path[4096];
     if (make_dir(dir) != 0) return -1;
-    snprintf(path, sizeof path, "%s/context.json", dir);
+    if (snprintf(path, sizeof path, "%s/context.json", dir) >= (int)sizeof path) return -1;
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "{\"format\": \"tandem-results/1\", \"device\": \"cpu\", \"started\": "
@@ -180,7 +180,7 @@ static int write_results(const char *dir, const char *host, double (*sample)(int
     double v[N_BENCH][REPS];
     for (int b = 0; b < N_BENCH; b++)
         for (int r = 0; r < reps; r++) v[b][r] = sample(b, r);
-    snprintf(path, sizeof path, "%s/synthetic.samples.csv", dir);
+    if (snprintf(path, sizeof path, "%s/synthetic.samples.csv", dir) >= (int)sizeof path) return -1;
     if (!(f = fopen(path, "w"))) return -1;
     fprintf(f, "suite,benchmark,param,x,metric,unit,repetition,value\n");
     for (int b = 0; b < N_BENCH; b++) {
@@ -190,7 +190,7 @@ static int write_results(const char *dir, const char *host, double (*sample)(int
                     fb->metric, fb->unit, r, v[b][r]);
     }
     fclose(f);
-    snprintf(path, sizeof path, "%s/synthetic.csv", dir);
+    if (snprintf(path, sizeof path, "%s/synthetic.csv", dir) >= (int)sizeof path) return -1;
     if (!(f = fopen(path, "w"))) return -1;
     fprintf(f, "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions\n");
     for (int b = 0; b < N_BENCH; b++) {
