@@ -186,7 +186,7 @@ struct tdm_backend_ops {
     tdm_status (*comm_wait)(void *comm);
     // ---- profiling (core/profile.c; all optional) ----
     // A named range on the calling thread (NVTX on CUDA, for Nsight Systems); pop closes the
-    // innermost. Called only while a profiling session runs or TDM_NVTX=1.
+    // innermost. Called only while a profiling session runs or TANDEM_NVTX=1.
     void (*range_push)(const char *name);
     void (*range_pop)(void);
     // Device time of ops (apart from the stream/event slots above: one call per op, the event

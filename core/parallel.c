@@ -10,7 +10,7 @@
  * communicator is made at attach (rank 0's unique id handed to the others through the group:
  * memory for threads, MPI_Bcast for processes) and a complete bucket's all-reduce is started on
  * the backend's side stream and not waited for: it overlaps with the rest of backward, and sync
- * makes the compute stream wait for it (TDM_DP_COMM=host keeps the host path). */
+ * makes the compute stream wait for it (TANDEM_DP_COMM=host keeps the host path). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,9 +365,9 @@ static void dp_grad_ready(tdm_tensor *leaf, void *ctx) {
 // ---- attach and sync ----------------------------------------------------------------------------
 
 // Can this rank all-reduce on its device? Every parameter on one non-cpu device whose backend
-// has collectives, and TDM_DP_COMM is not "host".
+// has collectives, and TANDEM_DP_COMM is not "host".
 static bool comm_possible(const dp_rank *r) {
-    const char *env = getenv("TDM_DP_COMM");
+    const char *env = getenv("TANDEM_DP_COMM");
     if ((env && !strcmp(env, "host")) || r->n == 0) return false;
     tdm_device d = r->params[0]->device;
     const struct tdm_backend_ops *be = r->params[0]->storage->backend;

@@ -79,7 +79,7 @@ static prof_thread *reg_head;
 static int reg_count;
 static atomic_uint_fast64_t session_gen;
 static int64_t session_t0;                 // monotonic ns at start
-static bool nvtx_env;                      // TDM_NVTX=1
+static bool nvtx_env;                      // TANDEM_NVTX=1
 static _Thread_local prof_thread *tls_thread;
 static pthread_key_t tls_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
@@ -109,9 +109,9 @@ static void nvtx_pop(void) {
         if (prof_backends[i]->range_pop) prof_backends[i]->range_pop();
 }
 
-// TDM_NVTX=1 turns NVTX ranges on from the start, without a session.
+// TANDEM_NVTX=1 turns NVTX ranges on from the start, without a session.
 __attribute__((constructor)) static void prof_read_env(void) {
-    const char *e = getenv("TDM_NVTX");
+    const char *e = getenv("TANDEM_NVTX");
     nvtx_env = e && !strcmp(e, "1");
     if (nvtx_env) atomic_fetch_or(&tdm_profile_flags, TDM_PROFILE_NVTX);
 }

@@ -18,7 +18,7 @@
 
 #include "core/tensor_impl.h"
 
-// Bit 0: a session is recording; bit 1: NVTX ranges are on (a session runs, or TDM_NVTX=1).
+// Bit 0: a session is recording; bit 1: NVTX ranges are on (a session runs, or TANDEM_NVTX=1).
 #define TDM_PROFILE_RECORDING 1
 #define TDM_PROFILE_NVTX 2
 extern atomic_int tdm_profile_flags;

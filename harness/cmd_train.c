@@ -57,7 +57,7 @@ static void train_usage(FILE *f) {
         "                  Under mpirun/srun (a build with MPI) the ranks are the processes, on one\n"
         "                  node or many: mpirun -np 4 bench train ... (rank 0 prints and dumps).\n"
         "                  On cuda:N, rank r uses cuda:N+r (MPI: N + its rank on the node) and\n"
-        "                  gradients are all-reduced by NCCL (TDM_DP_COMM=host: through the host)\n"
+        "                  gradients are all-reduced by NCCL (TANDEM_DP_COMM=host: through the host)\n"
         "--tf32 on|off     f32 matmuls and convolutions may (not) use TF32 tensor cores: PyTorch's\n"
         "                  allow_tf32 for both; default as PyTorch: off for matmul, on for convs\n"
         "--deterministic   convolutions use only bit-reproducible algorithms\n"

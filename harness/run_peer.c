@@ -27,12 +27,12 @@ int bench_peer_check(bench_peer_opts *o) {
     }
     if (strcmp(o->peer, "torch") != 0)
         return bad("--peer %s: unknown peer (the one peer is torch: PyTorch)", o->peer);
-    if (!o->python) o->python = getenv("TDM_PYTHON");
+    if (!o->python) o->python = getenv("TANDEM_PYTHON");
     if (!o->python || !*o->python) o->python = "/usr/bin/python3";
     if (!o->script) o->script = TDM_PEERS_DIR "/torch_peer.py";
     // A bare name ("python3") is looked up on PATH when it runs; a path must be executable now.
     if (strchr(o->python, '/') && access(o->python, X_OK) != 0)
-        return bad("--python %s: cannot execute it: %s (give --python PATH or TDM_PYTHON a python "
+        return bad("--python %s: cannot execute it: %s (give --python PATH or TANDEM_PYTHON a python "
                    "with torch)",
                    o->python, strerror(errno));
     if (access(o->script, R_OK) != 0)

@@ -10,7 +10,7 @@
 
 typedef struct {
     const char *peer;     // "torch" (the only peer), NULL for none
-    const char *python;   // --python, else $TDM_PYTHON, else /usr/bin/python3
+    const char *python;   // --python, else $TANDEM_PYTHON, else /usr/bin/python3
     const char *script;   // --peer-script, else TDM_PEERS_DIR/torch_peer.py
 } bench_peer_opts;
 

@@ -9,7 +9,7 @@
  * so thread ranks and process ranks give bit-identical results. When each rank's parameters are
  * on a GPU (one per rank) and tandem was built with NCCL, buckets are all-reduced by NCCL on a
  * side stream, overlapped with the rest of backward (MPI, or the threads, only hand out NCCL's
- * unique id); the environment variable TDM_DP_COMM=host keeps the host path. */
+ * unique id); the environment variable TANDEM_DP_COMM=host keeps the host path. */
 #ifndef TANDEM_PARALLEL_H
 #define TANDEM_PARALLEL_H
 

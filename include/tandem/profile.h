@@ -14,7 +14,7 @@
  *
  * Off, an op costs one predictable branch on a global flag: no clock read, no allocation.
  * Start and stop between steps: an op that is running on another thread while the session stops
- * is dropped. The environment variable TDM_NVTX=1 (or a running session) also emits NVTX ranges
+ * is dropped. The environment variable TANDEM_NVTX=1 (or a running session) also emits NVTX ranges
  * on backends that have them (CUDA), for Nsight Systems. docs/PROFILING.md has the details. */
 #ifndef TANDEM_PROFILE_H
 #define TANDEM_PROFILE_H
@@ -38,7 +38,7 @@ void tdm_profile_free(tdm_profile *p);
 bool tdm_profile_is_recording(void);
 
 // A named range on the calling thread (copied; at most 63 characters kept), nesting with the ops
-// and ranges inside it. No-ops when no session runs (and TDM_NVTX is not set). pop without a push
+// and ranges inside it. No-ops when no session runs (and TANDEM_NVTX is not set). pop without a push
 // on this thread is TDM_ERR_ARG while recording.
 tdm_status tdm_profile_range_push(const char *name);
 tdm_status tdm_profile_range_pop(void);

@@ -9,12 +9,12 @@
  * PROT_NONE: host code that reads or writes device memory faults, as on a GPU, and the SIGSEGV
  * handler names the allocation. Each stream has a worker thread that runs its work items in order
  * (kernel launches, copies, memsets, library calls, event records, host waits); events order
- * streams as CUDA's do. TDM_EMU_SYNC=1 runs every work item on the calling thread instead.
+ * streams as CUDA's do. TANDEM_EMU_SYNC=1 runs every work item on the calling thread instead.
  *
- * Switches (environment, read once): TDM_EMU_DEVICES (default 1, at most 8), TDM_EMU_SYNC,
- * TDM_EMU_ORDER=forward|reverse|random[:seed] (the order threads of a block run between
- * barriers), TDM_EMU_THREADS (OS threads that run blocks; default: the CPUs), TDM_EMU_MEM (bytes
- * of memory per device, default 4 GiB: the props are an A100's otherwise), TDM_EMU_ABORT=1
+ * Switches (environment, read once): TANDEM_EMU_DEVICES (default 1, at most 8), TANDEM_EMU_SYNC,
+ * TANDEM_EMU_ORDER=forward|reverse|random[:seed] (the order threads of a block run between
+ * barriers), TANDEM_EMU_THREADS (OS threads that run blocks; default: the CPUs), TANDEM_EMU_MEM (bytes
+ * of memory per device, default 4 GiB: the props are an A100's otherwise), TANDEM_EMU_ABORT=1
  * (abort at the first fault report instead of making the error sticky). */
 #ifndef TANDEM_EMU_H
 #define TANDEM_EMU_H
@@ -54,7 +54,7 @@ bool check_device_range(const void *p, size_t n, int device, const char *what);
 
 // A fault: printed on stderr ("tandem emu: <message>"), then the error is sticky: every later
 // runtime call returns `err` (as after an illegal address on a GPU), or the process aborts with
-// TDM_EMU_ABORT=1. Safe to call from any thread, kernels included.
+// TANDEM_EMU_ABORT=1. Safe to call from any thread, kernels included.
 void fault(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // The calling host thread's last error (cudaGetLastError / cudaPeekAtLastError), for launch

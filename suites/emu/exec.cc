@@ -1,6 +1,6 @@
 /* exec.cc — kernel execution on the emulated device (emu.h): a grid's blocks spread over a pool
  * of OS threads, the threads of a block as fibers of the one OS thread that runs the block, a
- * scheduler that runs them one at a time between barriers in the order TDM_EMU_ORDER says, and
+ * scheduler that runs them one at a time between barriers in the order TANDEM_EMU_ORDER says, and
  * the checks a GPU makes at launch.
  *
  * Fibers. Each OS thread keeps a pool of fibers (256 KiB stacks, mmap'd with a guard page,
@@ -88,13 +88,13 @@ struct config {
 static config &cfg() {
     static config *c = [] {
         config *c = new config;
-        const char *t = getenv("TDM_EMU_THREADS");
+        const char *t = getenv("TANDEM_EMU_THREADS");
         int n = t ? atoi(t) : 0;
         if (n <= 0) n = (int)std::thread::hardware_concurrency();
         c->threads = n > 0 ? (n < 256 ? n : 256) : 1;
         thread_order o = order_forward;
         unsigned long long seed = 0;
-        const char *s = getenv("TDM_EMU_ORDER");
+        const char *s = getenv("TANDEM_EMU_ORDER");
         if (s && *s && strcmp(s, "forward") != 0) {
             if (strcmp(s, "reverse") == 0) {
                 o = order_reverse;
@@ -106,11 +106,11 @@ static config &cfg() {
                     // No seed given: a fresh one per run, said once so that a failure can be rerun.
                     seed =
                         (unsigned long long)time(NULL) * 2654435761u ^ (unsigned long long)getpid();
-                    fprintf(stderr, "tandem emu: TDM_EMU_ORDER=random:%llu\n", seed);
+                    fprintf(stderr, "tandem emu: TANDEM_EMU_ORDER=random:%llu\n", seed);
                 }
             } else {
                 fprintf(stderr,
-                        "tandem emu: TDM_EMU_ORDER=%s: not forward, reverse or random[:seed];"
+                        "tandem emu: TANDEM_EMU_ORDER=%s: not forward, reverse or random[:seed];"
                         " forward it is\n",
                         s);
             }
@@ -622,7 +622,7 @@ void runner::fail_here(const char *fmt, ...) {
     __builtin_unreachable();
 }
 
-// The grid's failure, through fault() (sticky, or abort with TDM_EMU_ABORT=1). Blocks running on
+// The grid's failure, through fault() (sticky, or abort with TANDEM_EMU_ABORT=1). Blocks running on
 // other OS threads when it happens stop at their own failure without a second report.
 void runner::report(const char *fmt, ...) {
     job->aborted.store(true);

@@ -19,7 +19,7 @@
  *     again) and waits for the other ranks' work items of that number; the last to arrive checks
  *     that all agree (collective, count, datatype, op, root), reduces in rank order (rank 0, 1,
  *     ...: the result is identical on every rank and from run to run) and writes every rank's
- *     recvbuff, then all return. Waiting longer than TDM_EMU_NCCL_TIMEOUT_MS (default 60000)
+ *     recvbuff, then all return. Waiting longer than TANDEM_EMU_NCCL_TIMEOUT_MS (default 60000)
  *     is a fault (tdm_emu::fault: "cudaErrorLaunchTimeout", naming the collective, the ranks
  *     that arrived and the ones missing) instead of the hang a GPU would show; a mismatch
  *     between ranks is a fault too. Both also set the communicators' async error.
@@ -34,7 +34,7 @@
  *     launched at the outermost ncclGroupEnd, in call order; an error inside the group drops the
  *     whole group and ncclGroupEnd returns it. One thread may drive several ranks in a group (the
  *     inits of all ranks, or one collective per rank). ncclCommInitRank cannot share a group
- *     with collectives (ncclInvalidUsage), as the docs say. With TDM_EMU_SYNC=1 the runtime runs
+ *     with collectives (ncclInvalidUsage), as the docs say. With TANDEM_EMU_SYNC=1 the runtime runs
  *     work items on the calling thread: a work item of the group that ncclGroupEnd is launching
  *     then only arrives, and ncclGroupEnd waits for its collective after launching the rest, so
  *     a group from one thread completes instead of deadlocking.
@@ -86,7 +86,7 @@ namespace {
 // How long a rank waits for the others (collectives, init, finalize) before reporting.
 int timeout_ms() {
     static const int ms = [] {
-        const char *e = getenv("TDM_EMU_NCCL_TIMEOUT_MS");
+        const char *e = getenv("TANDEM_EMU_NCCL_TIMEOUT_MS");
         long v = e ? strtol(e, nullptr, 10) : 0;
         return v > 0 && v < (1L << 30) ? (int)v : 60000;
     }();
@@ -510,7 +510,7 @@ void wait_coll(std::unique_lock<std::mutex> &lk, Clique &k, Coll &c, uint64_t se
             }
         if (k.cv.wait_until(lk, until) == std::cv_status::timeout && !c.done && !c.failed) {
             tdm_emu::fault(cudaErrorLaunchTimeout, "nccl: %s timed out: rank %d (cuda:%d) waited "
-                           "%d ms (TDM_EMU_NCCL_TIMEOUT_MS); arrived: ranks %s; missing: ranks "
+                           "%d ms (TANDEM_EMU_NCCL_TIMEOUT_MS); arrived: ranks %s; missing: ranks "
                            "%s (never called it, or their stream is stuck before it); on a GPU "
                            "this hangs", coll_name(me, c.d[me.rank], seq).c_str(), me.rank,
                            me.device, timeout_ms(), rank_list(c.arrived, true).c_str(),
@@ -535,7 +535,7 @@ struct Deferred {
     uint64_t seq;
 };
 // Set while ncclGroupEnd enqueues the group's collectives: a work item that runs on that thread
-// (inline: TDM_EMU_SYNC=1) arrives without waiting, and ncclGroupEnd waits for it afterwards.
+// (inline: TANDEM_EMU_SYNC=1) arrives without waiting, and ncclGroupEnd waits for it afterwards.
 thread_local std::vector<Deferred> *tl_deferred = nullptr;
 
 void run_coll(const CommRef &comm, const Desc &d) {
@@ -696,7 +696,7 @@ ncclResult_t wait_joined(const CommRef &comm) {
                 if (it != g_joining.end() && it->second.get() == &k) g_joining.erase(it);
             }
             return report(ncclInvalidUsage, "ncclCommInitRank (rank %d of %d, unique id #%llu) "
-                          "timed out after %d ms (TDM_EMU_NCCL_TIMEOUT_MS): joined: ranks %s; "
+                          "timed out after %d ms (TANDEM_EMU_NCCL_TIMEOUT_MS): joined: ranks %s; "
                           "missing: ranks %s. It is collective: every rank calls it, each from "
                           "its own thread or inside one ncclGroupStart/End",
                           c.rank, c.nranks, c.serial, timeout_ms(), joined.c_str(),

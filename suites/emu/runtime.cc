@@ -78,7 +78,7 @@ struct Arena {
     int device;
     char *base;
     size_t len;
-    size_t cap;                          // TDM_EMU_MEM
+    size_t cap;                          // TANDEM_EMU_MEM
     std::atomic<size_t> high{0};         // [base, base+high) holds every slot ever carved
                                          // (a multiple of kHuge)
     cudaDeviceProp props;
@@ -387,22 +387,22 @@ static size_t parse_bytes(const char *s) {
 }
 
 static void init() {
-    const char *v = getenv("TDM_EMU_DEVICES");
+    const char *v = getenv("TANDEM_EMU_DEVICES");
     g_cfg.devices = v && *v ? atoi(v) : 1;
     if (g_cfg.devices < 1 || g_cfg.devices > kMaxDevices) {
-        fprintf(stderr, "tandem emu: TDM_EMU_DEVICES=%s: 1 to %d devices; using 1\n", v,
+        fprintf(stderr, "tandem emu: TANDEM_EMU_DEVICES=%s: 1 to %d devices; using 1\n", v,
                 kMaxDevices);
         g_cfg.devices = 1;
     }
-    v = getenv("TDM_EMU_MEM");
+    v = getenv("TANDEM_EMU_MEM");
     g_cfg.mem = v && *v ? parse_bytes(v) : 0;
     if (g_cfg.mem == 0 || g_cfg.mem > (1ull << 40)) {
-        if (v && *v) fprintf(stderr, "tandem emu: TDM_EMU_MEM=%s: not a size; using 4 GiB\n", v);
+        if (v && *v) fprintf(stderr, "tandem emu: TANDEM_EMU_MEM=%s: not a size; using 4 GiB\n", v);
         g_cfg.mem = 4ull << 30;
     }
-    v = getenv("TDM_EMU_SYNC");
+    v = getenv("TANDEM_EMU_SYNC");
     g_cfg.sync = v && strcmp(v, "1") == 0;
-    v = getenv("TDM_EMU_ABORT");
+    v = getenv("TANDEM_EMU_ABORT");
     g_cfg.abort_on_fault = v && strcmp(v, "1") == 0;
 
     for (int d = 0; d < g_cfg.devices; d++) {
@@ -720,7 +720,7 @@ void fault(cudaError_t err, const char *fmt, ...) {
     else if (printed == 20)
         fprintf(stderr, "tandem emu: (further fault reports are not printed)\n");
     if (rt::g_cfg.abort_on_fault) {
-        fprintf(stderr, "tandem emu: TDM_EMU_ABORT=1: aborting at the first fault (%s)\n",
+        fprintf(stderr, "tandem emu: TANDEM_EMU_ABORT=1: aborting at the first fault (%s)\n",
                 cudaGetErrorName(err));
         abort();
     }

@@ -21,10 +21,10 @@ constexpr int kMaxDevices = 8;
 // The switches of emu.h's header comment, read once; the first call also reserves the devices'
 // arenas and installs the SIGSEGV/SIGBUS handler.
 struct Config {
-    int devices;          // TDM_EMU_DEVICES
-    size_t mem;           // TDM_EMU_MEM: bytes per device
-    bool sync;            // TDM_EMU_SYNC=1: work items run on the calling thread
-    bool abort_on_fault;  // TDM_EMU_ABORT=1
+    int devices;          // TANDEM_EMU_DEVICES
+    size_t mem;           // TANDEM_EMU_MEM: bytes per device
+    bool sync;            // TANDEM_EMU_SYNC=1: work items run on the calling thread
+    bool abort_on_fault;  // TANDEM_EMU_ABORT=1
 };
 const Config &config();
 

@@ -1,7 +1,7 @@
 /* runtime_streams.cc — the emulated CUDA runtime's streams, events, graph capture and graphs.
  *
  * Streams. Each stream has a FIFO of work items and, from its first item on, a worker thread that
- * runs them in order (TDM_EMU_SYNC=1: every item runs on the calling thread at once). Ordering
+ * runs them in order (TANDEM_EMU_SYNC=1: every item runs on the calling thread at once). Ordering
  * between streams is made of wait items: cudaStreamWaitEvent queues one that waits for the
  * event's latest record as of the call; the legacy default stream (0) follows CUDA's implicit
  * synchronization: an item on it first waits for the work queued so far on every blocking stream
@@ -181,7 +181,7 @@ static void worker_main(StreamRef s) {
         if (D.streams[i] == s) D.streams.erase(D.streams.begin() + (long)i--);
 }
 
-// Queues an item (or, with TDM_EMU_SYNC=1, runs it now). Returns the item's position.
+// Queues an item (or, with TANDEM_EMU_SYNC=1, runs it now). Returns the item's position.
 static uint64_t push(const StreamRef &s, Item &&it) {
     if (config().sync) {
         run_item(it, false);

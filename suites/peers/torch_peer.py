@@ -1155,7 +1155,7 @@ def main(argv):
     except Exception as ex:   # noqa: BLE001 — any import failure means no usable torch
         sys.stderr.write("torch_peer: %s cannot import torch: %s\n  install PyTorch for this "
                          "python (Debian: apt install python3-torch), or give bench run "
-                         "--python PATH / TDM_PYTHON a python that has it\n" % (sys.executable, ex))
+                         "--python PATH / TANDEM_PYTHON a python that has it\n" % (sys.executable, ex))
         return 3
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)

@@ -111,7 +111,7 @@ static void gradcheck(const char *label, loss_fn f, void *ctx, tdm_tensor **leav
                           label, k, (long long)i, an[i], fd);
             checked++;
         }
-        if (getenv("TDM_TEST_VERBOSE"))
+        if (getenv("TANDEM_TEST_VERBOSE"))
             printf("  %s leaf %d: worst relative error %.2e (element %lld)\n", label, k, worst,
                    (long long)worst_i);
         free(an);

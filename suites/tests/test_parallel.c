@@ -5,7 +5,7 @@
  *         device communicator.
  *   gpu:  one rank per GPU (all of them; one is enough), gradients set to rank + 1 + element/8
  *         on each rank's device, averaged through the backend's communicator (NCCL): every rank
- *         must read the mean over ranks; TDM_DP_COMM=host must give the same through the host.
+ *         must read the mean over ranks; TANDEM_DP_COMM=host must give the same through the host.
  *         Exit 77 (skip) when there is no CUDA device or no collectives in this build. */
 #include <math.h>
 #include <stdlib.h>
@@ -101,7 +101,7 @@ static int test_gpu(void) {
     int n = 1;
     while (n < 8 && tdm_device_available((tdm_device){TDM_DEVICE_CUDA, n})) n++;
     for (int pass = 0; pass < 2; pass++) {   // NCCL, then the host path
-        if (pass == 1) setenv("TDM_DP_COMM", "host", 1);
+        if (pass == 1) setenv("TANDEM_DP_COMM", "host", 1);
         static dp_case c;
         c = (dp_case){.base = cuda0, .backward = false};
         if (run_case(&c, n, true)) return 1;

@@ -4,7 +4,7 @@
 
 # Two thread ranks on cuda:0 and cuda:1 (NCCL's all-reduce, or the host path without NCCL) train as
 # one rank does, within train.cmake's 2e-5 for runs that differ only in how a step's gradient is
-# summed. Needs two GPUs (on the emulated device: TDM_EMU_DEVICES=2, as the emu test presets set).
+# summed. Needs two GPUs (on the emulated device: TANDEM_EMU_DEVICES=2, as the emu test presets set).
 add_test(NAME gpu.train.ranks_equal_one_rank COMMAND sh -c
   "${GPU_SKIP}; out=$(${B} ${TRAIN_MLP} --device cuda:0 --ranks 2 --dump ${T}/gr2 2>&1); rc=$?; case \"$out\" in *'needs one GPU per rank'*) echo \"SKIP: $out\" | head -1; exit 77;; esac; echo \"$out\"; [ $rc -eq 0 ] || exit 1; ${B} ${TRAIN_MLP} --device cuda:0 --dump ${T}/gr1 >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/gr1 ${T}/gr2 2e-5")
 # More ranks than GPUs is bad input, said before any rank starts (it hung: rank 0 waited at the

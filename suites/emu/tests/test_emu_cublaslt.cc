@@ -792,7 +792,7 @@ static void test_stream_and_graph(cublasLtHandle_t lt) {
 // ---------------------------------------------------------------------------------------------
 // a leading dimension that is valid (>= rows) but reaches past A's allocation: reported by the
 // runtime's check_device_range. Run in a child process (the fault makes the device error sticky,
-// or aborts under TDM_EMU_ABORT=1); the parent reads the child's stderr.
+// or aborts under TANDEM_EMU_ABORT=1); the parent reads the child's stderr.
 
 static int oob_child(void) {
     cublasLtHandle_t lt;

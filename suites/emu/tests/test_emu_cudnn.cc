@@ -992,7 +992,7 @@ static void test_stream_and_graph(cudnnHandle_t h) {
 // ---------------------------------------------------------------------------------------------
 // an NHWC tensor described with wrong strides (H's stride twice what it is) that reach past its
 // allocation: reported by the runtime's check_device_range. Run in a child process (the fault
-// makes the device error sticky, or aborts under TDM_EMU_ABORT=1); the parent reads its stderr.
+// makes the device error sticky, or aborts under TANDEM_EMU_ABORT=1); the parent reads its stderr.
 
 static int oob_child(void) {
     cudnnHandle_t h;

@@ -597,7 +597,7 @@ static void expect_case(const char *name, std::vector<const char *> want) {
         dup2(pipe_fd[1], 2);
         close(pipe_fd[0]);
         close(pipe_fd[1]);
-        unsetenv("TDM_EMU_ABORT");  // the report, then the sticky error: what is checked
+        unsetenv("TANDEM_EMU_ABORT");  // the report, then the sticky error: what is checked
         execl("/proc/self/exe", "test_emu_exec", "--case", name, (char *)NULL);
         _exit(127);
     }
@@ -697,8 +697,8 @@ static void bench() {
 
 int main(int argc, char **argv) {
     // Several OS threads even on a small machine, so atomics and shared memory meet real
-    // concurrency between blocks (an explicit TDM_EMU_THREADS wins).
-    setenv("TDM_EMU_THREADS", "4", 0);
+    // concurrency between blocks (an explicit TANDEM_EMU_THREADS wins).
+    setenv("TANDEM_EMU_THREADS", "4", 0);
     if (argc == 3 && strcmp(argv[1], "--case") == 0) return run_case(argv[2]);
     if (argc == 2 && strcmp(argv[1], "--bench") == 0) {
         bench();

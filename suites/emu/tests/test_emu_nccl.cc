@@ -6,10 +6,10 @@
  * of another device refused; stream order (a slow work item and a copy queued before the
  * all-reduce on one rank's stream are seen by it); captured graphs replayed (when the runtime
  * has graphs). Cases that leave a sticky fault or must time out run in a child process of this
- * binary (--case NAME) with a short TDM_EMU_NCCL_TIMEOUT_MS: a missing rank is reported rather
+ * binary (--case NAME) with a short TANDEM_EMU_NCCL_TIMEOUT_MS: a missing rank is reported rather
  * than hangs, a count mismatch between ranks is reported, destroying ranks' communicators one
  * after another from one thread is reported. The whole in-process suite runs again in a child
- * with TDM_EMU_SYNC=1 (work items inline on the calling thread). Exit status 0: all passed. */
+ * with TANDEM_EMU_SYNC=1 (work items inline on the calling thread). Exit status 0: all passed. */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -651,7 +651,7 @@ static int spawn_case(const char *self, const char *name, std::vector<std::strin
 static void expect_case(const char *self, const char *name, std::vector<std::string> env,
                         std::vector<const char *> want, int limit_s = 60) {
     std::string err;
-    env.push_back("TDM_EMU_ABORT=0");
+    env.push_back("TANDEM_EMU_ABORT=0");
     int rc = spawn_case(self, name, env, &err, limit_s);
     bool ok = rc == 0;
     for (const char *w : want) ok = ok && err.find(w) != std::string::npos;
@@ -668,11 +668,11 @@ static void expect_case(const char *self, const char *name, std::vector<std::str
 }
 
 int main(int argc, char **argv) {
-    setenv("TDM_EMU_DEVICES", "4", 1);   // before any CUDA call
+    setenv("TANDEM_EMU_DEVICES", "4", 1);   // before any CUDA call
     if (argc == 3 && !strcmp(argv[1], "--case")) return child(argv[2]);
-    setenv("TDM_EMU_NCCL_TIMEOUT_MS", "20000", 0);   // a bug fails in 20 s, not at ctest's limit
+    setenv("TANDEM_EMU_NCCL_TIMEOUT_MS", "20000", 0);   // a bug fails in 20 s, not at ctest's limit
 
-    printf("in process (streams on worker threads unless TDM_EMU_SYNC=1):\n");
+    printf("in process (streams on worker threads unless TANDEM_EMU_SYNC=1):\n");
     in_process_suite();
     printf("  %s\n", g_failures ? "FAILED" : "ok");
 
@@ -684,9 +684,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     self[n] = 0;
-    const std::string fast = "TDM_EMU_NCCL_TIMEOUT_MS=400";
-    expect_case(self, "suite", {"TDM_EMU_SYNC=1"}, {});
-    for (const char *sync : {"TDM_EMU_SYNC=0", "TDM_EMU_SYNC=1"}) {
+    const std::string fast = "TANDEM_EMU_NCCL_TIMEOUT_MS=400";
+    expect_case(self, "suite", {"TANDEM_EMU_SYNC=1"}, {});
+    for (const char *sync : {"TANDEM_EMU_SYNC=0", "TANDEM_EMU_SYNC=1"}) {
         expect_case(self, "missing", {fast, sync},
                     {"ncclAllReduce", "timed out", "arrived: ranks 0", "missing: ranks 1"});
         expect_case(self, "mismatch", {fast, sync}, {"mismatch", "count 16", "count 32"});

@@ -6,8 +6,8 @@
  *
  * Standalone: exits 0 when every check passes, 1 otherwise (each failure printed). The tests that
  * must die (host code reading device memory), make an error sticky or need other switches
- * (TDM_EMU_SYNC=1, TDM_EMU_ABORT=1) run in a child: this program again, with the child's name as
- * its argument. The parent runs with TDM_EMU_DEVICES=2 and TDM_EMU_MEM=256M (set before the first
+ * (TANDEM_EMU_SYNC=1, TANDEM_EMU_ABORT=1) run in a child: this program again, with the child's name as
+ * its argument. The parent runs with TANDEM_EMU_DEVICES=2 and TANDEM_EMU_MEM=256M (set before the first
  * runtime call). */
 #include <cuda_runtime.h>
 #include <signal.h>
@@ -29,7 +29,7 @@
 extern char **environ;
 
 static int g_failures;
-static bool g_sync;   // TDM_EMU_SYNC=1: work runs at once, nothing is ever stale
+static bool g_sync;   // TANDEM_EMU_SYNC=1: work runs at once, nothing is ever stale
 
 #define EXPECT(cond)                                                                 \
     do {                                                                             \
@@ -86,13 +86,13 @@ struct Child {
     bool says(const char *s) const { return err.find(s) != std::string::npos; }
 };
 
-// The child runs with this process's environment (TDM_EMU_DEVICES=2 ...) but the switches that
-// change behaviour (TDM_EMU_SYNC, TDM_EMU_ABORT), which are its own: `env`.
+// The child runs with this process's environment (TANDEM_EMU_DEVICES=2 ...) but the switches that
+// change behaviour (TANDEM_EMU_SYNC, TANDEM_EMU_ABORT), which are its own: `env`.
 static Child run_child(const char *name, std::vector<std::string> env = {}) {
     std::vector<char *> envp;
     for (std::string &e : env) envp.push_back(&e[0]);
     for (char **e = environ; *e; e++)
-        if (strncmp(*e, "TDM_EMU_SYNC=", 13) != 0 && strncmp(*e, "TDM_EMU_ABORT=", 14) != 0)
+        if (strncmp(*e, "TANDEM_EMU_SYNC=", 13) != 0 && strncmp(*e, "TANDEM_EMU_ABORT=", 14) != 0)
             envp.push_back(*e);
     envp.push_back(nullptr);
     char self[] = "/proc/self/exe", arg0[] = "test_emu_runtime";
@@ -909,7 +909,7 @@ static int child_sticky() {
     return bad ? 1 : 0;
 }
 
-// TDM_EMU_ABORT=1: the first fault aborts.
+// TANDEM_EMU_ABORT=1: the first fault aborts.
 static int child_abort() {
     tdm_emu::fault(cudaErrorIllegalAddress, "a test fault");
     return 0;
@@ -955,7 +955,7 @@ static int child_write_after_free() {
     return cudaGetLastError() == cudaErrorIllegalAddress ? 0 : 1;
 }
 
-// TDM_EMU_SYNC=1: the work has run when the call returns.
+// TANDEM_EMU_SYNC=1: the work has run when the call returns.
 static int child_sync_mode() {
     const size_t n = 256;
     char *d = nullptr, *pinned = nullptr;
@@ -1012,7 +1012,7 @@ static void test_children() {
     EXPECT_CHILD(c.exited(0), c);
     EXPECT_CHILD(c.says("tandem emu: a test fault at 0x"), c);
 
-    c = run_child("child_abort", {"TDM_EMU_ABORT=1"});
+    c = run_child("child_abort", {"TANDEM_EMU_ABORT=1"});
     EXPECT_CHILD(c.signaled(SIGABRT), c);
     EXPECT_CHILD(c.says("tandem emu: a test fault"), c);
 
@@ -1039,7 +1039,7 @@ static void test_children() {
                                            "changed)"),
                      c);
 
-    c = run_child("child_sync_mode", {"TDM_EMU_SYNC=1"});
+    c = run_child("child_sync_mode", {"TANDEM_EMU_SYNC=1"});
     EXPECT_CHILD(c.exited(0), c);
 }
 
@@ -1059,9 +1059,9 @@ int main(int argc, char **argv) {
         {"child_sync_mode", child_sync_mode},
     };
     // before the first runtime call: the switches are read once
-    setenv("TDM_EMU_DEVICES", "2", 1);
-    setenv("TDM_EMU_MEM", "256M", 1);
-    const char *sync = getenv("TDM_EMU_SYNC");
+    setenv("TANDEM_EMU_DEVICES", "2", 1);
+    setenv("TANDEM_EMU_MEM", "256M", 1);
+    const char *sync = getenv("TANDEM_EMU_SYNC");
     g_sync = sync && strcmp(sync, "1") == 0;
     if (argc > 1) {
         for (const auto &c : children)
