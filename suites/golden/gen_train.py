@@ -2,6 +2,8 @@
 # Golden training-trajectory generator for tandem: writes one `tandem-train/1` safetensors file per
 # (model, optimizer, amp) into suites/golden/train/. tandem's `bench train` trains the same model
 # from the stored initial weights on the stored data and compares its losses and final weights.
+# Besides PyTorch's own f32 or bf16 run, each f32 (`-off`) file holds PyTorch runs at precisions its
+# CPU build lacks, emulated in f32: TF32 matmuls and convolutions (two roundings) and fp16 autocast.
 #
 #   /usr/bin/python3 suites/golden/gen_train.py --out suites/golden/train
 #
@@ -42,6 +44,7 @@ OPTS = {
     "adamw": dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False),
 }
 AMPS = ("off", "bf16")
+EMULATED = ("tf32_rna", "tf32_rz", "fp16")   # the extra runs of an `-off` file (below)
 
 # ---------------------------------------------------------------------------------------------
 # tandem's model grammar
@@ -186,6 +189,148 @@ def grammar_self_checks():
 
 
 # ---------------------------------------------------------------------------------------------
+# precisions PyTorch's CPU build lacks, emulated in f32
+# ---------------------------------------------------------------------------------------------
+#
+# tf32_rna, tf32_rz   f32 training whose Linear and Conv2d multiply on TF32 tensor cores, as
+#     cuBLAS/cuDNN do with allow_tf32: every tensor operand of the forward product and of both
+#     backward products (x and W; dy and W; dy and x) is rounded to TF32 (10 mantissa bits) and
+#     the exact products are summed in f32; the bias add and the bias gradient stay f32. NVIDIA
+#     does not document the f32 -> TF32 conversion, so both: to nearest with ties away from zero
+#     (rna, as PTX's cvt.rna.tf32.f32) and truncation (rz).
+# fp16                PyTorch's CUDA autocast to float16 with a GradScaler (1.13's policy): Conv2d
+#     and Linear cast input, weight and bias to f16 and return f16 (f32 accumulation, rounded
+#     once); batch_norm takes the f16 input with its f32 weight, bias and running statistics and
+#     returns f16 (computed in f32); relu, pools and flatten run on f16 (avg_pool accumulating in
+#     f32); cross_entropy runs in f32. Every f16 activation is held in f32 and rounded to f16 on
+#     the way forward, and the gradient that flows back to it on the way back (an f16 tensor's
+#     gradient is f16); the f32 master weights get the gradients of their f16 copies. The scaler
+#     is PyTorch's defaults: loss x 65536, gradients x 2^-16 (exact), a step with a non-finite
+#     gradient skipped and the scale halved; it grows only after 2000 steps (never here).
+
+FP16_SCALE = 65536.0
+FP16_GROWTH_INTERVAL = 2000
+
+
+def round_tf32(t, mode):
+    """f32 -> TF32 (in f32): mode 'rna' to nearest, ties away from zero; 'rz' truncated; None
+    leaves t (self-checks run the functions below in f64 with it)."""
+    if mode is None:
+        return t
+    assert t.dtype == torch.float32
+    i = t.contiguous().view(torch.int32)       # sign and magnitude: adding to the bits rounds |t|
+    if mode == "rna":
+        i = i + 0x1000
+    return (i & ~0x1FFF).view(torch.float32)
+
+
+class Tf32Linear(torch.autograd.Function):
+    """F.linear on TF32 operands, x (B, in), w (out, in), b (out,): y = r(x) r(w)^T + b;
+    dx = r(dy) r(w), dw = r(dy)^T r(x), db = sum_B dy."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, mode):
+        assert x.dim() == 2
+        ctx.save_for_backward(x, w)
+        ctx.mode = mode
+        return F.linear(round_tf32(x, mode), round_tf32(w, mode)) + b
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        r = lambda t: round_tf32(t, ctx.mode)  # noqa: E731
+        return r(dy) @ r(w), r(dy).t() @ r(x), dy.sum(0), None
+
+
+class Tf32Conv2d(torch.autograd.Function):
+    """F.conv2d on TF32 operands, x (N, C, H, W), w (O, C, kh, kw), b (O,): forward, data and
+    weight gradients (torch.nn.grad, PyTorch's own convolution_backward) on rounded tensors."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, mode):
+        ctx.save_for_backward(x, w)
+        ctx.conf = (stride, padding, mode)
+        return F.conv2d(round_tf32(x, mode), round_tf32(w, mode), None, stride, padding) + b.view(1, -1, 1, 1)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        stride, padding, mode = ctx.conf
+        r = lambda t: round_tf32(t, mode)  # noqa: E731
+        dx = torch.nn.grad.conv2d_input(x.shape, r(w), r(dy), stride, padding)
+        dw = torch.nn.grad.conv2d_weight(r(x), w.shape, r(dy), stride, padding)
+        return dx, dw, dy.sum((0, 2, 3)), None, None, None
+
+
+class F16(torch.autograd.Function):
+    """An f16 tensor held in f32: rounds the value forward and its gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.half().float()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.half().float()
+
+
+def forward(model, x, prec):
+    """model(x) at prec: PyTorch's own kernels for f64/f32/bf16 (autocast is the caller's), the
+    emulations above for tf32_rna, tf32_rz and fp16."""
+    if prec in ("tf32_rna", "tf32_rz"):
+        mode = prec[5:]
+        for m in model:
+            if isinstance(m, nn.Linear):
+                x = Tf32Linear.apply(x, m.weight, m.bias, mode)
+            elif isinstance(m, nn.Conv2d):
+                x = Tf32Conv2d.apply(x, m.weight, m.bias, m.stride, m.padding, mode)
+            else:
+                x = m(x)
+        return x
+    if prec == "fp16":
+        h = F16.apply
+        x = h(x)
+        for m in model:
+            if isinstance(m, nn.Linear):
+                x = F.linear(x, h(m.weight), h(m.bias))
+            elif isinstance(m, nn.Conv2d):
+                x = F.conv2d(x, h(m.weight), h(m.bias), m.stride, m.padding)
+            else:
+                x = m(x)
+            x = h(x)
+        return x
+    return model(x)
+
+
+def emulation_self_checks():
+    one = torch.tensor([1 + 2 ** -11, -(1 + 2 ** -11), 1 + 3 * 2 ** -11, 1 + 2 ** -11 - 2 ** -23,
+                        1 + 2 ** -10 + 2 ** -23])
+    assert round_tf32(one, "rna").tolist() == [1 + 2 ** -10, -(1 + 2 ** -10), 1 + 2 ** -9, 1.0, 1 + 2 ** -10]
+    assert round_tf32(one, "rz").tolist() == [1.0, -1.0, 1 + 2 ** -10, 1.0, 1 + 2 ** -10]
+    g = torch.Generator().manual_seed(1)
+    v = torch.randn(10000, generator=g) * torch.pow(10.0, torch.randint(-20, 20, (10000,), generator=g).float())
+    for mode, u in (("rna", 2 ** -11), ("rz", 2 ** -10)):
+        t = round_tf32(v, mode)
+        assert (t.view(torch.int32) & 0x1FFF).eq(0).all() and ((t - v).abs() <= u * v.abs()).all()
+        assert mode == "rna" or (t.abs() <= v.abs()).all()
+    # the backward formulas, in f64 without rounding (torch.autograd.gradcheck)
+    d = dict(dtype=torch.float64, requires_grad=True)
+    x, w, b = torch.randn(3, 5, **d), torch.randn(4, 5, **d), torch.randn(4, **d)
+    assert torch.autograd.gradcheck(lambda x, w, b: Tf32Linear.apply(x, w, b, None), (x, w, b))
+    assert torch.allclose(Tf32Linear.apply(x, w, b, None), F.linear(x, w, b))
+    x, w, b = torch.randn(2, 3, 7, 6, **d), torch.randn(4, 3, 3, 3, **d), torch.randn(4, **d)
+    for stride, padding in (((1, 1), (1, 1)), ((2, 2), (0, 0))):
+        f = lambda x, w, b: Tf32Conv2d.apply(x, w, b, stride, padding, None)  # noqa: E731
+        assert torch.autograd.gradcheck(f, (x, w, b))
+        assert torch.allclose(f(x, w, b), F.conv2d(x, w, b, stride, padding))
+    # F16 rounds forward and backward
+    x = torch.tensor([1 + 2 ** -12, 1e5], requires_grad=True)
+    y = F16.apply(x)
+    y.backward(torch.tensor([1 + 2 ** -12, 3.0]))
+    assert y.tolist() == [1.0, float("inf")] and x.grad.tolist() == [1.0, 3.0]
+
+
+# ---------------------------------------------------------------------------------------------
 # data, init, training
 # ---------------------------------------------------------------------------------------------
 
@@ -219,10 +364,12 @@ def make_opt(name, params):
     return cls(params, foreach=False, **h)
 
 
-def train(spec, init, x, y, opt_name, amp, batch, f64):
-    """Returns (losses (steps,), final state_dict). f64: model and data in double, autocast off."""
+def train(spec, init, x, y, opt_name, batch, prec):
+    """Returns (losses (steps,), final state_dict). prec: f64 (model and data in double), f32,
+    bf16 (PyTorch's CPU autocast), or one of EMULATED (f32 model and data, forward() above)."""
     model, _, _ = build_model(spec)
     model.load_state_dict(init)
+    f64 = prec == "f64"
     if f64:
         model.double()
         x = x.double()
@@ -230,18 +377,30 @@ def train(spec, init, x, y, opt_name, amp, batch, f64):
     opt = make_opt(opt_name, model.parameters())
     n = x.shape[0]
     losses = []
+    scale = FP16_SCALE
+    assert STEPS < FP16_GROWTH_INTERVAL
     for i in range(STEPS):
         idx = torch.arange(i * batch, (i + 1) * batch) % n
         xb, yb = x[idx], y[idx]
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=(amp == "bf16" and not f64)):
-            out = model(xb)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=(prec == "bf16")):
+            out = forward(model, xb, prec)
             loss = F.cross_entropy(out, yb)
         want = torch.float64 if f64 else torch.float32
         assert loss.dtype == want, loss.dtype
-        assert out.dtype == (want if f64 or amp == "off" else torch.bfloat16), out.dtype
-        loss.backward()
-        opt.step()
+        assert out.dtype == (torch.bfloat16 if prec == "bf16" else want), out.dtype
+        if prec == "fp16":
+            (loss * scale).backward()
+            grads = [p.grad for p in model.parameters()]
+            if all(torch.isfinite(g).all() for g in grads):
+                for g in grads:
+                    g.mul_(1 / scale)
+                opt.step()
+            else:
+                scale *= 0.5
+        else:
+            loss.backward()
+            opt.step()
         losses.append(loss.detach().clone())
     final = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return torch.stack(losses), final
@@ -258,21 +417,41 @@ def fmt(v):
     return repr(float(v))
 
 
+def deviation(losses, final, loss64, fin64, spec):
+    """A run's max |loss - loss.f64| and its worst max rel dfinal (worst tensor), with and without
+    the ill_conditioned tensors."""
+    devs = {k: rel_dev(final[k], fin64[k]) for k in fin64 if not k.endswith("num_batches_tracked")}
+    worst = max(devs, key=devs.get)
+    ill = set(ill_conditioned(spec))
+    worst_wc = max((k for k in devs if k not in ill), key=devs.get)
+    return dict(dev_loss=(losses.double() - loss64).abs().max().item(), dev_final=devs[worst], worst=worst,
+                dev_wc=devs[worst_wc], worst_wc=worst_wc)
+
+
 def build_file(tag, opt_name, amp, init, x, y):
+    """The file's tensors and metadata, and stats[run] = deviation() for every run but f64."""
     spec, batch, samples = MODELS[tag]
-    loss64, fin64 = train(spec, init, x, y, opt_name, amp, batch, True)
-    loss32, fin32 = train(spec, init, x, y, opt_name, amp, batch, False)
-    for k, v in init.items():
-        assert fin64[k].dtype == (torch.int64 if k.endswith("num_batches_tracked") else torch.float64), k
-        assert fin32[k].dtype == v.dtype and fin32[k].shape == v.shape, k
-        if k.endswith("num_batches_tracked"):
-            assert v.shape == () and v.item() == 0 and fin64[k].item() == fin32[k].item() == STEPS, k
-    assert torch.isfinite(loss64).all() and torch.isfinite(loss32).all()
+    runs = {"f64": train(spec, init, x, y, opt_name, batch, "f64"),
+            "torch": train(spec, init, x, y, opt_name, batch, "f32" if amp == "off" else amp)}
+    for prec in EMULATED if amp == "off" else ():
+        runs[prec] = train(spec, init, x, y, opt_name, batch, prec)
+    loss64, fin64 = runs["f64"]
+    for run, (losses, final) in runs.items():
+        assert torch.isfinite(losses).all(), run
+        for k, v in init.items():
+            if k.endswith("num_batches_tracked"):
+                assert v.shape == () and v.item() == 0 and final[k].item() == STEPS, (run, k)
+            else:
+                assert final[k].dtype == (torch.float64 if run == "f64" else v.dtype), (run, k)
+            assert final[k].shape == v.shape, (run, k)
 
     tensors = [(f"init.{k}", v) for k, v in init.items()]
-    tensors += [("x", x), ("y", y), ("loss.f64", loss64), ("loss.torch", loss32)]
+    tensors += [("x", x), ("y", y), ("loss.f64", loss64), ("loss.torch", runs["torch"][0])]
     tensors += [(f"final.f64.{k}", v) for k, v in fin64.items()]
-    tensors += [(f"final.torch.{k}", v) for k, v in fin32.items()]
+    tensors += [(f"final.torch.{k}", v) for k, v in runs["torch"][1].items()]
+    for prec in EMULATED if amp == "off" else ():   # after the others: their bytes stay put
+        tensors += [(f"loss.{prec}", runs[prec][0])]
+        tensors += [(f"final.{prec}.{k}", v) for k, v in runs[prec][1].items()]
     h = OPTS[opt_name]
     na = ""                                  # not applicable to this optimizer
     meta = {
@@ -287,13 +466,8 @@ def build_file(tag, opt_name, amp, init, x, y):
         "data_seed": str(seed_of(f"tandem-train-data-{tag}")),
         "ill_conditioned": json.dumps(ill_conditioned(spec), separators=(",", ":")),
     }
-    dev_loss = (loss32.double() - loss64).abs().max().item()
-    devs = {k: rel_dev(fin32[k], fin64[k]) for k in init if not k.endswith("num_batches_tracked")}
-    worst = max(devs, key=devs.get)
-    ill = set(ill_conditioned(spec))
-    worst_wc = max((k for k in devs if k not in ill), key=devs.get)
-    stats = dict(loss_first=loss64[0].item(), loss_last=loss64[-1].item(), dev_loss=dev_loss,
-                 dev_final=devs[worst], worst=worst, dev_wc=devs[worst_wc], worst_wc=worst_wc)
+    stats = {run: deviation(*runs[run], loss64, fin64, spec) for run in runs if run != "f64"}
+    stats["loss_first"], stats["loss_last"] = loss64[0].item(), loss64[-1].item()
     return tensors, meta, stats
 
 
@@ -304,15 +478,18 @@ def check_file(path, tensors, meta, init, x, y):
     assert m["format"] == FORMAT and m["steps"] == str(STEPS)
     assert torch.equal(got["x"], x) and got["x"].dtype == torch.float32
     assert torch.equal(got["y"], y) and got["y"].dtype == torch.int64
-    assert got["loss.f64"].dtype == torch.float64 and got["loss.f64"].shape == (STEPS,)
-    assert got["loss.torch"].dtype == torch.float32 and got["loss.torch"].shape == (STEPS,)
+    runs = ("f64", "torch") + (EMULATED if m["amp"] == "off" else ())
+    for run in runs:
+        t = got[f"loss.{run}"]
+        assert t.dtype == (torch.float64 if run == "f64" else torch.float32) and t.shape == (STEPS,), run
     for k, v in init.items():
         assert torch.equal(got[f"init.{k}"], v)
-        for run, dt in (("f64", torch.float64), ("torch", torch.float32)):
+        for run in runs:
             t = got[f"final.{run}.{k}"]
             assert t.shape == v.shape, k
+            dt = torch.float64 if run == "f64" else torch.float32
             assert t.dtype == (torch.int64 if v.dtype == torch.int64 else dt), (k, t.dtype)
-    assert len(got) == 3 * len(init) + 4
+    assert len(got) == len(init) + 2 + len(runs) * (1 + len(init))
 
 
 def main():
@@ -324,6 +501,7 @@ def main():
     torch.set_num_threads(1)            # fixed reduction order: identical bytes on every run
     torch.use_deterministic_algorithms(True)
     grammar_self_checks()
+    emulation_self_checks()
 
     os.makedirs(args.out, exist_ok=True)
     for old in glob.glob(os.path.join(args.out, "*.safetensors")):
@@ -348,8 +526,16 @@ def main():
           "| same, without ill_conditioned (worst) |")
     print("|---|---:|---:|---:|---:|---|---|")
     for name, size, st in rows:
-        print(f"| {name} | {size} | {st['loss_first']:.4f} | {st['loss_last']:.4f} | {st['dev_loss']:.2e} "
-              f"| {st['dev_final']:.2e} ({st['worst']}) | {st['dev_wc']:.2e} ({st['worst_wc']}) |")
+        t = st["torch"]
+        print(f"| {name} | {size} | {st['loss_first']:.4f} | {st['loss_last']:.4f} | {t['dev_loss']:.2e} "
+              f"| {t['dev_final']:.2e} ({t['worst']}) | {t['dev_wc']:.2e} ({t['worst_wc']}) |")
+    print("\n| file | run | max abs dloss | max rel dfinal (worst) | same, without ill_conditioned (worst) |")
+    print("|---|---|---:|---|---|")
+    for name, size, st in rows:
+        for run in (r for r in EMULATED if r in st):
+            t = st[run]
+            print(f"| {name} | {run} | {t['dev_loss']:.2e} | {t['dev_final']:.2e} ({t['worst']}) "
+                  f"| {t['dev_wc']:.2e} ({t['worst_wc']}) |")
     print(f"{len(rows)} files, {total} bytes ({total / 2 ** 20:.3f} MiB)")
 
 

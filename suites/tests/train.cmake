@@ -52,11 +52,25 @@ endif()
 add_test(NAME train.data_dtypes_widened COMMAND sh -c
   "$<TARGET_FILE:test_training> --write-data ${T} && ${B} train --model mlp:6-8-3 --batch 16 --steps 4 --opt sgd --lr 0.1 --data ${T}/data_f32_i64.safetensors --dump ${T}/dt1 >/dev/null && ${B} train --model mlp:6-8-3 --batch 16 --steps 4 --opt sgd --lr 0.1 --data ${T}/data_f64_i32.safetensors --dump ${T}/dt2 >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/dt1 ${T}/dt2 0")
 
+# fp16 with the gradient scaler, on the reference: each f32 golden file's trajectory trained with
+# --amp fp16, against PyTorch's fp16 autocast + GradScaler run (emulated in f32 by gen_train.py)
+# within test_train_golden's rule, u = 2^-11.
+foreach(f ${GOLDEN_TRAIN})
+  get_filename_component(name ${f} NAME_WE)
+  if(name MATCHES "-off$")
+    add_test(NAME train.golden_fp16.${name}
+             COMMAND test_train_golden $<TARGET_FILE:bench> ${f} ${TEST_TMP}/train cpu --amp fp16)
+  endif()
+endforeach()
+
 # GPU: every golden trajectory trained on cuda:0 is held to the same bounds against the exact
-# trajectory as the reference (strict f32: TF32 off), and again with TF32 on (u = 2^-11) for the
-# f32 ones; fp16 with the scaler on cuda:0 and on the cpu agree within 2 N u (N = 6 steps; each within N u of
-# the exact trajectory, u = 2^-11); deterministic convolutions give bit-identical runs. Each
-# skips (77) with one line when there is no CUDA device.
+# trajectory as the reference: strict f32 (TF32 off); again with TF32 on for the f32 ones, against
+# PyTorch's own TF32 runs (u = 2^-10); and in fp16 with the scaler for the f32 ones, as on the cpu
+# above. The fp16 runs on cuda:0 and on the cpu are not compared with each other: the only bound on
+# their difference that can be derived is the sum of their two bounds here, which these tests imply
+# (cnn-adam: they differ by 0.03 relative after 20 steps, 0.5 in the ill_conditioned biases).
+# Deterministic convolutions give bit-identical runs. Each skips (77) with one line when there is
+# no CUDA device.
 foreach(f ${GOLDEN_TRAIN})
   get_filename_component(name ${f} NAME_WE)
   add_test(NAME gpu.train.${name}
@@ -65,12 +79,12 @@ foreach(f ${GOLDEN_TRAIN})
   if(name MATCHES "-off$")
     add_test(NAME gpu.train_tf32.${name}
              COMMAND test_train_golden $<TARGET_FILE:bench> ${f} ${TEST_TMP}/train cuda:0 --tf32 on)
-    set_tests_properties(gpu.train_tf32.${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+    add_test(NAME gpu.train_fp16.${name}
+             COMMAND test_train_golden $<TARGET_FILE:bench> ${f} ${TEST_TMP}/train cuda:0 --amp fp16)
+    set_tests_properties(gpu.train_tf32.${name} gpu.train_fp16.${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
   endif()
 endforeach()
 set(GPU_SKIP "out=$(${B} train --device cuda:0 --model mlp:4 --steps 1 --batch 2 --opt sgd --lr 0.1 2>&1) || case \"$out\" in *'no CUDA'*|*'CUDA backend'*) echo \"SKIP: $out\" | head -1; exit 77;; esac")
-add_test(NAME gpu.train.fp16_cuda_vs_cpu COMMAND sh -c
-  "${GPU_SKIP}; for d in cpu cuda:0; do ${B} ${TRAIN_CNN} --amp fp16 --device $d --dump ${T}/fp16-$d >/dev/null || exit 1; done; $<TARGET_FILE:test_dump_compare> ${T}/fp16-cpu ${T}/fp16-cuda:0 $(awk 'BEGIN{print 2*6*2^-11}')")
 add_test(NAME gpu.train.deterministic_bitwise COMMAND sh -c
   "${GPU_SKIP}; for r in 1 2; do ${B} ${TRAIN_CNN} --device cuda:0 --deterministic --dump ${T}/det$r >/dev/null || exit 1; done; $<TARGET_FILE:test_dump_compare> ${T}/det1 ${T}/det2 0")
-set_tests_properties(gpu.train.fp16_cuda_vs_cpu gpu.train.deterministic_bitwise PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+set_tests_properties(gpu.train.deterministic_bitwise PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
