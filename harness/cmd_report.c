@@ -234,8 +234,14 @@ static const char *status_line(const report *r, char *buf, size_t len, bool *goo
     bool complete;
     *good = false;
     int failed = array_size(r->run->status, "failed");
+    int lost = array_size(r->run->status, "write_errors");
     if (!r->run->status)
         snprintf(buf, len, "status.json is missing: whether every benchmark finished is unknown.");
+    else if (lost)
+        snprintf(buf, len,
+                 "This run did not complete: %d file%s could not be written (a full disk?) and "
+                 "%s only an older version or nothing (see Skipped and unfinished).",
+                 lost, lost == 1 ? "" : "s", lost == 1 ? "holds" : "hold");
     else if (!status_bool(r->run->status, "complete", &complete))
         snprintf(buf, len, "status.json does not say whether the run is complete.");
     else if (!complete)
@@ -255,8 +261,22 @@ static const char *status_line(const report *r, char *buf, size_t len, bool *goo
 }
 
 /* status.json's skipped, failed and unfinished entries as (what, what happened) rows. An entry
- * is a string (an id) or an object: {"suite", "benchmark"?, "reason"} or {"name", "error"}. */
+ * is a string (an id) or an object: {"suite", "benchmark"?, "reason"} or {"name", "error"}.
+ * Then its write_errors: {"file", "error", "failures", "present"}, a row per file. */
 static void status_issues(kv_list *l, const cJSON *status) {
+    const cJSON *w;
+    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(status, "write_errors")) {
+        const char *file = str_item(w, "file"), *error = str_item(w, "error");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(w, "failures");
+        bool present = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "present"));
+        char why[1024];
+        snprintf(why, sizeof why, "not written: %s (%d failed write%s); %s",
+                 error ? error : "unknown error", cJSON_IsNumber(n) ? n->valueint : 1,
+                 cJSON_IsNumber(n) && n->valueint == 1 ? "" : "s",
+                 present ? "the file is an older version, written whole"
+                         : "the file was never written");
+        kv_add(l, file ? file : "?", why);
+    }
     static const char *const lists[] = {"skipped", "failed", "unfinished"};
     const char *running = str_item(status, "running");
     for (int k = 0; k < 3; k++) {

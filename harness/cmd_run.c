@@ -9,6 +9,14 @@
  * 128 + the signal. A benchmark that crashes the process (SIGSEGV) cannot be survived in-process:
  * the files written before it stay, and status.json names it as "running" and unfinished.
  *
+ * A write that fails (a full disk: ENOSPC; a file size limit: EFBIG) leaves that file as it was,
+ * its last version written whole, or absent: nothing is renamed over it. Google Benchmark's own
+ * output file replaces the suite's last snapshot only when it is byte for byte the JSON its
+ * reporter produced and that JSON parses (a full disk truncates it silently). Every failed write
+ * is named once on stderr and recorded in status.json's "write_errors" (file, errno text, count);
+ * the run is then not complete and exits 1. When status.json itself cannot be written, stderr
+ * says so, and the exit is 1 too.
+ *
  * On the emulated CUDA device (a -DTDM_CUDA_EMU=ON build, emulated.h) every benchmark runs and is
  * verified as usual, and everything says the timings are the emulator's, not a GPU's: context.json
  * and status.json "emulated": true, an `emulated` column in the CSVs, Google Benchmark's labels and
@@ -67,19 +75,84 @@ static void *xrealloc(void *p, size_t n) {
     return q;
 }
 
-// Writes data to path atomically: a temp file in the same directory, fsync, rename.
+// Writes data to path atomically: a temp file in the same directory, fsync, rename. On failure
+// returns -1 with errno saying why (the first error met), and path is as it was.
 static int write_atomic(const char *path, const char *data, size_t n) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return -1;
+    errno = 0;
     bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    int err = ok ? 0 : errno ? errno : EIO;
+    if (fclose(f) != 0 && ok) ok = false, err = errno ? errno : EIO;
+    if (ok && rename(tmp, path) != 0) ok = false, err = errno;
+    if (!ok) {
         unlink(tmp);
+        errno = err;
         return -1;
     }
     return 0;
+}
+
+// ---- writes that failed ---------------------------------------------------------------------
+// A failed write leaves its file as it was (the last version written whole, or absent). Each one
+// is recorded per file, for status.json's "write_errors"; the first failure of a file is said on
+// stderr. Any of them makes the run incomplete and its exit status 1.
+
+typedef struct {
+    char file[256];    // relative to the results directory: "transfer.json"
+    char error[256];   // why the last attempt failed: strerror's text
+    int failures;      // failed attempts (a file is rewritten after every benchmark)
+} write_error;
+
+typedef struct {
+    const char *dir;
+    write_error *v;
+    int n;
+} write_log;
+
+static void write_log_add(write_log *w, const char *file, const char *error) {
+    write_error *e = NULL;
+    for (int i = 0; i < w->n && !e; i++)
+        if (!strcmp(w->v[i].file, file)) e = &w->v[i];
+    if (!e) {
+        w->v = xrealloc(w->v, (size_t)(w->n + 1) * sizeof *w->v);
+        e = &w->v[w->n++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->file, sizeof e->file, "%s", file);
+        fprintf(stderr, "bench run: cannot write %s/%s: %s (the run will not be complete)\n",
+                w->dir, file, error);
+    }
+    snprintf(e->error, sizeof e->error, "%s", error);
+    e->failures++;
+}
+
+// Writes DIR/FILE atomically; a failure is recorded. Returns 0 or -1.
+static int write_result(write_log *w, const char *file, const char *data, size_t n) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", w->dir, file);
+    if (write_atomic(path, data, n) == 0) return 0;
+    write_log_add(w, file, strerror(errno));
+    return -1;
+}
+
+// status.json's "write_errors": [{"file", "error", "failures", "present"}], present: whether the
+// file exists (an older version written whole) or not (none was).
+static cJSON *write_log_json(const write_log *w) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < w->n; i++) {
+        char path[4200];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", w->dir, w->v[i].file);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", w->v[i].file);
+        cJSON_AddStringToObject(o, "error", w->v[i].error);
+        cJSON_AddNumberToObject(o, "failures", w->v[i].failures);
+        cJSON_AddBoolToObject(o, "present", stat(path, &sb) == 0);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
 }
 
 // A growable string.
@@ -319,8 +392,8 @@ static void write_row_prefix(strbuf *b, const char *suite, const bench_name *bn,
 }
 
 // <suite>.csv and <suite>.samples.csv from the series; a run on the emulated device has a last
-// column `emulated`, "true" in every row.
-static int write_csvs(const char *dir, const char *suite, const series_set *ss, bool emulated) {
+// column `emulated`, "true" in every row. Each is written even when the other fails.
+static int write_csvs(write_log *w, const char *suite, const series_set *ss, bool emulated) {
     strbuf tidy = {0}, raw = {0};
     const char *emu_col = emulated ? ",emulated" : "", *emu_val = emulated ? ",true" : "";
     sb_add(&tidy,
@@ -346,11 +419,11 @@ static int write_csvs(const char *dir, const char *suite, const series_set *ss, 
             sb_add(&raw, "%s\n", emu_val);
         }
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s.csv", dir, suite);
-    int rc = write_atomic(path, tidy.s, tidy.n);
-    snprintf(path, sizeof path, "%s/%s.samples.csv", dir, suite);
-    if (!rc) rc = write_atomic(path, raw.s, raw.n);
+    char file[300];
+    snprintf(file, sizeof file, "%s.csv", suite);
+    int rc = write_result(w, file, tidy.s, tidy.n);
+    snprintf(file, sizeof file, "%s.samples.csv", suite);
+    rc |= write_result(w, file, raw.s, raw.n);
     free(tidy.s);
     free(raw.s);
     return rc;
@@ -416,6 +489,8 @@ typedef struct {
     cJSON *clock_check;    // owned
     bool complete;
     bool emulated;         // the device is the emulated CUDA device: not GPU figures
+    write_log wl;          // writes that failed
+    bool status_written;   // the last write of status.json succeeded
     // progress
     const suite_plan *cur;
     int base, total, done;
@@ -456,11 +531,10 @@ static void write_status(run_ctx *r) {
     }
     cJSON_AddItemToObject(st, "skipped", cJSON_Duplicate(r->skipped, true));
     cJSON_AddItemToObject(st, "clock_check", cJSON_Duplicate(r->clock_check, true));
+    cJSON_AddItemToObject(st, "write_errors", write_log_json(&r->wl));
     char *text = cJSON_Print(st);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/status.json", r->dir);
-    if (!text || write_atomic(path, text, strlen(text)) != 0)
-        fprintf(stderr, "bench run: cannot write %s: %s\n", path, strerror(errno));
+    if (!text) write_log_add(&r->wl, "status.json", "out of memory");
+    r->status_written = text && write_result(&r->wl, "status.json", text, strlen(text)) == 0;
     free(text);
     cJSON_Delete(st);
 }
@@ -557,14 +631,13 @@ static void on_result(void *user, const tdm_gb_result *res) {
     char *clean = json_without_nan(res->json);
     cJSON *root = cJSON_ParseWithOpts(clean, NULL, true);
     free(clean);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s.json", r->dir, suite);
+    char file[300];
+    snprintf(file, sizeof file, "%s.json", suite);
     if (!root || series_from_json(root, &ss, r->cur->suite) != 0) {
         fprintf(stderr, "bench run: Google Benchmark's JSON for %s does not parse\n", id);
-    } else if (write_atomic(path, res->json, strlen(res->json)) != 0 ||
-               write_csvs(r->dir, suite, &ss, r->emulated) != 0) {
-        fprintf(stderr, "bench run: cannot write the results of %s in %s: %s\n", suite, r->dir,
-                strerror(errno));
+    } else {   // each file on its own: one that cannot be written does not hold back the others
+        write_result(&r->wl, file, res->json, strlen(res->json));
+        write_csvs(&r->wl, suite, &ss, r->emulated);
     }
     print_result(r, id, &ss, res->name, res->error);
     write_status(r);
@@ -572,10 +645,54 @@ static void on_result(void *user, const tdm_gb_result *res) {
     cJSON_Delete(root);
 }
 
+// Is the file at PATH byte for byte TEXT (N bytes)? Then it is fsync'd, so that it can be renamed
+// over a snapshot. Google Benchmark writes its output through a stream that stops silently when
+// a write fails: on a full disk the file is a truncated copy of what its reporter produced.
+static bool file_is_synced_copy(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char buf[65536];
+    size_t at = 0, k;
+    bool same = true;
+    while (same && (k = fread(buf, 1, sizeof buf, f)) > 0) {
+        same = at + k <= n && !memcmp(buf, text + at, k);
+        at += k;
+    }
+    same = same && !ferror(f) && at == n && fsync(fileno(f)) == 0;
+    fclose(f);
+    return same;
+}
+
+// A suite's last act: Google Benchmark's complete JSON (GBOUT, and the same text in memory)
+// becomes <suite>.json — when it parses and the file is whole, by renaming GBOUT over the last
+// snapshot; when the file is not whole, by writing the text atomically. When neither can be
+// done the last snapshot stays and the failure is recorded.
+static void finish_suite_json(run_ctx *r, const char *suite, const char *gbout) {
+    const char *text = tdm_gb_last_json();
+    size_t n = strlen(text);
+    char file[300], final[4200];
+    snprintf(file, sizeof file, "%s.json", suite);
+    snprintf(final, sizeof final, "%s/%s", r->dir, file);
+    char *clean = json_without_nan(text);
+    cJSON *root = cJSON_ParseWithOpts(clean, NULL, true);
+    free(clean);
+    bool parses = root && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "benchmarks"));
+    cJSON_Delete(root);
+    if (!parses) {
+        fprintf(stderr, "bench run: Google Benchmark's JSON for suite %s does not parse: %s keeps "
+                        "its last snapshot\n", suite, final);
+        write_log_add(&r->wl, file, "Google Benchmark's JSON does not parse");
+        return;
+    }
+    if (file_is_synced_copy(gbout, text, n) && rename(gbout, final) == 0) return;
+    write_result(&r->wl, file, text, n);
+}
+
 // ---- --profile: one more untimed run per benchmark under the profiler -------------------------
 
 typedef struct {
     const char *dir, *suite;
+    write_log *wl;
     int failures;
 } profile_ctx;
 
@@ -593,22 +710,28 @@ static void profile_on_result(void *user, const tdm_gb_result *res) {
         tdm_profile_free(p);
         return;
     }
-    char id[512], file[600], path[4200];
+    char id[512], file[600], rel[700], path[4200];
     result_id(pc->suite, res->name, id, sizeof id);
     snprintf(file, sizeof file, "%s", id);
     for (char *c = file; *c; c++)
         if (*c == '/') *c = '.';
-    snprintf(path, sizeof path, "%s/profiles/%s.trace.json", pc->dir, file);
+    snprintf(rel, sizeof rel, "profiles/%s.trace.json", file);
+    snprintf(path, sizeof path, "%s/%s", pc->dir, rel);
     tdm_status s = tdm_profile_trace_save(p, path);
-    char *table = s == TDM_OK ? tdm_profile_table_json(p) : NULL;
+    if (s != TDM_OK) {
+        write_log_add(pc->wl, rel, tdm_last_error());
+        pc->failures++;
+    }
+    char *table = tdm_profile_table_json(p);
     cJSON *t = table ? cJSON_Parse(table) : NULL;
     free(table);
     if (t) cJSON_AddStringToObject(t, "benchmark", id);
     char *text = t ? cJSON_Print(t) : NULL;
-    snprintf(path, sizeof path, "%s/profiles/%s.table.json", pc->dir, file);
-    if (s != TDM_OK || !text || write_atomic(path, text, strlen(text)) != 0) {
-        fprintf(stderr, "bench run: --profile: cannot write the profile of %s: %s\n", id,
-                s != TDM_OK ? tdm_last_error() : strerror(errno));
+    snprintf(rel, sizeof rel, "profiles/%s.table.json", file);
+    if (!text) {
+        fprintf(stderr, "bench run: --profile: no table for %s\n", id);
+        pc->failures++;
+    } else if (write_result(pc->wl, rel, text, strlen(text)) != 0) {
         pc->failures++;
     }
     free(text);
@@ -617,7 +740,7 @@ static void profile_on_result(void *user, const tdm_gb_result *res) {
 }
 
 // Runs the registered benchmarks of `suite` once more, briefly, each under its own session.
-static int profile_suite(const char *dir, const char *suite, const char *filter) {
+static int profile_suite(const char *dir, const char *suite, const char *filter, write_log *wl) {
     char pdir[4200], gbout[4200], err[512];
     snprintf(pdir, sizeof pdir, "%s/profiles", dir);
     snprintf(gbout, sizeof gbout, "%s/.%s.profile.gbench.json.tmp", dir, suite);
@@ -625,7 +748,7 @@ static int profile_suite(const char *dir, const char *suite, const char *filter)
         fprintf(stderr, "bench run: --profile: cannot create %s: %s\n", pdir, strerror(errno));
         return -1;
     }
-    profile_ctx pc = {dir, suite, 0};
+    profile_ctx pc = {dir, suite, wl, 0};
     tdm_gb_run_options o = {.filter = filter, .repetitions = 1, .min_time = 1e-6,
                             .json_out = gbout, .user = &pc, .on_start = profile_on_start,
                             .on_result = profile_on_result, .stop_requested = stop_requested};
@@ -724,7 +847,7 @@ static void run_usage(FILE *f) {
         "                  directory of the same format; bench report DIR tables the ratios\n"
         "                  (docs/PEERS.md). A python without torch: a message and exit 2,\n"
         "                  tandem's results kept\n"
-        "--python PATH     the python with torch (default $TDM_PYTHON, else /usr/bin/python3)\n"
+        "--python PATH     the python with torch (default $TANDEM_PYTHON, else /usr/bin/python3)\n"
         "--peer-script P   the peer script (default: the one in the source tree bench was built\n"
         "                  from)\n"
         "--profile         after each suite's timed run, runs each benchmark once more (one\n"
@@ -734,8 +857,10 @@ static void run_usage(FILE *f) {
         "Every benchmark is warmed up (untimed) first and verifies the data it produced.\n"
         "Ctrl-C stops after the current benchmark (twice: at once) and keeps the results so far;\n"
         "status.json lists what did not finish.\n"
-        "Exit: 0 done, 1 a benchmark failed (its check or a backend error), 2 bad arguments,\n"
-        "128+signal when interrupted.\n");
+        "A file that cannot be written (a full disk) keeps its last version written whole;\n"
+        "status.json names it under write_errors and the run is not complete.\n"
+        "Exit: 0 done, 1 a benchmark failed (its check or a backend error) or a results file\n"
+        "could not be written, 2 bad arguments, 128+signal when interrupted.\n");
 }
 
 #define bad(...) bench_bad("run", __VA_ARGS__)
@@ -1027,17 +1152,18 @@ int bench_run(int argc, char **argv) {
         return rc;
     }
     r.dir = dir;
+    r.wl.dir = dir;
 
     // context.json, and the same fields in every Google Benchmark JSON's context.
     cJSON *env = bench_env_json();
     if (write_context(dir, argc, argv, devname, emulated, iso, env) != 0) {
-        fprintf(stderr, "bench run: --out %s: cannot write context.json: %s\n", dir,
-                strerror(errno));
+        fprintf(stderr, "bench run: --out %s: cannot write context.json: %s: nothing was run\n",
+                dir, strerror(errno));
         cJSON_Delete(env);
         cJSON_Delete(r.skipped);
         free_plans(r.plans, r.n_plans);
         tdm_gb_shutdown();
-        return 2;
+        return 1;
     }
     tdm_gb_add_context("tandem_version", TDM_VERSION);
     tdm_gb_add_context("tandem_commit", bench_git_commit());
@@ -1073,9 +1199,8 @@ int bench_run(int argc, char **argv) {
     for (int p = 0; p < r.n_plans && !g_stop; p++) {
         const suite_plan *plan = &r.plans[p];
         r.cur = plan;
-        char gbout[4200], final[4200], err[512];
+        char gbout[4200], err[512];
         snprintf(gbout, sizeof gbout, "%s/.%s.gbench.json.tmp", dir, plan->suite->name);
-        snprintf(final, sizeof final, "%s/%s.json", dir, plan->suite->name);
         if (plan->suite->register_benchmarks(&cfg) != 0) {
             fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, tdm_last_error());
             rc = 1;
@@ -1097,10 +1222,9 @@ int bench_run(int argc, char **argv) {
             fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, err);
             rc = 1;
         } else if (!g_stop) {
-            // Google Benchmark's own file, complete: it replaces the last snapshot.
-            if (rename(gbout, final) != 0)
-                fprintf(stderr, "bench run: cannot write %s: %s\n", final, strerror(errno));
-            if (a.profile && profile_suite(dir, plan->suite->name, a.filter) != 0) rc = 1;
+            // Google Benchmark's own file, complete: it replaces the last snapshot when whole.
+            finish_suite_json(&r, plan->suite->name, gbout);
+            if (a.profile && profile_suite(dir, plan->suite->name, a.filter, &r.wl) != 0) rc = 1;
         }
         unlink(gbout);
         tdm_gb_clear();
@@ -1125,13 +1249,33 @@ int bench_run(int argc, char **argv) {
                                        : "GPU clocks are not read by bench run yet");
     }
     r.running[0] = '\0';
-    r.complete = !g_stop && !rc;
+    r.complete = !g_stop && !rc && r.wl.n == 0;
     write_status(&r);
     progress_clear(&r);
     int unfinished = r.total - r.n_finished - r.n_failed;
-    printf("results in %s: %d finished, %d failed, %d unfinished, %d suite%s skipped\n", dir,
+    printf("results in %s: %d finished, %d failed, %d unfinished, %d suite%s skipped", dir,
            r.n_finished, r.n_failed, unfinished, cJSON_GetArraySize(r.skipped),
            cJSON_GetArraySize(r.skipped) == 1 ? "" : "s");
+    if (r.wl.n) printf(", %d file%s NOT WRITTEN", r.wl.n, r.wl.n == 1 ? "" : "s");
+    printf("\n");
+    if (r.wl.n) {
+        fflush(stdout);
+        fprintf(stderr,
+                "bench run: the run is not complete: %d file%s could not be written (each keeps "
+                "its last version written whole, or is absent):\n",
+                r.wl.n, r.wl.n == 1 ? "" : "s");
+        for (int i = 0; i < r.wl.n; i++)
+            fprintf(stderr, "  %s: %s (%d failed write%s)\n", r.wl.v[i].file, r.wl.v[i].error,
+                    r.wl.v[i].failures, r.wl.v[i].failures == 1 ? "" : "s");
+    }
+    if (!r.status_written) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/status.json", dir);
+        fprintf(stderr,
+                "bench run: status.json could not be written: %s %s: nothing records how this "
+                "run ended\n",
+                path, access(path, F_OK) == 0 ? "is an older version" : "does not exist");
+    }
     for (int i = 0; i < r.n_failed; i++) printf("FAILED %s: %s\n", r.failed[i], r.failed_msg[i]);
     if (emulated)
         printf("EMULATED: these timings measure the emulated CUDA device on the CPU, not a GPU: "
@@ -1139,7 +1283,10 @@ int bench_run(int argc, char **argv) {
                "(bench compare refuses them)\n");
     fflush(stdout);
 
-    int exit_code = g_stop ? 128 + (g_signal ? g_signal : SIGINT) : rc ? rc : r.n_failed ? 1 : 0;
+    int exit_code = 0;   // a benchmark that failed, a file not written: 1
+    if (g_stop) exit_code = 128 + (g_signal ? g_signal : SIGINT);
+    else if (rc) exit_code = rc;
+    else if (r.n_failed || r.wl.n || !r.status_written) exit_code = 1;
     if (a.peer.peer && !g_stop && !scratch_dir) {   // the same suites through PyTorch, into DIR/peer-torch
         strbuf names = {0};
         for (int i = 0; !a.suites && i < bench_suite_count(); i++)
@@ -1155,6 +1302,7 @@ int bench_run(int argc, char **argv) {
     free(r.finished);
     free(r.failed);
     free(r.failed_msg);
+    free(r.wl.v);
     cJSON_Delete(r.skipped);
     cJSON_Delete(r.clock_check);
     free_plans(r.plans, r.n_plans);
