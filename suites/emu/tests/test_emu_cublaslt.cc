@@ -185,7 +185,11 @@ struct Dev {
         if (n) CUDA_OK(cudaMalloc(&p, n));
     }
     Dev(const std::vector<double> &v, cudaDataType_t t) : Dev(v.size() * size_of(t)) {
+        // cudaMemcpy from pageable memory may return before the bytes land (CUDA's documented
+        // API synchronization behaviour, which the emulator keeps), and the tests' non-blocking
+        // streams do not wait for the legacy stream: wait here.
         if (bytes) CUDA_OK(cudaMemcpy(p, encode(v, t).data(), bytes, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaDeviceSynchronize());
     }
     ~Dev() {
         if (p) cudaFree(p);
@@ -777,6 +781,7 @@ static void test_stream_and_graph(cublasLtHandle_t lt) {
         for (double &x : a2) x = -x + 1;
         const std::vector<unsigned char> ha2 = encode(a2, CUDA_R_32F);
         CUDA_OK(cudaMemcpy(A.p, ha2.data(), ha2.size(), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaDeviceSynchronize());   // pageable: may not have landed (see Dev)
         if (g) CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
         if (ge) CUDA_OK(cudaGraphLaunch(ge, s));
         CUDA_OK(cudaStreamSynchronize(s));

@@ -269,6 +269,9 @@ struct Dev {
     }
     void write(const std::vector<unsigned char> &b) {
         CUDA_OK(cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice));
+        // from pageable memory cudaMemcpy may return before the bytes land (CUDA's documented
+        // behaviour, kept by the emulator); work on non-blocking streams would not wait for it
+        CUDA_OK(cudaDeviceSynchronize());
     }
     std::vector<unsigned char> read() const {
         std::vector<unsigned char> b(bytes);
