@@ -19,6 +19,7 @@ static const struct {
     {"report", "write report.html and report.md: context, tables, plots of a results directory", bench_report},
     {"env", "the machine's context: host, CPU, memory, OS, GPUs, driver, CUDA, PCIe, clocks", bench_env},
     {"compare", "compare two runs (U test, verdict, exit 1 on a regression) or a fleet of runs", bench_compare},
+    {"check", "is this node fit to train on: PASS/FAIL per GPU and check against its model", bench_check},
 };
 
 int bench_bad(const char *cmd, const char *fmt, ...) {

@@ -57,6 +57,13 @@ struct nvml_api {
     int (*ecc)(nvml_device, int *, int *);
     int (*power_limit)(nvml_device, unsigned *);   // milliwatts
     int (*throttle)(nvml_device, unsigned long long *);
+    // health (bench check): temperature and its slowdown threshold, HBM row remapping, page
+    // retirement (before Ampere), uncorrected ECC error counts
+    int (*temperature)(nvml_device, int, unsigned *), (*temperature_threshold)(nvml_device, int, unsigned *);
+    int (*remapped_rows)(nvml_device, unsigned *, unsigned *, unsigned *, unsigned *);
+    int (*retired_pages)(nvml_device, int, unsigned *, unsigned long long *);
+    int (*retired_pending)(nvml_device, int *);
+    int (*ecc_errors)(nvml_device, int, int, unsigned long long *);
 };
 enum { NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };
 
@@ -82,6 +89,12 @@ static void nvml_load(struct nvml_api *n) {
     NVML_SYM(power_limit, "nvmlDeviceGetPowerManagementLimit");
     NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksEventReasons");   // the name since r535
     if (!n->throttle) NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    NVML_SYM(temperature, "nvmlDeviceGetTemperature");
+    NVML_SYM(temperature_threshold, "nvmlDeviceGetTemperatureThreshold");
+    NVML_SYM(remapped_rows, "nvmlDeviceGetRemappedRows");
+    NVML_SYM(retired_pages, "nvmlDeviceGetRetiredPages");
+    NVML_SYM(retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+    NVML_SYM(ecc_errors, "nvmlDeviceGetTotalEccErrors");
 #undef NVML_SYM
     if (!n->init || !n->handle_by_pci) {
         snprintf(n->why, sizeof n->why, "NVML too old (no nvmlInit_v2)");
@@ -156,6 +169,11 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     out->clock_sm_mhz = out->clock_mem_mhz = -1;
     out->persistence = out->power_limit_w = -1;
     out->throttle_reasons = -1;
+    out->temperature_c = out->temperature_slowdown_c = -1;
+    out->remapped_rows_correctable = out->remapped_rows_uncorrectable = -1;
+    out->remapped_rows_pending = out->remapped_rows_failed = -1;
+    out->retired_pages_sbe = out->retired_pages_dbe = out->retired_pages_pending = -1;
+    out->ecc_uncorrected_volatile = out->ecc_uncorrected_aggregate = -1;
     out->cuda_driver_version = out->cuda_runtime_version = -1;
     int v;
     if (cudaDriverGetVersion(&v) == cudaSuccess) out->cuda_driver_version = v;
@@ -206,6 +224,29 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
         unsigned long long reasons;
         if (n->throttle && n->throttle(d, &reasons) == 0)
             out->throttle_reasons = (int64_t)(reasons & ~(1ULL << 63));   // "unknown" bit
+        // nvml.h: NVML_TEMPERATURE_GPU 0, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN 1; page retirement
+        // causes 0 (multiple single-bit) and 1 (double-bit), queried with a zero-size buffer
+        // (NVML_ERROR_INSUFFICIENT_SIZE = 7 still returns the count); ECC: uncorrected = 1,
+        // volatile counter 0, aggregate 1. What a device does not support stays -1.
+        out->temperature_c = nvml_clock(n->temperature, d, 0);
+        out->temperature_slowdown_c = nvml_clock(n->temperature_threshold, d, 1);
+        unsigned rr[4];
+        if (n->remapped_rows && n->remapped_rows(d, &rr[0], &rr[1], &rr[2], &rr[3]) == 0) {
+            out->remapped_rows_correctable = (int)rr[0];
+            out->remapped_rows_uncorrectable = (int)rr[1];
+            out->remapped_rows_pending = rr[2] ? 1 : 0;
+            out->remapped_rows_failed = rr[3] ? 1 : 0;
+        }
+        for (int cause = 0; cause < 2 && n->retired_pages; cause++) {
+            unsigned count = 0;
+            unsigned long long addr[1];
+            int r = n->retired_pages(d, cause, &count, addr);
+            if (r == 0 || r == 7) *(cause ? &out->retired_pages_dbe : &out->retired_pages_sbe) = (int)count;
+        }
+        if (n->retired_pending && n->retired_pending(d, &mode) == 0) out->retired_pages_pending = mode ? 1 : 0;
+        unsigned long long errs;
+        if (n->ecc_errors && n->ecc_errors(d, 1, 0, &errs) == 0) out->ecc_uncorrected_volatile = (int64_t)errs;
+        if (n->ecc_errors && n->ecc_errors(d, 1, 1, &errs) == 0) out->ecc_uncorrected_aggregate = (int64_t)errs;
     }
     return TDM_OK;
 }

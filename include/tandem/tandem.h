@@ -105,6 +105,12 @@ typedef struct {
     char nvml[128];            // "" when NVML answered, else why not
     int emulated;              // 1: the emulated CUDA device on the CPU (suites/emu): no GPU
                                // at all, its timings are not GPU figures (docs/EMULATION.md)
+    // Health, from NVML (-1: no NVML, or the device does not report it; `bench check`):
+    int temperature_c, temperature_slowdown_c;   // GPU core now; where the GPU starts to slow down
+    int remapped_rows_correctable, remapped_rows_uncorrectable;   // HBM rows remapped (Ampere on)
+    int remapped_rows_pending, remapped_rows_failed;   // 1: a remap waits for a reset; one failed
+    int retired_pages_sbe, retired_pages_dbe, retired_pages_pending;   // page retirement (Volta)
+    int64_t ecc_uncorrected_volatile, ecc_uncorrected_aggregate;   // since boot; over its life
 } tdm_device_props;
 
 tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);

@@ -1,0 +1,114 @@
+/* check.h — the parts of `bench check` (docs/CHECK.md): the expectations file (check_expect.c),
+ * the judging of measured figures against it (check_judge.c: a pure function of two JSON
+ * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
+ * trajectory rule (check_train.c) and the verdict table of `bench report` (check_report.c).
+ *
+ * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
+ * directory's status.json, where each GPU also carries its "checks"):
+ *   {"gpus": [{"index", "device", "name", "emulated",
+ *              "figures": {"memory.d2d": {"value", "unit", "samples": [...]}, "gemm.tf32": ...},
+ *              "link": {"pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "under_load"},
+ *              "health": {"throttle_reasons", "temperature_c", ... null when not read, "nvml"},
+ *              "numerics": {"numerics.golden": {"result": "pass"|"fail"|"error", "detail"}, ...}}],
+ *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent}
+ * A value that was not measured is absent or null: it is reported, never guessed. */
+#ifndef TANDEM_BENCH_CHECK_H
+#define TANDEM_BENCH_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#define CHECK_EXPECT_FORMAT "tandem-check-expectations/1"
+#define CHECK_FIGURES_FORMAT "tandem-check-figures/1"
+#define CHECK_SECTION_FORMAT "tandem-check/1"
+
+// Exit codes of `bench check` (bench.h: 0, 1, 2), and the one of a check that judged no GPU.
+enum { CHECK_EXIT_PASS = 0, CHECK_EXIT_FAIL = 1, CHECK_EXIT_BAD = 2, CHECK_EXIT_NO_GPU = 3 };
+
+// The words of a verdict, as printed and stored ("verdict" of each check).
+#define CHECK_PASS "PASS"
+#define CHECK_WARN "WARN"
+#define CHECK_FAIL "FAIL"
+#define CHECK_NEEDS_GPU "needs a GPU"
+#define CHECK_EMULATED "EMULATED"           // measured on the emulated device: not judged
+#define CHECK_NO_EXPECT "no expectation"    // unknown model (or precision): not judged
+#define CHECK_MISSING "missing"             // the reading is not there: reported, not guessed
+#define CHECK_NOT_RUN "not run"
+
+// The checks whose figures are performance (judged against the model, and across siblings).
+extern const char *const check_perf_names[];   // NULL-terminated: "memory.d2d", "gemm.tf32", ...
+
+// ---- the expectations file -----------------------------------------------------------------
+
+// Parses and validates an expectations file. NULL with a one-line message in err (naming the
+// file and the field) when it cannot be read or is malformed: the caller exits 2.
+cJSON *check_expect_load(const char *path, char *err, size_t err_len);
+// The same from text already read (for tests and --from-figures); name is used in messages.
+cJSON *check_expect_parse(const char *text, const char *name, char *err, size_t err_len);
+// The model entry for a device name ("NVIDIA A100-SXM4-80GB"): NULL when no model's `names`
+// match (case-insensitively, without the leading "NVIDIA ").
+const cJSON *check_expect_model(const cJSON *expect, const char *device_name);
+// The default file: $TANDEM_CHECK_EXPECT, else suites/check/expectations.json in the source tree
+// bench was built from, <bin>/../share/tandem/check/, or the program's directory or a parent.
+bool check_expect_default_path(char *out, size_t len);
+// Finds a file of the source tree (relative path, e.g. "suites/golden/cases") as above.
+bool check_find_source_path(const char *rel, char *out, size_t len);
+
+// --write-expect: an expectations object whose models' "checks" are the medians of the figures
+// of the GPUs in the check results directories DIRS (their status.json "check" sections), per
+// device name; GPUs that are emulated or had a FAIL are left out (said in err as a note). The
+// datasheet entries of BASE for the same models are kept. NULL with a message on bad input.
+cJSON *check_expect_from_runs(const cJSON *base, char **dirs, int n, char *err, size_t err_len);
+
+// ---- judging (pure) --------------------------------------------------------------------------
+
+// Judges figures (CHECK_FIGURES_FORMAT, or a status.json "check" section) against expect: returns
+// a new check section — the figures, each GPU's "model" and "checks" ([{check, measured, unit,
+// expected, ratio, verdict, note}]), node-wide "outliers", host "checks" and "summary"
+// ({pass, warn, fail, not_judged, judged_gpus, exit, line}). NULL with err on malformed figures.
+cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t err_len);
+// The summary's exit code (CHECK_EXIT_*).
+int check_exit_code(const cJSON *judged);
+// One line per check, per GPU, then the node's outliers and the summary.
+void check_print_text(FILE *f, const cJSON *judged);
+
+// ---- the report's verdict table (bench report) ------------------------------------------------
+
+// When DIR/status.json has a "check" section: writes its verdict table (a row per check, a column
+// per GPU, green/red) to f as HTML or Markdown and returns true; false (nothing written) when not.
+bool check_report_table(FILE *f, const char *dir, bool as_html);
+
+// ---- the training trajectory rule (check_train.c) ---------------------------------------------
+
+// docs/CONFORMANCE.md "Training trajectories" (the rule of suites/tests/test_train_golden.c):
+// the dump of `bench train` on GOLDEN's model, data and initial weights against GOLDEN's float64
+// trajectory. amp: "off", "bf16" or "fp16"; tf32: TF32 products on. Returns 1 pass, 0 fail, -1 the
+// files cannot be read; detail says the loss deviation, its tolerance and the worst tensor.
+int check_train_judge(const char *golden, const char *dump, const char *amp, bool tf32,
+                      char *detail, size_t detail_len);
+// The argv of `bench train` ("bench", "train", ...) that trains GOLDEN as its metadata says, on
+// DEVICE, dumping to DUMP; amp NULL keeps the file's. Strings are copied into STORE. Returns argc,
+// or -1 when GOLDEN is not a tandem-train/1 file.
+int check_train_argv(const char *golden, const char *amp, bool tf32, const char *device,
+                     const char *dump, char *store, size_t store_len, char **argv, int max);
+
+// ---- the measurements (check_measure.c) ---------------------------------------------------------
+
+typedef struct {
+    bool quick;
+    unsigned seed;          // bench conform's seed
+    char logdir[4096];      // where the runs' outputs and dumps go
+    double timeout_s;       // each child run's limit
+} check_run_opts;
+
+// The host's checks: the reference against the golden cases ({"numerics": {...}}).
+cJSON *check_run_host(const check_run_opts *o);
+// One GPU's entry (index, device, name, emulated, figures, link, health, numerics).
+cJSON *check_run_gpu(int index, const check_run_opts *o);
+// With two or more GPUs: adds multi.allreduce and multi.peer to each entry of gpus.
+void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts *o);
+
+#endif

@@ -1,0 +1,701 @@
+/* check_measure.c — what `bench check` measures on a GPU (docs/CHECK.md), through the public API
+ * only: numerics and training by running this same program's `replay`, `conform` and `train` as
+ * child processes (their code paths, isolated: a crash or a hang is a failed check, bounded by a
+ * time limit); device-to-device copy bandwidth, GEMM throughput per precision, pinned host<->device
+ * bandwidth (the PCIe link read while copying), all-reduce bus bandwidth and peer copies, timed by
+ * events where one device is involved; NVML's readings through tdm_device_props_get, taken while a
+ * GEMM load runs. Every figure is a median of repetitions after warm-up, and each output is
+ * verified after it was timed: a fast wrong answer is a failed measurement, never a figure. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "stats.h"
+#include "tandem/tandem.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// ---- child runs: this program's own commands ----------------------------------------------------
+
+// Runs /proc/self/exe ARGV with stdout and stderr into LOG, at most timeout_s seconds. Returns its
+// exit status, 124 when it ran out of time (killed), 128 + signal when a signal ended it, -1 when
+// it could not start. LAST gets the log's last non-empty line.
+static int run_child(char *const argv[], const char *log, double timeout_s, char *last, size_t n) {
+    last[0] = '\0';
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) _exit(126);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int status = 0, rc;
+    double t0 = now_s();
+    bool killed = false;
+    while ((rc = (int)waitpid(pid, &status, WNOHANG)) == 0) {
+        if (!killed && now_s() - t0 > timeout_s) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    FILE *f = fopen(log, "r");
+    if (f) {
+        char line[1024];
+        while (fgets(line, sizeof line, f)) {
+            size_t l = strlen(line);
+            while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = '\0';
+            if (l) snprintf(last, n, "%s", line);
+        }
+        fclose(f);
+    }
+    if (rc < 0) return -1;
+    if (killed) return 124;
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
+
+// A numerics entry from a child's exit: 0 pass, 1 fail, else an error (bad input, a crash, the
+// time limit).
+static void add_run(cJSON *numerics, const char *name, int rc, const char *measured,
+                    const char *expected, const char *last, const char *log, double seconds) {
+    cJSON *e = cJSON_AddObjectToObject(numerics, name);
+    cJSON_AddStringToObject(e, "result", rc == 0 ? "pass" : rc == 1 ? "fail" : "error");
+    cJSON_AddStringToObject(e, "measured", measured);
+    cJSON_AddStringToObject(e, "expected", expected);
+    char d[1400];
+    if (rc == 124) snprintf(d, sizeof d, "ran out of its time limit; log %s", log);
+    else if (rc > 128) snprintf(d, sizeof d, "ended by signal %d; log %s", rc - 128, log);
+    else if (rc < 0) snprintf(d, sizeof d, "could not start: %s", strerror(errno));
+    else snprintf(d, sizeof d, "%s%s%s", last, rc ? "; log " : "", rc ? log : "");
+    cJSON_AddStringToObject(e, "detail", d);
+    cJSON_AddNumberToObject(e, "seconds", seconds);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// The golden case files: all, or (quick) the first of each op. NULL-terminated, malloc'd.
+static char **golden_cases(bool quick, int *n) {
+    *n = 0;
+    char dir[4096];
+    if (!check_find_source_path("suites/golden/cases", dir, sizeof dir)) return NULL;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **v = NULL;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 13 || strcmp(e->d_name + l - 12, ".safetensors")) continue;
+        if (*n + 2 > cap) {
+            char **b = realloc(v, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *v);
+            if (!b) break;
+            v = b;
+        }
+        size_t pl = strlen(dir) + l + 2;
+        if (!(v[*n] = malloc(pl))) break;
+        snprintf(v[(*n)++], pl, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (!v) return NULL;
+    qsort(v, (size_t)*n, sizeof *v, cmp_str);
+    if (quick) {   // one case per op: the op is the file name up to its first '-'
+        int k = 0;
+        for (int i = 0; i < *n; i++) {
+            const char *a = strrchr(v[i], '/') + 1;
+            const char *b = k ? strrchr(v[k - 1], '/') + 1 : NULL;
+            size_t la = strcspn(a, "-");
+            if (b && strcspn(b, "-") == la && !strncmp(a, b, la)) {
+                free(v[i]);
+                continue;
+            }
+            v[k++] = v[i];
+        }
+        *n = k;
+    }
+    v[*n] = NULL;
+    return v;
+}
+
+static void free_list(char **v, int n) {
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+// `bench replay --device DEV --quiet CASES...` as the check NAME.
+static void replay_check(cJSON *numerics, const char *name, const char *dev, const check_run_opts *o) {
+    int n = 0;
+    char **cases = golden_cases(o->quick, &n);
+    if (!cases || !n) {
+        cJSON *e = cJSON_AddObjectToObject(numerics, name);
+        cJSON_AddStringToObject(e, "result", "error");
+        cJSON_AddStringToObject(e, "detail", "the golden cases (suites/golden/cases) were not found: set TANDEM_DOCS_ROOT to the source tree");
+        free_list(cases, n);
+        return;
+    }
+    char **argv = calloc((size_t)n + 8, sizeof *argv);
+    char log[4200], last[600], measured[96];
+    snprintf(log, sizeof log, "%s/%s.%s.log", o->logdir, name, dev);
+    int rc = -1;
+    double t0 = now_s();
+    if (argv) {
+        int a = 0;
+        argv[a++] = "bench";
+        argv[a++] = "replay";
+        argv[a++] = "--device";
+        argv[a++] = (char *)dev;
+        argv[a++] = "--quiet";
+        for (int i = 0; i < n; i++) argv[a++] = cases[i];
+        rc = run_child(argv, log, o->timeout_s, last, sizeof last);
+    }
+    snprintf(measured, sizeof measured, "%d golden case%s%s", n, n == 1 ? "" : "s", o->quick ? " (one per op)" : "");
+    add_run(numerics, name, rc, measured, "every element within its bound", last, log, now_s() - t0);
+    free(argv);
+    free_list(cases, n);
+}
+
+cJSON *check_run_host(const check_run_opts *o) {
+    cJSON *h = cJSON_CreateObject();
+    replay_check(cJSON_AddObjectToObject(h, "numerics"), "reference.golden", "cpu", o);
+    return h;
+}
+
+// ---- timing helpers -------------------------------------------------------------------------------
+
+typedef struct {
+    double v[32];
+    int n;
+} samples;
+
+static cJSON *figure(cJSON *figs, const char *name, const char *unit, const samples *s,
+                     const char *error, const char *note) {
+    cJSON *f = cJSON_AddObjectToObject(figs, name);
+    if (error || s->n == 0) {
+        cJSON_AddNullToObject(f, "value");
+        cJSON_AddStringToObject(f, "error", error ? error : "no sample");
+    } else {
+        double v[32];
+        memcpy(v, s->v, sizeof v);
+        cJSON_AddNumberToObject(f, "value", bench_median(v, s->n));
+        cJSON_AddItemToObject(f, "samples", cJSON_CreateDoubleArray(s->v, s->n));
+    }
+    cJSON_AddStringToObject(f, "unit", unit);
+    if (note) cJSON_AddStringToObject(f, "note", note);
+    return f;
+}
+
+// Seconds between two events recorded on a device; -1 on an error.
+static double event_s(tdm_event *a, tdm_event *b) {
+    double ms;
+    return tdm_event_elapsed_ms(a, b, &ms) == TDM_OK ? ms / 1e3 : -1;
+}
+
+static void props_health(cJSON *gpu, const tdm_device_props *p, bool under_load) {
+    cJSON *h = cJSON_AddObjectToObject(gpu, "health");
+#define H_INT(field)                                                   \
+    if (p->field >= 0) cJSON_AddNumberToObject(h, #field, (double)p->field); \
+    else cJSON_AddNullToObject(h, #field)
+    H_INT(throttle_reasons);
+    H_INT(temperature_c);
+    H_INT(temperature_slowdown_c);
+    H_INT(remapped_rows_correctable);
+    H_INT(remapped_rows_uncorrectable);
+    H_INT(remapped_rows_pending);
+    H_INT(remapped_rows_failed);
+    H_INT(retired_pages_sbe);
+    H_INT(retired_pages_dbe);
+    H_INT(retired_pages_pending);
+    H_INT(ecc);
+    H_INT(ecc_uncorrected_volatile);
+    H_INT(ecc_uncorrected_aggregate);
+    H_INT(clock_sm_mhz);
+    H_INT(clock_sm_max_mhz);
+    H_INT(clock_mem_mhz);
+    H_INT(power_limit_w);
+#undef H_INT
+    cJSON_AddStringToObject(h, "nvml", p->nvml);
+    cJSON_AddBoolToObject(h, "under_load", under_load);
+}
+
+// ---- device-to-device copy: 2 x bytes / time (each byte read and written) ----------------------------
+
+static void measure_d2d(cJSON *figs, tdm_device d, bool quick, bool emu) {
+    int64_t bytes = emu ? (1 << 20) : quick ? (256LL << 20) : (1LL << 30);
+    int64_t n = bytes / 4;
+    int reps = emu ? 3 : quick ? 5 : 10, per = emu ? 1 : 4;
+    samples s = {.n = 0};
+    const char *error = NULL;
+    char msg[300];
+    tdm_tensor *a = tdm_tensor_rand(1, &n, TDM_DTYPE_F32, d, 11, 0), *b = tdm_tensor_zeros(1, &n, TDM_DTYPE_F32, d);
+    tdm_event *e0 = tdm_event_new(d), *e1 = tdm_event_new(d);
+    if (!a || !b || !e0 || !e1) error = tdm_last_error();
+    for (int r = -2; !error && r < reps; r++) {   // two warm-ups
+        bool ok = tdm_event_record(e0, NULL) == TDM_OK;
+        for (int k = 0; ok && k < per; k++) ok = tdm_tensor_copy_async(b, a, NULL) == TDM_OK;
+        ok = ok && tdm_event_record(e1, NULL) == TDM_OK;
+        double t = ok ? event_s(e0, e1) : -1;
+        if (t <= 0) error = tdm_last_error();
+        else if (r >= 0) s.v[s.n++] = 2.0 * (double)bytes * per / t / 1e9;
+    }
+    if (!error) {   // the copy holds what was copied
+        float *ha = malloc((size_t)bytes), *hb = malloc((size_t)bytes);
+        if (!ha || !hb || tdm_tensor_to_host(a, ha, (size_t)bytes) != TDM_OK ||
+            tdm_tensor_to_host(b, hb, (size_t)bytes) != TDM_OK)
+            error = ha && hb ? tdm_last_error() : "out of host memory to verify the copy";
+        else if (memcmp(ha, hb, (size_t)bytes)) error = "the copy differs from its source";
+        free(ha);
+        free(hb);
+    }
+    if (error) snprintf(msg, sizeof msg, "%s", error);
+    char note[96];
+    snprintf(note, sizeof note, "%lld MiB copied %d x per sample, 2 x bytes / time", (long long)(bytes >> 20), per);
+    figure(figs, "memory.d2d", "GB/s", &s, error ? msg : NULL, note);
+    tdm_event_free(e0);
+    tdm_event_free(e1);
+    tdm_tensor_free(a);
+    tdm_tensor_free(b);
+}
+
+// ---- GEMM: 2 n^3 FLOP per product, verified at sampled elements against double ------------------------
+
+typedef struct {
+    const char *name;   // gemm.tf32
+    tdm_dtype dt;
+    bool tf32;
+    double u_in, u_acc, u_out;   // operand rounding (TF32), accumulation, output rounding
+} gemm_prec;
+
+static void measure_gemm(cJSON *gpu, cJSON *figs, tdm_device d, const gemm_prec *p, bool quick, bool emu,
+                         bool read_health) {
+    int64_t n = emu ? 64 : quick ? 4096 : 8192;
+    int reps = emu ? 2 : quick ? 5 : 10, per = emu ? 1 : (n >= 8192 ? 2 : 8);
+    samples s = {.n = 0};
+    const char *error = NULL;
+    char msg[400];
+    bool tf32_was = tdm_tf32_allowed(TDM_TF32_MATMUL);
+    tdm_tf32_set_allowed(TDM_TF32_MATMUL, p->tf32);
+    int64_t shape[2] = {n, n};
+    tdm_tensor *a = tdm_tensor_randn(2, shape, p->dt, d, 21, 0), *b = tdm_tensor_randn(2, shape, p->dt, d, 22, 0);
+    tdm_tensor *c = NULL;
+    tdm_event *e0 = tdm_event_new(d), *e1 = tdm_event_new(d);
+    if (!a || !b || !e0 || !e1) error = tdm_last_error();
+    for (int r = -2; !error && r < reps; r++) {
+        bool ok = tdm_event_record(e0, NULL) == TDM_OK;
+        for (int k = 0; ok && k < per; k++) {
+            tdm_tensor_free(c);
+            ok = (c = tdm_matmul(a, b)) != NULL;
+        }
+        ok = ok && tdm_event_record(e1, NULL) == TDM_OK;
+        if (ok && read_health && r == reps - 1) {   // NVML while the last repetition runs
+            tdm_device_props pr;
+            bool done = true;
+            if (tdm_device_props_get(d, &pr) == TDM_OK) {
+                (void)tdm_event_query(e1, &done);
+                props_health(gpu, &pr, !done);
+            }
+            tdm_error_clear();
+        }
+        double t = ok ? event_s(e0, e1) : -1;
+        if (t <= 0) error = tdm_last_error();
+        else if (r >= 0) s.v[s.n++] = 2.0 * (double)n * n * n * per / t / 1e12;
+    }
+    if (!error) {   // 16 sampled elements of the last product against double
+        size_t nn = (size_t)(n * n);
+        double *ha = malloc(nn * sizeof *ha), *hb = malloc(nn * sizeof *hb), *hc = malloc(nn * sizeof *hc);
+        if (!ha || !hb || !hc || tdm_tensor_to_host_f64(a, ha) != TDM_OK ||
+            tdm_tensor_to_host_f64(b, hb) != TDM_OK || tdm_tensor_to_host_f64(c, hc) != TDM_OK)
+            error = ha && hb && hc ? tdm_last_error() : "out of host memory to verify the product";
+        for (int k = 0; !error && k < 16; k++) {
+            int64_t i = (k * 7919 + 13) % n, j = (k * 104729 + 5) % n;
+            double e = 0, m = 0;
+            for (int64_t q = 0; q < n; q++) {
+                e += ha[i * n + q] * hb[q * n + j];
+                m += fabs(ha[i * n + q] * hb[q * n + j]);
+            }
+            double bound = (2 * p->u_in + (double)n * p->u_acc) * m * 2 + p->u_out * fabs(e) + 1e-30;
+            double got = hc[i * n + j];
+            if (!(fabs(got - e) <= bound)) {
+                snprintf(msg, sizeof msg, "the product is wrong at [%lld, %lld]: %.9g, expected %.9g (bound %.3g)",
+                         (long long)i, (long long)j, got, e, bound);
+                error = msg;
+            }
+        }
+        free(ha);
+        free(hb);
+        free(hc);
+    }
+    if (error && error != msg) snprintf(msg, sizeof msg, "%s", error);
+    char note[96];
+    snprintf(note, sizeof note, "%lld^3 products, %d per sample, 2 n^3 FLOP", (long long)n, per);
+    figure(figs, p->name, "TFLOP/s", &s, error ? msg : NULL, note);
+    tdm_tf32_set_allowed(TDM_TF32_MATMUL, tf32_was);
+    tdm_event_free(e0);
+    tdm_event_free(e1);
+    tdm_tensor_free(a);
+    tdm_tensor_free(b);
+    tdm_tensor_free(c);
+}
+
+// ---- pinned host <-> device, and the link read while copying --------------------------------------------
+
+static void measure_pcie(cJSON *gpu, cJSON *figs, tdm_device d, bool quick, bool emu) {
+    int64_t bytes = emu ? (1 << 20) : quick ? (64LL << 20) : (256LL << 20);
+    int64_t n = bytes / 4;
+    int reps = emu ? 3 : quick ? 5 : 10, per = emu ? 1 : 4;
+    tdm_tensor *h = tdm_tensor_empty_host(1, &n, TDM_DTYPE_F32, TDM_HOST_PINNED, d);
+    tdm_tensor *h2 = tdm_tensor_empty_host(1, &n, TDM_DTYPE_F32, TDM_HOST_PINNED, d);
+    tdm_tensor *g = tdm_tensor_zeros(1, &n, TDM_DTYPE_F32, d);
+    tdm_event *e0 = tdm_event_new(d), *e1 = tdm_event_new(d);
+    const char *err[2] = {NULL, NULL};
+    char msg[2][300];
+    samples s[2] = {{.n = 0}, {.n = 0}};
+    tdm_device_props link;
+    bool have_link = false, under_load = false;
+    if (!h || !h2 || !g || !e0 || !e1) err[0] = err[1] = tdm_last_error();
+    else {
+        uint32_t *p = tdm_tensor_data(h);
+        for (int64_t i = 0; i < n; i++) p[i] = (uint32_t)(i * 2654435761u) | 1u;   // never zeros
+        memset(tdm_tensor_data(h2), 0, (size_t)bytes);
+    }
+    for (int dir = 0; dir < 2; dir++)
+        for (int r = -2; !err[dir] && r < reps; r++) {
+            bool ok = tdm_event_record(e0, NULL) == TDM_OK;
+            for (int k = 0; ok && k < per; k++)
+                ok = tdm_tensor_copy_async(dir ? h2 : g, dir ? g : h, NULL) == TDM_OK;
+            ok = ok && tdm_event_record(e1, NULL) == TDM_OK;
+            if (ok && dir == 0 && r == 0) {   // the link as it is while it carries the copies
+                have_link = tdm_device_props_get(d, &link) == TDM_OK;
+                bool done = true;
+                (void)tdm_event_query(e1, &done);
+                under_load = !done;
+                tdm_error_clear();
+            }
+            double t = ok ? event_s(e0, e1) : -1;
+            if (t <= 0) err[dir] = tdm_last_error();
+            else if (r >= 0) s[dir].v[s[dir].n++] = (double)bytes * per / t / 1e9;
+        }
+    if (!err[1] && memcmp(tdm_tensor_data(h), tdm_tensor_data(h2), (size_t)bytes))
+        err[1] = "the data that came back differs from what went (h2d then d2h)";
+    for (int k = 0; k < 2; k++)
+        if (err[k]) snprintf(msg[k], sizeof msg[k], "%s", err[k]);
+    char note[96];
+    snprintf(note, sizeof note, "pinned, %lld MiB per copy, %d per sample", (long long)(bytes >> 20), per);
+    figure(figs, "pcie.h2d", "GB/s", &s[0], err[0] ? msg[0] : NULL, note);
+    figure(figs, "pcie.d2h", "GB/s", &s[1], err[1] ? msg[1] : NULL, note);
+    if (!have_link && tdm_device_props_get(d, &link) == TDM_OK) have_link = true;
+    tdm_error_clear();
+    cJSON *l = cJSON_AddObjectToObject(gpu, "link");
+#define L_INT(field)                                                                 \
+    if (have_link && link.field > 0) cJSON_AddNumberToObject(l, #field, link.field); \
+    else cJSON_AddNullToObject(l, #field)
+    L_INT(pcie_gen);
+    L_INT(pcie_width);
+    L_INT(pcie_gen_max);
+    L_INT(pcie_width_max);
+#undef L_INT
+    cJSON_AddBoolToObject(l, "under_load", under_load);
+    tdm_event_free(e0);
+    tdm_event_free(e1);
+    tdm_tensor_free(h);
+    tdm_tensor_free(h2);
+    tdm_tensor_free(g);
+}
+
+// ---- numerics and training on the GPU -----------------------------------------------------------------
+
+static void conform_check(cJSON *numerics, const char *dev, const check_run_opts *o) {
+    char log[4200], fails[4200], last[600], seed[32], measured[128];
+    snprintf(log, sizeof log, "%s/numerics.conform.%s.log", o->logdir, dev);
+    snprintf(fails, sizeof fails, "%s/conform-failures-%s", o->logdir, dev);
+    snprintf(seed, sizeof seed, "%u", o->seed);
+    const char *cases = o->quick ? "1" : "3";
+    char *argv[] = {"bench", "conform", "--device", (char *)dev, "--cases", (char *)cases, "--seed", seed,
+                    "--dtypes", "f32,f16,bf16,f64", "--quiet", "--failures", fails, NULL};
+    double t0 = now_s();
+    int rc = run_child(argv, log, o->timeout_s, last, sizeof last);
+    snprintf(measured, sizeof measured, "%s random case%s per op and dtype, seed %u", cases,
+             o->quick ? "" : "s", o->seed);
+    add_run(numerics, "numerics.conform", rc, measured, "every element within its bound, guards intact", last, log,
+            now_s() - t0);
+}
+
+typedef struct {
+    const char *file, *amp, *label;   // golden file (no extension), --amp (NULL: the file's), f32/tf32/...
+    bool tf32;
+} train_run;
+
+static void train_checks(cJSON *numerics, const char *dev, const check_run_opts *o) {
+    static const train_run quick[] = {{"mlp-adam-off", NULL, "f32", false},  {"mlp-adam-off", NULL, "tf32", true},
+                                      {"mlp-adam-off", "fp16", "fp16", false}, {"mlp-adam-bf16", NULL, "bf16", false},
+                                      {"cnn-adam-off", NULL, "f32", false},  {"cnn-adam-bf16", NULL, "bf16", false}};
+    static const char *opts_[] = {"sgd", "adam", "adamw"};
+    train_run full[36];
+    int nf = 0;
+    for (int m = 0; m < 2; m++)
+        for (int k = 0; k < 3; k++) {
+            static char names[12][32];
+            char *off = names[(m * 3 + k) * 2], *bf = names[(m * 3 + k) * 2 + 1];
+            snprintf(off, 32, "%s-%s-off", m ? "cnn" : "mlp", opts_[k]);
+            snprintf(bf, 32, "%s-%s-bf16", m ? "cnn" : "mlp", opts_[k]);
+            full[nf++] = (train_run){off, NULL, "f32", false};
+            full[nf++] = (train_run){off, NULL, "tf32", true};
+            full[nf++] = (train_run){off, "fp16", "fp16", false};
+            full[nf++] = (train_run){bf, NULL, "bf16", false};
+        }
+    const train_run *runs = o->quick ? quick : full;
+    int nr = o->quick ? (int)(sizeof quick / sizeof *quick) : nf;
+    for (int i = 0; i < nr; i++) {
+        char rel[128], golden[4096], name[128], dump[4400], log[4400], last[600], store[2048], detail[600];
+        snprintf(rel, sizeof rel, "suites/golden/train/%s.safetensors", runs[i].file);
+        char base[64];
+        snprintf(base, sizeof base, "%s", runs[i].file);
+        char *cut = strrchr(base, '-');   // mlp-adam-off -> mlp-adam
+        if (cut) *cut = '\0';
+        snprintf(name, sizeof name, "train.%s.%s", base, runs[i].label);
+        if (!check_find_source_path(rel, golden, sizeof golden)) {
+            cJSON *e = cJSON_AddObjectToObject(numerics, name);
+            cJSON_AddStringToObject(e, "result", "error");
+            cJSON_AddStringToObject(e, "detail", "the golden trajectory was not found (suites/golden/train)");
+            continue;
+        }
+        snprintf(dump, sizeof dump, "%s/%s.%s.safetensors", o->logdir, name, dev);
+        snprintf(log, sizeof log, "%s/%s.%s.log", o->logdir, name, dev);
+        char *argv[40];
+        double t0 = now_s();
+        int argc = check_train_argv(golden, runs[i].amp, runs[i].tf32, dev, dump, store, sizeof store, argv, 40);
+        int rc = argc < 0 ? 2 : run_child(argv, log, o->timeout_s, last, sizeof last);
+        const char *amp = runs[i].amp ? runs[i].amp : strstr(runs[i].file, "bf16") ? "bf16" : "off";
+        if (rc == 0) {
+            int j = check_train_judge(golden, dump, amp, runs[i].tf32, detail, sizeof detail);
+            rc = j == 1 ? 0 : j == 0 ? 1 : 2;
+            snprintf(last, sizeof last, "%s", detail);
+        }
+        add_run(numerics, name, rc, "trajectory vs float64", "within 4x PyTorch's own deviation + N u", last, log,
+                now_s() - t0);
+    }
+}
+
+// ---- one GPU ----------------------------------------------------------------------------------------------
+
+cJSON *check_run_gpu(int index, const check_run_opts *o) {
+    tdm_device d = {TDM_DEVICE_CUDA, index};
+    char dev[32];
+    tdm_device_str(d, dev, sizeof dev);
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "index", index);
+    cJSON_AddStringToObject(g, "device", dev);
+    tdm_device_props p;
+    bool props = tdm_device_props_get(d, &p) == TDM_OK;
+    bool emu = props && p.emulated;
+    if (props) cJSON_AddStringToObject(g, "name", p.name);
+    else cJSON_AddNullToObject(g, "name");
+    if (props) cJSON_AddStringToObject(g, "pci_bus_id", p.pci_bus_id);
+    cJSON_AddBoolToObject(g, "emulated", emu);
+    tdm_error_clear();
+
+    cJSON *numerics = cJSON_AddObjectToObject(g, "numerics");
+    replay_check(numerics, "numerics.golden", dev, o);
+    conform_check(numerics, dev, o);
+    train_checks(numerics, dev, o);
+
+    cJSON *figs = cJSON_AddObjectToObject(g, "figures");
+    measure_d2d(figs, d, o->quick, emu);
+    static const gemm_prec precs[] = {
+        {"gemm.tf32", TDM_DTYPE_F32, true, 0x1p-11, 0x1p-24, 0x1p-24},
+        {"gemm.f16", TDM_DTYPE_F16, false, 0, 0x1p-24, 0x1p-11},
+        {"gemm.bf16", TDM_DTYPE_BF16, false, 0, 0x1p-24, 0x1p-8},
+        {"gemm.f64", TDM_DTYPE_F64, false, 0, 0x1p-53, 0x1p-53}};
+    for (size_t k = 0; k < sizeof precs / sizeof *precs; k++)
+        measure_gemm(g, figs, d, &precs[k], o->quick, emu, k == 2);   // health during the bf16 load
+    measure_pcie(g, figs, d, o->quick, emu);
+    if (!cJSON_GetObjectItemCaseSensitive(g, "health")) {   // the load failed: read at idle
+        if (props) props_health(g, &p, false);
+    }
+    (void)tdm_memory_empty_cache(d);
+    tdm_error_clear();
+    return g;
+}
+
+// ---- two or more GPUs: all-reduce and peer copies ----------------------------------------------------------
+
+typedef struct {
+    tdm_dp_group *g;
+    const int *index;
+    int n;
+    int64_t numel;
+    tdm_tensor *param[16], *grad[16];
+    double seconds;
+} ar_run;
+
+static tdm_status ar_setup(int rank, void *arg) {
+    ar_run *a = arg;
+    tdm_device d = {TDM_DEVICE_CUDA, a->index[rank]};
+    float *h = malloc((size_t)a->numel * sizeof *h);
+    if (!h) return TDM_ERR_OOM;
+    for (int64_t i = 0; i < a->numel; i++) h[i] = (float)(rank + 1);
+    a->grad[rank] = tdm_tensor_from_host(1, &a->numel, TDM_DTYPE_F32, d, h);
+    free(h);
+    a->param[rank] = tdm_tensor_zeros(1, &a->numel, TDM_DTYPE_F32, d);
+    if (!a->grad[rank] || !a->param[rank]) return tdm_last_status();
+    tdm_tensor_set_requires_grad(a->param[rank], true);
+    return tdm_dp_attach(a->g, rank, &a->param[rank], 1);
+}
+
+static tdm_status ar_iteration(int rank, void *arg) {
+    ar_run *a = arg;
+    tdm_device d = {TDM_DEVICE_CUDA, a->index[rank]};
+    tdm_status s = tdm_tensor_set_grad(a->param[rank], a->grad[rank]);
+    double t[1] = {0};
+    tdm_status s2 = tdm_dp_allreduce_mean(a->g, rank, t, 1);   // all here before the clock starts
+    double t0 = now_s();
+    tdm_status s3 = tdm_dp_sync(a->g, rank);
+    if (s3 == TDM_OK) s3 = tdm_device_synchronize(d);
+    t[0] = now_s() - t0;
+    tdm_status s4 = tdm_dp_allreduce_mean(a->g, rank, t, 1);
+    if (rank == 0) a->seconds = t[0];
+    return s != TDM_OK ? s : s2 != TDM_OK ? s2 : s3 != TDM_OK ? s3 : s4;
+}
+
+void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts *o) {
+    if (n < 2 || n > 16) return;
+    bool emu = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(gpus, 0), "emulated"));
+    int64_t bytes = emu ? (1 << 20) : o->quick ? (256LL << 20) : (1LL << 30);
+    int reps = emu ? 2 : o->quick ? 5 : 10;
+    // all-reduce: busbw = S / t x 2 (n - 1) / n (nccl-tests)
+    ar_run a = {.index = index, .n = n, .numel = bytes / 4};
+    samples s = {.n = 0};
+    const char *error = NULL;
+    char msg[300];
+    a.g = tdm_dp_group_new(n, bytes + 1);
+    if (!a.g || tdm_dp_run(a.g, ar_setup, &a) != TDM_OK) error = tdm_last_error();
+    for (int r = -2; !error && r < reps; r++) {
+        if (tdm_dp_run(a.g, ar_iteration, &a) != TDM_OK) error = tdm_last_error();
+        else if (r >= 0 && a.seconds > 0) s.v[s.n++] = (double)bytes / a.seconds * 2.0 * (n - 1) / n / 1e9;
+    }
+    if (!error) {   // every rank holds the mean of 1..n
+        float *h = malloc((size_t)bytes);
+        double want = (n + 1) / 2.0;
+        for (int r = 0; h && !error && r < n; r++) {
+            const tdm_tensor *gr = tdm_tensor_grad(a.param[r]);
+            if (!gr || tdm_tensor_to_host(gr, h, (size_t)bytes) != TDM_OK) error = tdm_last_error();
+            for (int64_t i = 0; !error && i < a.numel; i += 4099)
+                if (h[i] != (float)want) {
+                    snprintf(msg, sizeof msg, "all-reduce: rank %d element %lld = %g, expected %g", r, (long long)i, h[i], want);
+                    error = msg;
+                }
+        }
+        if (!h) error = "out of host memory to verify the all-reduce";
+        free(h);
+    }
+    if (error && error != msg) snprintf(msg, sizeof msg, "%s", error);
+    char note[160];
+    snprintf(note, sizeof note, "%d GPUs, %lld MiB, %s; busbw = S/t x 2(n-1)/n", n, (long long)(bytes >> 20),
+             a.g && tdm_dp_uses_device_comm(a.g, 0) ? "NCCL" : "through host memory (no NCCL)");
+    for (int i = 0; i < n; i++)
+        figure(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(gpus, i), "figures"), "multi.allreduce", "GB/s",
+               &s, error ? msg : NULL, note);
+    tdm_dp_group_free(a.g);
+    for (int r = 0; r < n; r++) {
+        tdm_tensor_free(a.param[r]);
+        tdm_tensor_free(a.grad[r]);
+    }
+    // peer copies, every ordered pair: bytes / time (host clock around copies and both syncs)
+    double *worst = malloc((size_t)n * sizeof *worst);
+    char (*pair)[64] = malloc((size_t)n * sizeof *pair);
+    char (*perr)[300] = calloc((size_t)n, sizeof *perr);
+    cJSON **pairs = calloc((size_t)n, sizeof *pairs);
+    if (!worst || !pair || !perr || !pairs) goto out;
+    int64_t numel = bytes / 4;
+    int per = emu ? 1 : 4;
+    for (int i = 0; i < n; i++) {
+        worst[i] = INFINITY;
+        pair[i][0] = '\0';
+        pairs[i] = cJSON_CreateObject();
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (i == j) continue;
+            tdm_device di = {TDM_DEVICE_CUDA, index[i]}, dj = {TDM_DEVICE_CUDA, index[j]};
+            tdm_tensor *src = tdm_tensor_rand(1, &numel, TDM_DTYPE_F32, di, 31, 0);
+            tdm_tensor *dst = tdm_tensor_zeros(1, &numel, TDM_DTYPE_F32, dj);
+            samples ps = {.n = 0};
+            const char *pe = !src || !dst ? tdm_last_error() : NULL;
+            for (int r = -1; !pe && r < reps; r++) {
+                double t0 = now_s();
+                bool ok = true;
+                for (int k = 0; ok && k < per; k++) ok = tdm_tensor_copy_async(dst, src, NULL) == TDM_OK;
+                ok = ok && tdm_device_synchronize(di) == TDM_OK && tdm_device_synchronize(dj) == TDM_OK;
+                double t = now_s() - t0;
+                if (!ok) pe = tdm_last_error();
+                else if (r >= 0 && t > 0) ps.v[ps.n++] = (double)bytes * per / t / 1e9;
+            }
+            if (!pe) {
+                float *a1 = malloc((size_t)bytes), *b1 = malloc((size_t)bytes);
+                if (!a1 || !b1 || tdm_tensor_to_host(src, a1, (size_t)bytes) != TDM_OK ||
+                    tdm_tensor_to_host(dst, b1, (size_t)bytes) != TDM_OK)
+                    pe = a1 && b1 ? tdm_last_error() : "out of host memory";
+                else if (memcmp(a1, b1, (size_t)bytes)) pe = "the peer copy differs from its source";
+                free(a1);
+                free(b1);
+            }
+            char key[64];
+            snprintf(key, sizeof key, "cuda:%d->cuda:%d", index[i], index[j]);
+            double v = pe ? NAN : bench_median(ps.v, ps.n);
+            for (int side = 0; side < 2; side++) {   // a pair counts for both of its GPUs
+                int g = side ? j : i;
+                if (pe) {
+                    if (!perr[g][0]) snprintf(perr[g], sizeof perr[g], "%s: %s", key, pe);
+                    cJSON_AddNullToObject(pairs[g], key);
+                } else {
+                    cJSON_AddNumberToObject(pairs[g], key, v);
+                    if (v < worst[g]) {
+                        worst[g] = v;
+                        snprintf(pair[g], sizeof pair[g], "%s", key);
+                    }
+                }
+            }
+            tdm_tensor_free(src);
+            tdm_tensor_free(dst);
+            tdm_error_clear();
+        }
+    for (int i = 0; i < n; i++) {
+        samples one = {.n = isfinite(worst[i]) ? 1 : 0};
+        one.v[0] = worst[i];
+        char pn[160];
+        snprintf(pn, sizeof pn, "the slowest of its pairs: %s (%lld MiB, %d copies per sample)", pair[i],
+                 (long long)(bytes >> 20), per);
+        cJSON *f = figure(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(gpus, i), "figures"), "multi.peer",
+                          "GB/s", &one, perr[i][0] ? perr[i] : NULL, pn);
+        cJSON_AddItemToObject(f, "pairs", pairs[i]);
+        pairs[i] = NULL;
+    }
+out:
+    for (int i = 0; pairs && i < n; i++) cJSON_Delete(pairs[i]);
+    free(worst);
+    free(pair);
+    free(perr);
+    free(pairs);
+    tdm_error_clear();
+}

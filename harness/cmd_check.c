@@ -1,0 +1,519 @@
+/* cmd_check.c — `bench check`: is this node fit to train on? Per GPU, one line per check — name,
+ * measured, expected, ratio, PASS/WARN/FAIL — against what its model should deliver
+ * (suites/check/expectations.json, or a fleet's own), the GPUs against each other, and the exit
+ * status says it: 0 all pass, 1 any FAIL, 2 bad input, 3 no GPU judged (none there, or only the
+ * emulated device). docs/CHECK.md. The measurements are check_measure.c's, the verdicts
+ * check_judge.c's (a pure function: --from-figures judges recorded figures); --out writes a
+ * results directory in `bench run`'s format with a "check" section in status.json. */
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "bench.h"
+#include "check.h"
+#include "emulated.h"
+#include "stats.h"
+#include "tandem/tandem.h"
+
+#ifndef TDM_VERSION
+#define TDM_VERSION "unknown"
+#endif
+
+static void check_usage(FILE *f) {
+    fprintf(f,
+            "usage: bench check [--device cuda:N|all] [--quick] [--expect FILE] [--out DIR] [--json]\n"
+            "                   [--seed S]\n"
+            "       bench check --from-figures FILE [--expect FILE] [--json]\n"
+            "       bench check --write-expect DIR... [--expect FILE]   (JSON on stdout)\n"
+            "  Is each GPU of this node fit to train on? Per GPU: the golden cases and a seeded\n"
+            "  random conformance run against the reference, short training runs (MLP, CNN; f32,\n"
+            "  TF32, fp16 with the scaler, bf16) against PyTorch's trajectories, device memory\n"
+            "  bandwidth, GEMM TFLOP/s in TF32/f16/bf16/f64, pinned host<->device bandwidth and the\n"
+            "  PCIe link (below its maximum while copying = FAIL), NVML's throttle reasons,\n"
+            "  temperature, remapped rows, retired pages, ECC and clocks; with two or more GPUs,\n"
+            "  all-reduce bus bandwidth and peer copies. Each figure against its model's datasheet\n"
+            "  (suites/check/expectations.json) and against its sibling GPUs (the outlier rule).\n"
+            "  One line per check: device, check, measured, expected, ratio, verdict, note.\n"
+            "  --device   cuda:N, or all (default): every GPU of the node\n"
+            "  --quick    smaller sizes, a case per op, 6 training runs (docs/CHECK.md: cost)\n"
+            "  --expect   an expectations file (default: suites/check/expectations.json)\n"
+            "  --out DIR  also write a results directory (bench run's format, a \"check\" section\n"
+            "             in status.json, check.csv; report.html/md with the verdict table)\n"
+            "  --json     print the judged check as JSON instead of lines\n"
+            "  --seed S   bench conform's seed (default 1)\n"
+            "  --from-figures FILE  judge recorded figures (tandem-check-figures/1, or a check\n"
+            "             run's status.json) without measuring anything\n"
+            "  --write-expect DIR...  a fleet's own expectations: per model the medians of the\n"
+            "             GPUs recorded by `bench check --out` in DIR... (emulated GPUs and GPUs\n"
+            "             with a FAIL left out)\n"
+            "  Without a GPU the host's check runs (the reference against the golden cases) and\n"
+            "  every GPU check says \"needs a GPU\"; on the emulated device (a -DTDM_CUDA_EMU=ON\n"
+            "  build) numerics are judged and every speed is labelled EMULATED, not judged.\n"
+            "  Exit: 0 every check on every GPU passed (WARN allowed), 1 a FAIL (or a results\n"
+            "  file that could not be written), 2 bad input, 3 no GPU was judged (none, or only\n"
+            "  the emulated device) and nothing failed.\n");
+}
+
+// ---- files ------------------------------------------------------------------------------------
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap >= (256u << 20)) break;
+            char *b = realloc(buf, cap = cap ? 2 * cap : 65536);
+            if (!b) break;
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        if (r == 0) break;
+        n += r;
+    }
+    bool err = ferror(f) || !buf;
+    fclose(f);
+    if (err) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+// Temp file + fsync + rename (as bench run): the file is whole or as it was. -1 with errno.
+static int write_atomic(const char *path, const char *data, size_t n) {
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return -1;
+    errno = 0;
+    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = ok ? 0 : errno ? errno : EIO;
+    if (fclose(f) != 0 && ok) ok = false, err = errno ? errno : EIO;
+    if (ok && rename(tmp, path) != 0) ok = false, err = errno;
+    if (!ok) {
+        unlink(tmp);
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *dir;
+    cJSON *errors;   // status.json's write_errors
+} writer;
+
+static void write_one(writer *w, const char *file, const char *data) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", w->dir, file);
+    if (data && write_atomic(path, data, strlen(data)) == 0) return;
+    const char *why = data ? strerror(errno) : "out of memory";
+    fprintf(stderr, "bench check: cannot write %s: %s (the results are not complete)\n", path, why);
+    struct stat sb;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "file", file);
+    cJSON_AddStringToObject(e, "error", why);
+    cJSON_AddNumberToObject(e, "failures", 1);
+    cJSON_AddBoolToObject(e, "present", stat(path, &sb) == 0);
+    cJSON_AddItemToArray(w->errors, e);
+}
+
+static int mkdir_p(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+// Removes a folder of the runs' logs (files and folders of files) and the folder.
+static void rm_tree(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) rm_tree(p);
+        else unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(path);
+}
+
+// ---- the results directory -----------------------------------------------------------------
+
+static const char *csv_field(const char *s, char *buf, size_t n) {   // quoted when needed
+    if (!strpbrk(s, ",\"\n")) return s;
+    size_t k = 0;
+    buf[k++] = '"';
+    for (; *s && k + 3 < n; s++) {
+        if (*s == '"') buf[k++] = '"';
+        buf[k++] = *s;
+    }
+    buf[k++] = '"';
+    buf[k] = '\0';
+    return buf;
+}
+
+// check.csv and check.samples.csv: one row per GPU and performance figure (param = the device),
+// so `bench report` tables them and `bench compare` tests them (docs/RESULTS_FORMAT.md).
+static void write_csvs(writer *w, const cJSON *judged, bool emulated) {
+    size_t cap = 1 << 16;
+    char *tidy = malloc(cap), *raw = malloc(cap);
+    size_t nt = 0, nr = 0;
+    const char *ec = emulated ? ",emulated" : "", *ev = emulated ? ",true" : "";
+#define APPEND(buf, n, ...)                                                    \
+    do {                                                                       \
+        if (!buf) break;                                                       \
+        int k_ = snprintf(buf + n, cap - n, __VA_ARGS__);                      \
+        if (k_ > 0 && (size_t)k_ < cap - n) n += (size_t)k_;                   \
+    } while (0)
+    APPEND(tidy, nt, "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions%s\n", ec);
+    APPEND(raw, nr, "suite,benchmark,param,x,metric,unit,repetition,value%s\n", ec);
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(judged, "gpus")) {
+        const char *dev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "device"));
+        const cJSON *f;
+        cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(g, "figures")) {
+            const cJSON *sm = cJSON_GetObjectItemCaseSensitive(f, "samples");
+            const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "unit"));
+            int n = cJSON_GetArraySize(sm);
+            if (!n || !dev || !unit || n > 64) continue;
+            double v[64];
+            for (int i = 0; i < n; i++) v[i] = cJSON_GetArrayItem(sm, i)->valuedouble;
+            bench_summary s = bench_summarize(v, n);
+            char b1[128];
+            if (nt + 512 > cap || nr + 200 * (size_t)n > cap) continue;   // 64 KiB: more than enough
+            APPEND(tidy, nt, "check,%s,%s,,%s,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d%s\n",
+                   csv_field(f->string, b1, sizeof b1), dev, unit, unit, s.median, s.mean, s.stddev, s.cv,
+                   s.min, s.max, n, ev);
+            for (int i = 0; i < n; i++)
+                APPEND(raw, nr, "check,%s,%s,,%s,%s,%d,%.9g%s\n", csv_field(f->string, b1, sizeof b1), dev, unit,
+                       unit, i, v[i], ev);
+        }
+    }
+#undef APPEND
+    write_one(w, "check.csv", tidy);
+    write_one(w, "check.samples.csv", raw);
+    free(tidy);
+    free(raw);
+}
+
+static void utc_now(char *iso, size_t n) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(iso, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+// context.json, status.json (with the check), the CSVs; then `bench report --no-plots DIR`.
+static int write_results(const char *dir, int argc, char **argv, const cJSON *judged, const char *device,
+                         bool emulated, const char *started) {
+    writer w = {dir, cJSON_CreateArray()};
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "format", "tandem-results/1");
+    cJSON *t = cJSON_AddObjectToObject(c, "tandem");
+    cJSON_AddStringToObject(t, "version", TDM_VERSION);
+    cJSON_AddStringToObject(t, "commit", bench_git_commit());
+    cJSON_AddStringToObject(t, "build", tdm_build_info());
+    cJSON *cmd = cJSON_AddArrayToObject(c, "command");
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("bench"));
+    for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
+    cJSON_AddStringToObject(c, "device", device);
+    cJSON_AddBoolToObject(c, "emulated", emulated);
+    if (emulated) cJSON_AddStringToObject(c, "emulated_note", BENCH_EMU_BANNER);
+    cJSON_AddStringToObject(c, "started", started);
+    cJSON *env = bench_env_json();
+    cJSON_AddItemToObject(c, "env", env ? env : cJSON_CreateNull());
+    char *text = cJSON_Print(c);
+    write_one(&w, "context.json", text);
+    free(text);
+    cJSON_Delete(c);
+    write_csvs(&w, judged, emulated);
+
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddBoolToObject(s, "complete", cJSON_GetArraySize(w.errors) == 0);
+    cJSON_AddBoolToObject(s, "emulated", emulated);
+    cJSON *fin = cJSON_AddArrayToObject(s, "finished");
+    cJSON *failed = cJSON_AddArrayToObject(s, "failed");
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(judged, "gpus")) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(g, "checks")) {
+            char id[200];
+            snprintf(id, sizeof id, "check/%s/%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "check")),
+                     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "device")));
+            cJSON_AddItemToArray(fin, cJSON_CreateString(id));
+            const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "verdict"));
+            if (v && !strcmp(v, CHECK_FAIL)) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "name", id);
+                const char *note = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "note"));
+                cJSON_AddStringToObject(e, "error", note && note[0] ? note : "FAIL");
+                cJSON_AddItemToArray(failed, e);
+            }
+        }
+    }
+    cJSON_AddArrayToObject(s, "unfinished");
+    cJSON_AddArrayToObject(s, "skipped");
+    cJSON_AddNullToObject(s, "running");
+    cJSON_AddItemToObject(s, "check", cJSON_Duplicate(judged, true));
+    // status.json last: what it says about the other files is then true
+    cJSON_AddItemToObject(s, "write_errors", cJSON_Duplicate(w.errors, true));
+    text = cJSON_Print(s);
+    int before = cJSON_GetArraySize(w.errors);
+    write_one(&w, "status.json", text);
+    free(text);
+    cJSON_Delete(s);
+    int lost = cJSON_GetArraySize(w.errors);
+    if (lost > before) fprintf(stderr, "bench check: status.json was not written: %s does not record this check\n", dir);
+    cJSON_Delete(w.errors);
+    if (lost) return 1;
+
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {   // the report, as `bench report` writes it (its stdout is its own)
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 1);
+        execl("/proc/self/exe", "bench", "report", "--no-plots", dir, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "bench check: `bench report %s` failed: the results are there, the report is not\n", dir);
+        return 1;
+    }
+    return 0;
+}
+
+// ---- the command ------------------------------------------------------------------------------
+
+static int judge_and_print(const cJSON *figures, const cJSON *expect, bool json, cJSON **out) {
+    char err[600];
+    cJSON *j = check_judge(figures, expect, err, sizeof err);
+    if (!j) return bench_bad("check", "%s", err);
+    if (json) {
+        char *s = cJSON_Print(j);
+        if (s) printf("%s\n", s);
+        free(s);
+    } else {
+        check_print_text(stdout, j);
+    }
+    fflush(stdout);
+    int rc = check_exit_code(j);
+    if (out) *out = j;
+    else cJSON_Delete(j);
+    return rc;
+}
+
+int bench_check(int argc, char **argv) {
+    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
+                                         {"quick", no_argument, 0, 'q'},
+                                         {"expect", required_argument, 0, 'e'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"from-figures", required_argument, 0, 'f'},
+                                         {"write-expect", no_argument, 0, 'w'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *device = "all", *expect_path = NULL, *out = NULL, *from = NULL;
+    bool quick = false, json = false, write_expect = false;
+    unsigned seed = 1;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'q': quick = true; break;
+        case 'e': expect_path = optarg; break;
+        case 'o': out = optarg; break;
+        case 'j': json = true; break;
+        case 's': {
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *end || errno || v > 0xffffffffUL || optarg[0] == '-')
+                return bench_bad("check", "--seed %s: not a number from 0 to 4294967295", optarg);
+            seed = (unsigned)v;
+            break;
+        }
+        case 'f': from = optarg; break;
+        case 'w': write_expect = true; break;
+        case 'h': check_usage(stdout); return 0;
+        default: check_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc && !write_expect)
+        return bench_bad("check", "unexpected argument '%s' (bench check --help)", argv[optind]);
+    if (write_expect && optind == argc)
+        return bench_bad("check", "--write-expect needs one or more results directories of `bench check --out`");
+    if ((from || write_expect) && (out || strcmp(device, "all") || quick))
+        return bench_bad("check", "--%s measures nothing: --out, --device and --quick do not apply",
+                         from ? "from-figures" : "write-expect");
+    if (from && write_expect) return bench_bad("check", "--from-figures and --write-expect exclude each other");
+
+    char path[4096], err[700];
+    if (!expect_path) {
+        if (!check_expect_default_path(path, sizeof path))
+            return bench_bad("check", "suites/check/expectations.json was not found (set TANDEM_CHECK_EXPECT, or "
+                                      "give --expect FILE)");
+        expect_path = path;
+    }
+    cJSON *expect = check_expect_load(expect_path, err, sizeof err);
+    if (!expect) return bench_bad("check", "--expect %s", err);
+
+    if (write_expect) {
+        cJSON *e = check_expect_from_runs(expect, argv + optind, argc - optind, err, sizeof err);
+        cJSON_Delete(expect);
+        if (!e) return bench_bad("check", "--write-expect: %s", err);
+        if (err[0]) fprintf(stderr, "bench check: left out: %s\n", err);
+        char *s = cJSON_Print(e);
+        if (s) printf("%s\n", s);
+        free(s);
+        cJSON_Delete(e);
+        return s ? 0 : 1;
+    }
+    if (from) {
+        char *text = read_file(from);
+        if (!text) {
+            cJSON_Delete(expect);
+            return bench_bad("check", "--from-figures %s: cannot read: %s", from, strerror(errno ? errno : EIO));
+        }
+        cJSON *f = cJSON_Parse(text);
+        free(text);
+        if (!f) {
+            cJSON_Delete(expect);
+            return bench_bad("check", "--from-figures %s: not JSON", from);
+        }
+        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(f, "check");   // a status.json
+        int rc = judge_and_print(cJSON_IsObject(sec) ? sec : f, expect, json, NULL);
+        if (rc == 2) fprintf(stderr, "bench check: (in %s)\n", from);
+        cJSON_Delete(f);
+        cJSON_Delete(expect);
+        return rc;
+    }
+
+    // which GPUs
+    int index[64], n = 0;
+    char no_gpu[400] = "";
+    tdm_device d0 = {TDM_DEVICE_CUDA, 0};
+    tdm_error_clear();
+    bool any = tdm_device_available(d0);
+    if (!any) snprintf(no_gpu, sizeof no_gpu, "%s", tdm_last_error());
+    if (strcmp(device, "all")) {
+        tdm_device d;
+        if (tdm_device_parse(device, &d) != TDM_OK || d.type != TDM_DEVICE_CUDA) {
+            cJSON_Delete(expect);
+            return bench_bad("check", "--device %s: give cuda:N or all", device);
+        }
+        if (any && !tdm_device_available(d)) {
+            cJSON_Delete(expect);
+            return bench_bad("check", "--device %s: %s", device, tdm_last_error());
+        }
+        if (any) index[n++] = d.index;
+    } else {
+        for (int i = 0; any && i < 64; i++) {
+            tdm_device d = {TDM_DEVICE_CUDA, i};
+            if (!tdm_device_available(d)) break;
+            index[n++] = i;
+        }
+    }
+    tdm_error_clear();
+    if (out) {
+        char sp[4200];
+        snprintf(sp, sizeof sp, "%s/status.json", out);
+        if (!access(sp, F_OK)) {
+            cJSON_Delete(expect);
+            return bench_bad("check", "--out %s: holds results already (status.json): give a new directory", out);
+        }
+        if (mkdir_p(out) != 0) {
+            cJSON_Delete(expect);
+            return bench_bad("check", "--out %s: cannot create it: %s", out, strerror(errno));
+        }
+    }
+    check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200};
+    bool temp_logs = !out;
+    if (out) {
+        snprintf(o.logdir, sizeof o.logdir, "%s/logs", out);
+        if (mkdir_p(o.logdir) != 0) {
+            cJSON_Delete(expect);
+            return bench_bad("check", "--out %s: cannot create logs/: %s", out, strerror(errno));
+        }
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(o.logdir, sizeof o.logdir, "%s/tandem-check-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(o.logdir)) {
+            cJSON_Delete(expect);
+            fprintf(stderr, "bench check: cannot make a folder for the runs' logs (%s): %s\n", o.logdir, strerror(errno));
+            return 1;
+        }
+    }
+    char started[32];
+    utc_now(started, sizeof started);
+    FILE *say = json ? stderr : stdout;
+    if (n) fprintf(say, "bench check: %d GPU%s, %s check, expectations %s\n", n, n == 1 ? "" : "s",
+                   quick ? "quick" : "full", expect_path);
+    else fprintf(say, "bench check: no GPU (%s): only the host's check runs; every GPU check needs a GPU\n", no_gpu);
+    fflush(say);
+
+    cJSON *fig = cJSON_CreateObject();
+    cJSON_AddStringToObject(fig, "format", CHECK_FIGURES_FORMAT);
+    cJSON_AddBoolToObject(fig, "quick", quick);
+    cJSON_AddNumberToObject(fig, "seed", seed);
+    cJSON_AddStringToObject(fig, "expectations", expect_path);
+    cJSON_AddStringToObject(fig, "started", started);
+    if (!n) cJSON_AddStringToObject(fig, "no_gpu", no_gpu);
+    fprintf(stderr, "bench check: host: the reference against the golden cases ...\n");
+    cJSON_AddItemToObject(fig, "host", check_run_host(&o));
+    cJSON *gpus = cJSON_AddArrayToObject(fig, "gpus");
+    bool emulated = false;
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "bench check: cuda:%d: numerics, training, memory, GEMM, PCIe, NVML ...\n", index[i]);
+        cJSON *g = check_run_gpu(index[i], &o);
+        emulated = emulated || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "emulated"));
+        cJSON_AddItemToArray(gpus, g);
+    }
+    if (n >= 2) {
+        fprintf(stderr, "bench check: %d GPUs: all-reduce and peer copies ...\n", n);
+        check_run_multi(gpus, index, n, &o);
+    }
+    cJSON *judged = NULL;
+    int rc = judge_and_print(fig, expect, json, &judged);
+    if (judged && out) {
+        char dev[64];
+        if (n == 1) snprintf(dev, sizeof dev, "cuda:%d", index[0]);
+        else snprintf(dev, sizeof dev, "%s", n ? "cuda:all" : "none");
+        if (write_results(out, argc, argv, judged, dev, emulated, started) != 0 && rc != 2) rc = CHECK_EXIT_FAIL;
+        else fprintf(say, "results: %s (report.html, report.md, status.json)\n", out);
+    }
+    if (temp_logs) {
+        if (rc == CHECK_EXIT_FAIL) fprintf(say, "the runs' logs are kept in %s\n", o.logdir);
+        else rm_tree(o.logdir);
+    }
+    cJSON_Delete(judged);
+    cJSON_Delete(fig);
+    cJSON_Delete(expect);
+    return rc;
+}
