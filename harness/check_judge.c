@@ -255,7 +255,7 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
     if (!h) return;
     const char *why = str(h, "nvml");
     char miss[300];
-    snprintf(miss, sizeof miss, "not read%s%s", why && why[0] ? ": " : "", why && why[0] ? why : "");
+    snprintf(miss, sizeof miss, "%s%s", why && why[0] ? "not read: " : "not reported by the device", why && why[0] ? why : "");
     if (emulated) snprintf(miss, sizeof miss, "the emulated device has no NVML");
     const char *missing = emulated ? CHECK_EMULATED : CHECK_MISSING;
 

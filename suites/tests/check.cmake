@@ -1,0 +1,44 @@
+# check.cmake — `bench check` (harness/cmd_check.c, docs/CHECK.md): the judging as a pure function
+# (test_check.c links harness/check_judge.c and check_expect.c), recorded figures judged through the
+# CLI (a healthy node, a planted slow GPU, a planted PCIe link at half width, the emulated device),
+# malformed expectations files (exit 2), the GPU-less run (every GPU check "needs a GPU", exit 3),
+# and on cuda:0 — the emulated device in the emu preset — the quick check itself.
+tdm_test_executable(check)
+target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                  ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                                  ${PROJECT_SOURCE_DIR}/harness/stats.c)
+set(CHECK_EXPECT ${PROJECT_SOURCE_DIR}/suites/check/expectations.json)
+set(CHECK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/check)
+file(MAKE_DIRECTORY ${TEST_TMP}/check)
+add_test(NAME check.unit COMMAND test_check ${CHECK_EXPECT} ${TEST_TMP}/check)
+
+set(BC $<TARGET_FILE:bench> check --expect ${CHECK_EXPECT})
+add_test(NAME check.figures_healthy_exit_0 COMMAND sh -c
+  "$<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --from-figures ${CHECK_DATA}/healthy-2xa100.json; rc=$?; [ $rc -eq 0 ] || { echo \"exit $rc, want 0\"; exit 1; }")
+set_tests_properties(check.figures_healthy_exit_0 PROPERTIES PASS_REGULAR_EXPRESSION "PASS: 2 GPUs, every check passed")
+# A GPU far below its siblings is named, though it passes its model's threshold.
+add_test(NAME check.figures_slow_gpu_named COMMAND sh -c
+  "out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --from-figures ${CHECK_DATA}/slow-gpu-4xh100.json); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^cuda:2 +gemm.bf16 .* PASS' && echo \"$out\" | grep -E '^cuda:2 +outlier.gemm.bf16 .* FAIL +cuda:2 is 0.73 x the median of its 3 siblings' && echo \"$out\" | grep -E '^node: OUTLIER cuda:3 outlier.memory.d2d'")
+# A link trained at half width while copying: pcie.link FAIL, and the bandwidth it costs.
+add_test(NAME check.figures_half_width_link_fails COMMAND sh -c
+  "out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --from-figures ${CHECK_DATA}/half-width-link.json); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; echo \"$out\" | grep -E '^cuda:0 +pcie.link +gen4 x8 +gen4 x16 +0.50  FAIL' && echo \"$out\" | grep -E '^cuda:0 +pcie.h2d .* FAIL' && ! echo \"$out\" | grep -E '^cuda:1 .*  FAIL '")
+add_test(NAME check.figures_emulated_not_judged COMMAND sh -c
+  "out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --from-figures ${CHECK_DATA}/emulated.json ); rc=$?; echo \"$out\"; [ $rc -eq 3 ] || exit 1; echo \"$out\" | grep -E '^cuda:0 +memory.d2d +0.8 GB/s +- +-  EMULATED' && echo \"$out\" | grep -E '^cuda:0 +numerics.golden .*  PASS ' && ! echo \"$out\" | grep -E '  (PASS|WARN|FAIL) .*not a GPU figure' && echo \"$out\" | grep -q '^NO GPU JUDGED'")
+# Malformed expectations: exit 2, the file and what is wrong named.
+add_test(NAME check.bad_expectations_exit_2 COMMAND sh -c
+  "for f in ${CHECK_DATA}/bad-*.json; do out=$($<TARGET_FILE:bench> check --expect $f --from-figures ${CHECK_DATA}/healthy-2xa100.json 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] || { echo \"$f: exit $rc, want 2\"; exit 1; }; echo \"$out\" | grep -q \"bench check: --expect $f: \" || exit 1; done; $<TARGET_FILE:bench> check --expect ${CHECK_DATA}/bad-hbm.json --from-figures ${CHECK_DATA}/healthy-2xa100.json 2>&1 | grep -q 'models\\[3\\] (A100 SXM4 80GB): \"hbm_GBps\" is not a positive number'")
+add_test(NAME check.bad_arguments_exit_2 COMMAND sh -c
+  "for a in '--device tpu:0' '--seed x' '--from-figures ${CHECK_DATA}/healthy-2xa100.json --quick' '--write-expect' '--write-expect ${TEST_TMP}/check' '--from-figures /nonexistent.json' 'extra'; do $<TARGET_FILE:bench> check $a; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $a\"; exit 1; }; done")
+# Without a GPU: the host's check runs, every GPU check says "needs a GPU", exit 3 with a NO GPU
+# line (never a silent PASS). Skipped where a CUDA device (real or emulated) is present.
+add_test(NAME check.no_gpu_needs_a_gpu_exit_3 COMMAND sh -c
+  "out=$($<TARGET_FILE:bench> check --quick 2>&1); rc=$?; echo \"$out\"; case \"$out\" in 'bench check: no GPU'*) ;; *) echo 'SKIP: a CUDA device is present'; exit 77;; esac; [ $rc -eq 3 ] || { echo \"exit $rc, want 3\"; exit 1; }; [ $(echo \"$out\" | grep -cE '^cuda +[a-z0-9._]+ .* needs a GPU') -eq 19 ] && echo \"$out\" | grep -E '^host +reference.golden .* PASS' && echo \"$out\" | grep -q '^NO GPU: nothing on a GPU was judged'")
+set_tests_properties(check.no_gpu_needs_a_gpu_exit_3 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# GPU: the quick check on cuda:0 into a results directory that `bench report` has written. On a GPU
+# every check must pass (exit 0); on the emulated device (emu preset) numerics are judged and every
+# speed is EMULATED (exit 3, no FAIL). Skips (77) with one line when there is no CUDA device.
+set(CHECK_OUT ${TEST_TMP}/check/gpu-quick)
+add_test(NAME gpu.check.quick_cuda0 COMMAND sh -c
+  "rm -rf ${CHECK_OUT}; out=$($<TARGET_FILE:bench> check --quick --device cuda:0 --out ${CHECK_OUT} 2>&1); rc=$?; echo \"$out\"; case \"$out\" in 'bench check: no GPU'*) echo 'SKIP: no CUDA device'; exit 77;; esac; test -s ${CHECK_OUT}/report.md && grep -q '\"check\"' ${CHECK_OUT}/status.json || { echo 'no results directory'; exit 1; }; if echo \"$out\" | grep -q 'EMULATED on the CPU'; then [ $rc -eq 3 ] && echo \"$out\" | grep -E '^cuda:0 +memory.d2d .* EMULATED' && echo \"$out\" | grep -E '^cuda:0 +numerics.golden .* PASS' && ! echo \"$out\" | grep -E '  FAIL '; else [ $rc -eq 0 ]; fi")
+set_tests_properties(gpu.check.quick_cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 900)
