@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "check.h"
 #include "cmd_plot.h"
 #include "emulated.h"
 #include "suites.h"
@@ -786,6 +787,7 @@ static int write_html(FILE *f, const report *r) {
     fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>tandem bench report</h1>\n",
             css);
     if (run->emulated) fputs("<div class=\"banner emulated\">" BENCH_EMU_BANNER ".</div>\n", f);
+    check_report_table(f, run->dir, true);   // a `bench check --out` directory: its verdicts first
     fputs("<p>", f);
     html(f, run->label);
     const char *started = str_item(run->context, "started");
@@ -1050,6 +1052,7 @@ static int write_md(FILE *f, const report *r) {
     md(f, run->label);
     fputs("\n\n", f);
     if (run->emulated) fputs("> **" BENCH_EMU_BANNER ".**\n\n", f);
+    check_report_table(f, run->dir, false);
     const char *started = str_item(run->context, "started");
     if (started) {
         fputs("Started ", f);
