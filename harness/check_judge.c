@@ -310,7 +310,7 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
     if (!isfinite(ecc) && !isfinite(ev))
         add_line(checks, "nvml.ecc", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
     else {
-        char m[96];
+        char m[192];
         snprintf(m, sizeof m, "ECC %s, uncorrected %s since boot, %s ever",
                  ecc == 1 ? "on" : ecc == 0 ? "off" : "?", isfinite(ev) ? "" : "?", isfinite(ea) ? "" : "?");
         if (isfinite(ev) || isfinite(ea)) {
