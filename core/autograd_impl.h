@@ -38,7 +38,7 @@ typedef union {
     tdm_pool2d_params pool;                                                 // max/avg_pool2d
     tdm_unary_op unary;                                                     // relu, gelu, ...
     double alpha;                                                           // add
-    struct { double p; bool training; uint64_t seed, offset; } dropout;     // dropout
+    struct { double p; bool training; uint64_t seed, offset; const uint64_t *delta; } dropout;
     struct { int ndims, dims[TDM_MAX_DIMS]; bool keepdim; } reduce;         // sum, mean
     int dim;                                                                // (log_)softmax
     struct { tdm_reduction reduction; double label_smoothing; int64_t ignore_index; } ce;
@@ -104,8 +104,9 @@ tdm_tensor *tdm_record_unary(tdm_tensor *y, const char *name, tdm_unary_op op,
                              const tdm_tensor *x);
 tdm_tensor *tdm_record_add(tdm_tensor *y, const tdm_tensor *a, const tdm_tensor *b, double alpha);
 tdm_tensor *tdm_record_mul(tdm_tensor *y, const tdm_tensor *a, const tdm_tensor *b);
+// delta: NULL, or the device offset counter of a captured draw (core/random_impl.h)
 tdm_tensor *tdm_record_dropout(tdm_tensor *y, const tdm_tensor *x, double p, bool training,
-                               uint64_t seed, uint64_t offset);
+                               uint64_t seed, uint64_t offset, const uint64_t *delta);
 tdm_tensor *tdm_record_reduce(tdm_tensor *y, const tdm_tensor *x, int ndims, const int *dims,
                               bool keepdim, bool mean);
 tdm_tensor *tdm_record_softmax(tdm_tensor *y, const tdm_tensor *x, int dim, bool log);

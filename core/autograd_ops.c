@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/autograd_impl.h"
+#include "core/random_impl.h"
 
 #define INPUTS(...) (const tdm_tensor *const[]){__VA_ARGS__}
 
@@ -105,13 +106,14 @@ tdm_tensor *tdm_record_mul(tdm_tensor *y, const tdm_tensor *a, const tdm_tensor 
 
 // inputs: x (for its requires_grad: the backward needs only (p, seed, offset) to redraw the mask)
 static tdm_status dropout_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
-    return tdm_dropout_backward(gy, n->params.dropout.p, n->params.dropout.training,
-                                n->params.dropout.seed, n->params.dropout.offset, want(n, g, 0));
+    return tdm_dropout_backward_at(gy, n->params.dropout.p, n->params.dropout.training,
+                                   n->params.dropout.seed, n->params.dropout.offset,
+                                   n->params.dropout.delta, want(n, g, 0));
 }
 
 tdm_tensor *tdm_record_dropout(tdm_tensor *y, const tdm_tensor *x, double p, bool training,
-                               uint64_t seed, uint64_t offset) {
-    tdm_node_params np = {.dropout = {p, training, seed, offset}};
+                               uint64_t seed, uint64_t offset, const uint64_t *delta) {
+    tdm_node_params np = {.dropout = {p, training, seed, offset, delta}};
     return tdm_autograd_record(y, "dropout", dropout_bw, 1, INPUTS(x), &np, 0, NULL);
 }
 

@@ -218,7 +218,30 @@ struct tdm_backend_ops {
     tdm_status (*graph_replay)(void *capture, int device_index);
     // Waits for its replays, frees it and gives its private pool back.
     void (*graph_free)(void *capture, int device_index);
+    // ---- optional: capture-safe state (core/graph.c's replay hooks; NULL: what needs them cannot
+    //      be captured). The state a captured step must see change from replay to replay lives
+    //      in device memory that core rewrites before each replay, as PyTorch's graph-safe
+    //      generator state ("extragraph" seed/offset) and capturable optimizers do. ----
+    // Enqueues on the current stream a write of nbytes (<= TDM_WRITE_ASYNC_MAX) from host memory
+    // to device memory, without synchronizing; src may be reused as soon as it returns (the bytes
+    // travel as a kernel argument). Never called while capturing.
+    tdm_status (*write_async)(void *dst, const void *src, size_t nbytes, int device_index);
+    // sgd_step / adam_step with their per-step values read on the device from coef (doubles):
+    // sgd {buf_initialized (0/1), lr}; adam {lr / (1 - beta1^step), sqrt(1 - beta2^step),
+    // 1 - lr * weight_decay, fresh (1: m and v are read as zeros)}; p's other fields as given.
+    // Same arithmetic as sgd_step / adam_step with those values as arguments, bit for bit.
+    tdm_status (*sgd_step_dev)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
+                               const double *coef, const tdm_sgd_params *p);
+    tdm_status (*adam_step_dev)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
+                                tdm_tensor *v, const double *coef, const tdm_adam_params *p);
+    // rand_uniform / rand_normal / dropout drawing at offset + *delta, delta a device uint64_t.
+    tdm_status (*rand_fill_dev)(tdm_tensor *t, bool normal, uint64_t seed, uint64_t offset,
+                                const uint64_t *delta);
+    tdm_status (*dropout_dev)(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,
+                              const uint64_t *delta, tdm_tensor *y);
 };
+
+enum { TDM_WRITE_ASYNC_MAX = 1024 };   // bytes per write_async
 
 enum { TDM_COMM_ID_BYTES = 128 };   // NCCL_UNIQUE_ID_BYTES
 

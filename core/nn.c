@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/random_impl.h"
 #include "core/tensor_impl.h"
 #include "tandem/tandem.h"
 
@@ -65,7 +66,7 @@ struct tdm_module {
     tdm_pool2d_params pool;     // MaxPool2d, AvgPool2d
     bool approximate_tanh;      // GELU
     double p;                   // Dropout
-    uint64_t seed, offset;      // Dropout: its stream; offset of the next call's mask
+    tdm_philox_stream rng;      // Dropout: its stream; offset: the next call's mask
     double eps, momentum;       // BatchNorm2d, LayerNorm
     int norm_ndim;              // LayerNorm
     int64_t norm_shape[TDM_MAX_DIMS];
@@ -355,8 +356,8 @@ static tdm_status entry_draw(const state_entry *e, uint64_t seed, uint64_t offse
 static void dropout_seed(tdm_module *m, uint64_t seed, uint64_t *index) {
     uint64_t j = (*index)++;
     if (m->kind == MOD_DROPOUT) {
-        m->seed = seed;
-        m->offset = (j + 1) << 32;
+        m->rng.seed = seed;
+        m->rng.offset = (j + 1) << 32;
     }
     for (int i = 0; i < m->n_children; i++) dropout_seed(m->children[i], seed, index);
 }
@@ -468,10 +469,9 @@ static tdm_tensor *module_forward(tdm_module *m, const tdm_tensor *x, bool recom
     case MOD_AVG_POOL2D: return tdm_avg_pool2d(x, &m->pool);
     case MOD_FLATTEN: return flatten_forward(x);
     case MOD_DROPOUT: {
-        // Each training call draws a fresh mask: the next offset of the module's stream.
-        tdm_tensor *y = tdm_dropout(x, m->p, m->training, m->seed, m->offset);
-        if (y && m->training) m->offset++;
-        return y;
+        // Each training call draws a fresh mask: the next offset of the module's stream (also
+        // under graph capture, where each replay draws the next: core/random.c).
+        return tdm_stream_dropout(&m->rng, x, m->p, m->training);
     }
     case MOD_BATCH_NORM2D: return batch_norm_forward(m, x, recompute);
     case MOD_LAYER_NORM:
@@ -528,7 +528,7 @@ static void dropouts_collect(tdm_module *m, checkpoint_ctx *c) {
     if (m->kind == MOD_DROPOUT) {
         if (c->dropout) {
             c->dropout[c->n_dropout] = m;
-            c->offset[c->n_dropout] = m->offset;
+            c->offset[c->n_dropout] = m->rng.offset;
         }
         c->n_dropout++;
     }
@@ -565,8 +565,8 @@ static tdm_status checkpoint_backward(void *ctx, const tdm_tensor *grad_output,
     }
     if (input_grad) tdm_tensor_set_requires_grad(x, true);
     for (int i = 0; i < c->n_dropout; i++) {   // replay the forward's masks
-        now[i] = c->dropout[i]->offset;
-        c->dropout[i]->offset = c->offset[i];
+        now[i] = c->dropout[i]->rng.offset;
+        c->dropout[i]->rng.offset = c->offset[i];
     }
     tdm_autocast_state autocast = tdm_autocast_get();
     tdm_autocast_exit(c->autocast);   // sets the forward's autocast state
@@ -577,7 +577,7 @@ static tdm_status checkpoint_backward(void *ctx, const tdm_tensor *grad_output,
 
     tdm_grad_set_enabled(grad);
     tdm_autocast_exit(autocast);
-    for (int i = 0; i < c->n_dropout; i++) c->dropout[i]->offset = now[i];
+    for (int i = 0; i < c->n_dropout; i++) c->dropout[i]->rng.offset = now[i];
     if (s == TDM_OK && input_grad) {
         tdm_tensor *g = tdm_tensor_grad(x);
         grad_inputs[0] = g ? tdm_tensor_retain(g) : NULL;
@@ -711,6 +711,7 @@ void tdm_module_free(tdm_module *m) {
     for (int i = 0; i < OWN_MAX; i++) tdm_tensor_free(m->own[i]);
     for (int i = 0; i < m->n_state; i++) free(m->state[i].name);
     free(m->state);
+    if (m->kind == MOD_DROPOUT) tdm_stream_release(&m->rng);   // graphs advancing it refuse now
     free(m);
 }
 

@@ -1,5 +1,6 @@
 /* ops_optim.c — the optimizer updates (sgd_step, adam_step), in place: argument checks and the
  * call through the backend table. The hyperparameter checks are torch.optim's. */
+#include "core/graph_impl.h"
 #include "core/profile_impl.h"
 
 // A state tensor `t` beside param: same device, dtype and shape, exactly.
@@ -27,10 +28,8 @@ static tdm_status check_param(const char *op, const tdm_tensor *param, const tdm
     return check_like(op, "grad", param, grad);
 }
 
-tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *momentum_buffer,
-                        bool buffer_initialized, const tdm_sgd_params *p) {
-    const char *op = "sgd_step";
-    TDM_PROFILE_OP(op, param, grad, momentum_buffer);
+static tdm_status sgd_check(const char *op, const tdm_tensor *param, const tdm_tensor *grad,
+                            tdm_tensor **momentum_buffer, const tdm_sgd_params *p) {
     TDM_TRY(check_param(op, param, grad));
     if (!p) return tdm_error_set(TDM_ERR_ARG, "%s: params is NULL", op);
     if (!(p->lr >= 0))
@@ -46,22 +45,54 @@ tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m
                              "(momentum %g, dampening %g)",
                              op, p->momentum, p->dampening);
     if (p->momentum != 0) {
-        if (!momentum_buffer)
+        if (!*momentum_buffer)
             return tdm_error_set(TDM_ERR_ARG, "%s: momentum %g needs a momentum_buffer", op,
                                  p->momentum);
-        TDM_TRY(check_like(op, "momentum_buffer", param, momentum_buffer));
+        TDM_TRY(check_like(op, "momentum_buffer", param, *momentum_buffer));
     } else {
-        momentum_buffer = NULL;   // unused without momentum, as in torch.optim
+        *momentum_buffer = NULL;   // unused without momentum, as in torch.optim
     }
+    return TDM_OK;
+}
+
+tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *momentum_buffer,
+                        bool buffer_initialized, const tdm_sgd_params *p) {
+    const char *op = "sgd_step";
+    TDM_PROFILE_OP(op, param, grad, momentum_buffer);
+    TDM_TRY(sgd_check(op, param, grad, &momentum_buffer, p));
     const struct tdm_backend_ops *be = tdm_backend_of(param);
     if (!be->sgd_step) return tdm_error_unsupported(op, be);
     return be->sgd_step(param, grad, momentum_buffer, buffer_initialized, p);
 }
 
-tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
-                         tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p) {
-    const char *op = "adam_step";
-    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq);
+// A coef of n doubles at element `at` of the f64 tensor c, on param's device.
+static tdm_status check_coef(const char *op, const tdm_tensor *param, const tdm_tensor *c,
+                             int64_t at, int64_t n) {
+    TDM_TRY(tdm_check_tensor(op, "coef", c));
+    TDM_TRY(tdm_check_same_device(op, param, c));
+    if (c->dtype != TDM_DTYPE_F64 || at < 0 || at + n > c->numel)
+        return tdm_error_set(TDM_ERR_ARG, "%s: coef: %lld f64 values at %lld do not fit", op,
+                             (long long)n, (long long)at);
+    return TDM_OK;
+}
+
+tdm_status tdm_sgd_step_captured(tdm_tensor *param, const tdm_tensor *grad,
+                                 tdm_tensor *momentum_buffer, const tdm_tensor *coef, int64_t at,
+                                 const tdm_sgd_params *p) {
+    const char *op = "sgd_step";
+    TDM_PROFILE_OP(op, param, grad, momentum_buffer);
+    TDM_TRY(sgd_check(op, param, grad, &momentum_buffer, p));
+    TDM_TRY(check_coef(op, param, coef, at, 2));
+    const struct tdm_backend_ops *be = tdm_backend_of(param);
+    if (!be->sgd_step_dev)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "%s: the %s backend cannot read its step state "
+                             "on the device (cannot be captured)", op, be->name);
+    return be->sgd_step_dev(param, grad, momentum_buffer, (const double *)tdm_data_c(coef) + at, p);
+}
+
+static tdm_status adam_check(const char *op, const tdm_tensor *param, const tdm_tensor *grad,
+                             const tdm_tensor *exp_avg, const tdm_tensor *exp_avg_sq,
+                             int64_t step, const tdm_adam_params *p) {
     TDM_TRY(check_param(op, param, grad));
     TDM_TRY(check_like(op, "exp_avg", param, exp_avg));
     TDM_TRY(check_like(op, "exp_avg_sq", param, exp_avg_sq));
@@ -82,7 +113,30 @@ tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *
     if (!(p->weight_decay >= 0))
         return tdm_error_set(TDM_ERR_ARG, "%s: invalid weight_decay value: %g", op,
                              p->weight_decay);
+    return TDM_OK;
+}
+
+tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
+                         tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p) {
+    const char *op = "adam_step";
+    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq);
+    TDM_TRY(adam_check(op, param, grad, exp_avg, exp_avg_sq, step, p));
     const struct tdm_backend_ops *be = tdm_backend_of(param);
     if (!be->adam_step) return tdm_error_unsupported(op, be);
     return be->adam_step(param, grad, exp_avg, exp_avg_sq, step, p);
+}
+
+tdm_status tdm_adam_step_captured(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
+                                  tdm_tensor *exp_avg_sq, const tdm_tensor *coef, int64_t at,
+                                  const tdm_adam_params *p) {
+    const char *op = "adam_step";
+    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq);
+    TDM_TRY(adam_check(op, param, grad, exp_avg, exp_avg_sq, 1, p));
+    TDM_TRY(check_coef(op, param, coef, at, 4));
+    const struct tdm_backend_ops *be = tdm_backend_of(param);
+    if (!be->adam_step_dev)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "%s: the %s backend cannot read its step count "
+                             "on the device (cannot be captured)", op, be->name);
+    return be->adam_step_dev(param, grad, exp_avg, exp_avg_sq,
+                             (const double *)tdm_data_c(coef) + at, p);
 }

@@ -12,6 +12,8 @@
 
 #include "core/autograd_impl.h"
 #include "core/profile_impl.h"
+#include "core/random_impl.h"
+#include "tandem/graph.h"
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -301,9 +303,11 @@ tdm_status tdm_mul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm
 
 // ---- dropout -------------------------------------------------------------------------------
 
-// y = x * mask * 1/(1-p), the mask from (seed, offset); training false or p == 0: a copy of x.
+// y = x * mask * 1/(1-p), the mask from (seed, offset) — offset + *delta, read on the device, when
+// delta is not NULL (a random stream's draw under graph capture, core/random.c); training false
+// or p == 0: a copy of x.
 static tdm_tensor *dropout(const char *op, const char *arg, const tdm_tensor *x, double p,
-                           bool training, uint64_t seed, uint64_t offset) {
+                           bool training, uint64_t seed, uint64_t offset, const uint64_t *delta) {
     if (tdm_check_tensor(op, arg, x) || tdm_check_float(op, arg, x)) return NULL;
     if (!(p >= 0.0 && p <= 1.0)) {   // NaN fails too
         tdm_error_set(TDM_ERR_ARG, "%s: probability has to be between 0 and 1, but got %g", op,
@@ -312,31 +316,42 @@ static tdm_tensor *dropout(const char *op, const char *arg, const tdm_tensor *x,
     }
     if (!training || p == 0.0) return tdm_tensor_clone(x);
     const struct tdm_backend_ops *be = tdm_backend_of(x);
-    if (!be->dropout) {
+    if (delta && !tdm_graph_is_capturing(x->device)) {
+        tdm_error_set(TDM_ERR_ARG, "%s: its forward was captured in a CUDA graph: run the "
+                                   "backward in the same capture", op);
+        return NULL;
+    }
+    if (delta ? !be->dropout_dev : !be->dropout) {
         tdm_error_unsupported(op, be);
         return NULL;
     }
     tdm_tensor *y = empty_like(x);
-    if (y && be->dropout(x, p, seed, offset, y) != TDM_OK) {
+    if (y && (delta ? be->dropout_dev(x, p, seed, offset, delta, y)
+                    : be->dropout(x, p, seed, offset, y)) != TDM_OK) {
         tdm_tensor_free(y);
         return NULL;
     }
     return y;
 }
 
-// Records itself for autograd: the node keeps (p, training, seed, offset) to redraw the mask.
-tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t seed,
-                        uint64_t offset) {
+// Records itself for autograd: the node keeps (p, training, seed, offset, delta) to redraw the mask.
+tdm_tensor *tdm_dropout_at(const tdm_tensor *x, double p, bool training, uint64_t seed,
+                           uint64_t offset, const uint64_t *delta) {
     TDM_PROFILE_OP("dropout", x);
     bool grad = tdm_grad_set_enabled(false);
-    tdm_tensor *y = dropout("dropout", "input", x, p, training, seed, offset);
+    tdm_tensor *y = dropout("dropout", "input", x, p, training, seed, offset, delta);
     tdm_grad_set_enabled(grad);
-    return tdm_record_dropout(y, x, p, training, seed, offset);
+    return tdm_record_dropout(y, x, p, training, seed, offset, delta);
+}
+
+tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t seed,
+                        uint64_t offset) {
+    return tdm_dropout_at(x, p, training, seed, offset, NULL);
 }
 
 // The same mask and scale applied to gy.
-tdm_status tdm_dropout_backward(const tdm_tensor *gy, double p, bool training, uint64_t seed,
-                                uint64_t offset, tdm_tensor **gx) {
+tdm_status tdm_dropout_backward_at(const tdm_tensor *gy, double p, bool training, uint64_t seed,
+                                   uint64_t offset, const uint64_t *delta, tdm_tensor **gx) {
     TDM_PROFILE_OP("dropout_backward", gy);
     if (gx) *gx = NULL;
     if (!gx) {   // nothing wanted: only check the arguments
@@ -349,6 +364,11 @@ tdm_status tdm_dropout_backward(const tdm_tensor *gy, double p, bool training, u
                                  p);
         return TDM_OK;
     }
-    *gx = dropout("dropout_backward", "grad_output", gy, p, training, seed, offset);
+    *gx = dropout("dropout_backward", "grad_output", gy, p, training, seed, offset, delta);
     return *gx ? TDM_OK : tdm_last_status();
+}
+
+tdm_status tdm_dropout_backward(const tdm_tensor *gy, double p, bool training, uint64_t seed,
+                                uint64_t offset, tdm_tensor **gx) {
+    return tdm_dropout_backward_at(gy, p, training, seed, offset, NULL, gx);
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
+#include "core/graph_impl.h"
 #include "core/tensor_impl.h"
 #include "tandem/autograd.h"
 #include "tandem/io.h"
@@ -18,6 +20,7 @@ typedef struct {
     tdm_tensor *buf;         // SGD momentum buffer, or Adam's exp_avg (NULL until first step)
     tdm_tensor *buf2;        // Adam's exp_avg_sq
     int64_t step;            // Adam: steps taken; SGD: whether buf holds a value (0/1)
+    bool fresh;              // buf/buf2 made during a graph capture and never written yet
 } opt_slot;
 
 struct tdm_optimizer {
@@ -89,6 +92,7 @@ tdm_optimizer *tdm_optim_adam(tdm_tensor *const *params, int n, const tdm_adam_p
 
 void tdm_optimizer_free(tdm_optimizer *o) {
     if (!o) return;
+    tdm_graph_forget(o);   // graphs that step it refuse to replay from now on
     for (int i = 0; i < o->n; i++) {
         tdm_tensor_free(o->slots[i].param);
         tdm_tensor_free(o->slots[i].buf);
@@ -108,26 +112,151 @@ void tdm_optimizer_set_lr(tdm_optimizer *o, double lr) {
 }
 
 // A zeroed state tensor shaped like the parameter (lazily, as PyTorch creates state on step 1).
-static tdm_status state_like(tdm_tensor **slot, const tdm_tensor *param) {
+// During a graph capture it is left unwritten and marked fresh: a captured memset would zero it
+// again at every replay. The captured step reads fresh state as zeros (its coef says so); an eager
+// step zeroes it first.
+static tdm_status state_like(tdm_tensor **slot, const tdm_tensor *param, bool *fresh) {
     if (*slot) return TDM_OK;
-    *slot = tdm_tensor_zeros(param->ndim, param->shape, param->dtype, param->device);
+    if (tdm_graph_is_capturing(param->device)) {
+        *slot = tdm_tensor_empty(param->ndim, param->shape, param->dtype, param->device);
+        if (*slot) *fresh = true;
+    } else {
+        *slot = tdm_tensor_zeros(param->ndim, param->shape, param->dtype, param->device);
+    }
     return *slot ? TDM_OK : tdm_last_status();
+}
+
+static tdm_status zero_fresh(opt_slot *sl) {
+    if (!sl->fresh) return TDM_OK;
+    const struct tdm_backend_ops *be = tdm_backend_of(sl->buf);
+    TDM_TRY(be->memset_zero(tdm_data(sl->buf), tdm_tensor_nbytes(sl->buf), sl->buf->device.index));
+    if (sl->buf2)
+        TDM_TRY(be->memset_zero(tdm_data(sl->buf2), tdm_tensor_nbytes(sl->buf2),
+                                sl->buf2->device.index));
+    sl->fresh = false;
+    return TDM_OK;
+}
+
+// ---- a step captured in a CUDA graph (PyTorch's capturable optimizers) ------------------------
+// The kernels read the per-step values from `coef` (device f64, K per stepped slot: sgd
+// {buf initialized, lr}, adam {lr/(1-b1^t), sqrt(1-b2^t), 1 - lr wd, fresh}); before each replay
+// the hook advances the host state exactly as the eager step does and writes those values,
+// computed by the eager step's own expressions (kernels/k_optim.cu's cuda_adam_step), so that a
+// replay equals the eager step bit for bit. The capture itself advances nothing: it runs nothing.
+
+typedef struct {
+    tdm_optimizer *o;
+    int n;         // slots stepped by the captured call
+    int *slot;     // their indices
+    tdm_tensor *coef;
+} opt_capture;
+
+enum { SGD_COEFS = 2, ADAM_COEFS = 4 };
+
+static void opt_capture_release(void *ctx) {
+    opt_capture *c = ctx;
+    tdm_tensor_free(c->coef);
+    free(c->slot);
+    free(c);
+}
+
+static tdm_status opt_capture_replay(void *ctx) {
+    opt_capture *c = ctx;
+    tdm_optimizer *o = c->o;
+    const int k = o->kind == OPT_SGD ? SGD_COEFS : ADAM_COEFS;
+    double *v = malloc((size_t)(c->n ? c->n : 1) * (size_t)k * sizeof *v);
+    if (!v) return tdm_error_set(TDM_ERR_OOM, "graph_replay: out of host memory");
+    for (int i = 0; i < c->n; i++) {
+        opt_slot *sl = &o->slots[c->slot[i]];
+        double *cf = v + (size_t)i * (size_t)k;
+        if (o->kind == OPT_SGD) {
+            cf[0] = sl->step > 0;
+            cf[1] = o->sgd.lr;
+            if (o->sgd.momentum != 0) sl->step = 1;
+        } else {
+            const tdm_adam_params *p = &o->adam;
+            const int64_t step = sl->step + 1;
+            const double bc1 = 1 - pow(p->beta1, (double)step), bc2 = 1 - pow(p->beta2, (double)step);
+            cf[0] = p->lr / bc1;
+            cf[1] = sqrt(bc2);
+            cf[2] = 1 - p->lr * p->weight_decay;
+            cf[3] = sl->fresh;
+            sl->step = step;
+        }
+        sl->fresh = false;
+    }
+    tdm_status s = tdm_graph_write_async(c->coef, 0, v, (size_t)c->n * (size_t)k * sizeof *v);
+    free(v);
+    return s;
+}
+
+static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
+    opt_capture *c = calloc(1, sizeof *c);
+    int *slot = malloc((size_t)(o->n ? o->n : 1) * sizeof *slot);
+    if (!c || !slot) {
+        free(c);
+        free(slot);
+        return tdm_error_set(TDM_ERR_OOM, "optimizer_step: out of host memory");
+    }
+    c->o = o;
+    c->slot = slot;
+    for (int i = 0; i < o->n; i++)
+        if (tdm_tensor_grad(o->slots[i].param)) slot[c->n++] = i;
+    const int k = o->kind == OPT_SGD ? SGD_COEFS : ADAM_COEFS;
+    int64_t len = (int64_t)(c->n ? c->n : 1) * k;
+    c->coef = tdm_tensor_empty(1, &len, TDM_DTYPE_F64, dev);   // written before each replay
+    tdm_status s = c->coef ? TDM_OK : tdm_last_status();
+    for (int i = 0; i < c->n && s == TDM_OK; i++) {
+        opt_slot *sl = &o->slots[slot[i]];
+        tdm_tensor *g = tdm_tensor_grad(sl->param);
+        if (!tdm_graph_is_capturing(sl->param->device) || sl->param->device.index != dev.index) {
+            s = tdm_error_set(TDM_ERR_ARG, "optimizer_step: parameter %d is not on the capturing "
+                              "device", slot[i]);
+        } else if (o->kind == OPT_SGD) {
+            if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param, &sl->fresh);
+            if (s == TDM_OK)
+                s = tdm_sgd_step_captured(sl->param, g, sl->buf, c->coef, (int64_t)i * k, &o->sgd);
+        } else {
+            s = state_like(&sl->buf, sl->param, &sl->fresh);
+            if (s == TDM_OK) s = state_like(&sl->buf2, sl->param, &sl->fresh);
+            if (s == TDM_OK)
+                s = tdm_adam_step_captured(sl->param, g, sl->buf, sl->buf2, c->coef,
+                                           (int64_t)i * k, &o->adam);
+        }
+    }
+    if (s != TDM_OK) {
+        opt_capture_release(c);
+        return s;
+    }
+    tdm_graph_hook h = {.owner = o, .ctx = c, .replay = opt_capture_replay,
+                        .release = opt_capture_release};
+    return tdm_graph_hook_add(dev, &h);
 }
 
 tdm_status tdm_optimizer_step(tdm_optimizer *o) {
     bool prev = tdm_grad_set_enabled(false);
     tdm_status s = TDM_OK;
+    for (int i = 0; i < o->n; i++) {   // a captured step: its state advances at each replay
+        tdm_tensor *g = tdm_tensor_grad(o->slots[i].param);
+        if (g && tdm_graph_is_capturing(g->device)) {
+            s = optimizer_step_captured(o, g->device);
+            tdm_grad_set_enabled(prev);
+            return s;
+        }
+    }
     for (int i = 0; i < o->n && s == TDM_OK; i++) {
         opt_slot *sl = &o->slots[i];
         tdm_tensor *g = tdm_tensor_grad(sl->param);
         if (!g) continue;   // no gradient: skipped, as in PyTorch
+        s = zero_fresh(sl);
+        if (s != TDM_OK) break;
         if (o->kind == OPT_SGD) {
-            if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param);
+            if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param, &sl->fresh);
             if (s == TDM_OK) s = tdm_sgd_step(sl->param, g, sl->buf, sl->step > 0, &o->sgd);
             if (s == TDM_OK && o->sgd.momentum != 0) sl->step = 1;
         } else {
-            s = state_like(&sl->buf, sl->param);
-            if (s == TDM_OK) s = state_like(&sl->buf2, sl->param);
+            s = state_like(&sl->buf, sl->param, &sl->fresh);
+            if (s == TDM_OK) s = state_like(&sl->buf2, sl->param, &sl->fresh);
             if (s == TDM_OK) s = tdm_adam_step(sl->param, g, sl->buf, sl->buf2, sl->step + 1, &o->adam);
             if (s == TDM_OK) sl->step++;
         }
@@ -154,7 +283,7 @@ tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
                                               : tdm_error_set(TDM_ERR_OOM, "%s: out of memory", path);
     for (int i = 0; s == TDM_OK && i < o->n; i++) {
         const opt_slot *sl = &o->slots[i];
-        if (!sl->buf) continue;
+        if (!sl->buf || sl->fresh || (o->kind == OPT_SGD && sl->step == 0)) continue;   // no state yet
         if (o->kind == OPT_SGD) {
             snprintf(names[n], sizeof names[n], "state.%d.momentum_buffer", i);
             np[n] = names[n];
@@ -246,6 +375,7 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
             sl->buf = nb[2 * i];
             sl->buf2 = nb[2 * i + 1];
             sl->step = o->kind == OPT_SGD ? (sl->buf != NULL) : nstep[i];
+            sl->fresh = false;
         } else {
             tdm_tensor_free(nb[2 * i]);
             tdm_tensor_free(nb[2 * i + 1]);

@@ -64,10 +64,12 @@ static void train_usage(FILE *f) {
         "                  (cudnn.deterministic); the cpu reference always is\n"
         "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
         "--graph           CUDA graphs (PyTorch's reduce-overhead): up to 3 eager warm-up steps,\n"
-        "                  then one whole step (zero_grad, forward, loss, backward, SGD step) is\n"
-        "                  captured with static input/target tensors and each later step copies\n"
-        "                  its batch into them and replays the graph. cuda only, --opt sgd, one\n"
-        "                  rank, no --accumulate, no --amp fp16, no --profile, no dropout\n"
+        "                  then one whole step (zero_grad, forward, loss, backward, optimizer\n"
+        "                  step) is captured with static input/target tensors and each later step\n"
+        "                  copies its batch into them and replays the graph; step counts, momentum\n"
+        "                  state and dropout masks advance per replay as in eager steps (same\n"
+        "                  results bit for bit). cuda only, one rank, no --accumulate, no --amp\n"
+        "                  fp16, no --profile\n"
         "--profile FILE    profiles steps 2-4 (step 1 is warm-up; with --steps 1, step 1), writes\n"
         "                  their Chrome trace to FILE (open in ui.perfetto.dev) and prints the\n"
         "                  top ops (docs/PROFILING.md)\n"
@@ -257,8 +259,9 @@ static tdm_status micro_step(tdm_module *m, tdm_tensor *xb, tdm_tensor *yb, int6
 }
 
 // --graph: the step that is captured. Everything it reads is static (the model, xs, ys, ones,
-// the optimizer's state made by the eager warm-up steps); the loss it returns is the graph's
-// output, rewritten by each replay. backward is seeded with `ones` made before the capture (the
+// the optimizer's state); the loss it returns is the graph's output, rewritten by each replay.
+// What changes from step to step (Adam's step count, whether the momentum buffer holds a value,
+// dropout's offsets) is read on the device and advanced before each replay (core/graph_impl.h). backward is seeded with `ones` made before the capture (the
 // implicit seed would be a host copy, which cannot be captured).
 static tdm_status graph_step(tdm_module *m, tdm_optimizer *opt, tdm_tensor *xs, tdm_tensor *ys,
                              tdm_tensor *ones, const char *amp, tdm_tensor **loss_out) {
@@ -588,7 +591,6 @@ int bench_train(int argc, char **argv) {
     if (tdm_device_parse(a.device, &dev) != TDM_OK) return bad("%s", tdm_last_error());
     if (a.graph) {   // what one captured step cannot hold, said before anything runs
         const char *why = dev.type != TDM_DEVICE_CUDA ? "needs a CUDA device (--device cuda:N)"
-                          : strcmp(a.opt, "sgd") ? "needs --opt sgd (Adam's step count is a kernel argument every replay would repeat)"
                           : a.ranks > 1 || tdm_dp_mpi_launched() ? "needs one rank (no --ranks, no mpirun)"
                           : a.accumulate > 1 ? "needs --accumulate 1 (one micro-batch per captured step)"
                           : !strcmp(a.amp, "fp16") ? "cannot hold --amp fp16 (the scaler reads found_inf on the host)"

@@ -506,4 +506,10 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .graph_capture_end = tdm_cuda_graph_capture_end,
     .graph_replay = tdm_cuda_graph_replay,
     .graph_free = tdm_cuda_graph_free,
+    // capture-safe state (kernels/graph.cu, k_optim.cu, k_random.cu)
+    .write_async = cuda_write_async,
+    .sgd_step_dev = cuda_sgd_step_dev,
+    .adam_step_dev = cuda_adam_step_dev,
+    .rand_fill_dev = cuda_rand_fill_dev,
+    .dropout_dev = cuda_dropout_dev,
 };

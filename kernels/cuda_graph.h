@@ -32,6 +32,20 @@ bool tdm_cuda_stream_capturing(cudaStream_t stream);
 // TDM_ERR_UNSUPPORTED when the capture is not tandem's (t is freed then).
 tdm_status tdm_cuda_graph_keep(tdm_tensor *t);
 
+// ---- capture-safe state (core/backend.h's optional slots of that name; core/graph_impl.h) ----
+// graph.cu: nbytes (<= TDM_WRITE_ASYNC_MAX) of host memory into device memory, as a kernel
+// argument on the current stream (before a replay, the state its kernels read).
+tdm_status cuda_write_async(void *dst, const void *src, size_t nbytes, int device_index);
+// k_optim.cu, k_random.cu: the captured variants, reading their per-step values on the device.
+tdm_status cuda_sgd_step_dev(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
+                             const double *coef, const tdm_sgd_params *p);
+tdm_status cuda_adam_step_dev(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
+                              tdm_tensor *v, const double *coef, const tdm_adam_params *p);
+tdm_status cuda_rand_fill_dev(tdm_tensor *t, bool normal, uint64_t seed, uint64_t offset,
+                              const uint64_t *delta);
+tdm_status cuda_dropout_dev(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,
+                            const uint64_t *delta, tdm_tensor *y);
+
 // kernels/cuda_backend.cu: the device's caching allocator, made on first use (NULL + error).
 tdm_caching_allocator *tdm_cuda_device_allocator(int device_index);
 

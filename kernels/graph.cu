@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/backend.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_graph.h"
 #include "kernels/cuda_stream.h"
@@ -174,4 +176,29 @@ void tdm_cuda_graph_free(void *capture, int device_index) {
     if (CUDA_CHECK(cudaSetDevice(device_index)) == TDM_OK)
         (void)CUDA_CHECK(cudaDeviceSynchronize());
     graph_destroy(g);
+}
+
+// ---- state writes before a replay -----------------------------------------------------------
+// The bytes travel in the kernel's parameter block (4 KiB on sm_80/sm_90), so the host buffer is
+// free again when the launch returns and back-to-back replays each see their own values, which a
+// cudaMemcpyAsync from one reused pinned buffer would not guarantee.
+struct write_bytes {
+    unsigned char b[TDM_WRITE_ASYNC_MAX];
+};
+
+__global__ void k_write_bytes(unsigned char *dst, write_bytes src, unsigned n) {
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src.b[i];
+}
+
+tdm_status cuda_write_async(void *dst, const void *src, size_t nbytes, int device_index) {
+    if (nbytes == 0) return TDM_OK;
+    if (nbytes > TDM_WRITE_ASYNC_MAX)
+        return tdm_error_set(TDM_ERR_ARG, "write_async: %zu bytes, at most %d", nbytes,
+                             (int)TDM_WRITE_ASYNC_MAX);
+    TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
+    write_bytes w;
+    memcpy(w.b, src, nbytes);
+    TDM_LAUNCH(1, 128, 0, tdm_cuda_current_stream(device_index), k_write_bytes)(
+        (unsigned char *)dst, w, (unsigned)nbytes);
+    return CUDA_CHECK(cudaGetLastError());
 }

@@ -103,6 +103,9 @@ tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t s
                         uint64_t offset);
 tdm_status tdm_dropout_backward(const tdm_tensor *gy, double p, bool training, uint64_t seed,
                                 uint64_t offset, tdm_tensor **gx);
+// tdm_dropout with g's seed and offset; training moves g's offset on by one (tensor.h: also under
+// CUDA graph capture, where the explicit form is refused). The backward redraws the same mask.
+tdm_tensor *tdm_generator_dropout(tdm_generator *g, const tdm_tensor *x, double p, bool training);
 
 // ---- reductions --------------------------------------------------------------------------
 // dims: `ndims` dims (negative counts from the end); ndims == 0 reduces over all dims.

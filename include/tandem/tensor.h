@@ -33,6 +33,25 @@ tdm_tensor *tdm_tensor_rand(int ndim, const int64_t *shape, tdm_dtype dt, tdm_de
                             uint64_t seed, uint64_t offset);
 tdm_tensor *tdm_tensor_randn(int ndim, const int64_t *shape, tdm_dtype dt, tdm_device dev,
                              uint64_t seed, uint64_t offset);
+// Under CUDA graph capture these explicit (seed, offset) draws are refused (every replay would
+// draw the same numbers); draw from a generator instead.
+
+// A random stream with state (torch.Generator's role): a seed and the offset of its next draw.
+// Each tdm_generator_rand/randn draws what tdm_tensor_rand/randn(seed, offset) draws and moves
+// offset on by one (so does a training-mode tdm_generator_dropout). Under CUDA graph capture
+// (tandem/graph.h) a draw's offset is read on the device and each replay advances it: replay k
+// draws what the k-th eager run of the captured step would, and the offset moves on with it.
+typedef struct tdm_generator tdm_generator;
+tdm_generator *tdm_generator_new(uint64_t seed, uint64_t offset);
+// Graphs that advance g refuse to replay once it is freed. NULL is fine.
+void tdm_generator_free(tdm_generator *g);
+uint64_t tdm_generator_seed(const tdm_generator *g);
+uint64_t tdm_generator_offset(const tdm_generator *g);
+void tdm_generator_set_offset(tdm_generator *g, uint64_t offset);
+tdm_tensor *tdm_generator_rand(tdm_generator *g, int ndim, const int64_t *shape, tdm_dtype dt,
+                               tdm_device dev);
+tdm_tensor *tdm_generator_randn(tdm_generator *g, int ndim, const int64_t *shape, tdm_dtype dt,
+                                tdm_device dev);
 
 // ---- copies -----------------------------------------------------------------------------
 // A new tensor on `dev` with dtype `dt` (a copy even when both match). Float->int truncates

@@ -3,7 +3,12 @@
  * captured elementwise computation replayed after refilling its static input gives the eager
  * result bit for bit, a host copy during the capture fails and makes the capture fail, and the
  * graph's private pool takes memory of its own and gives it all back once the graph is freed.
- * Usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned */
+ * Capture-safe state (core/graph_impl.h): a captured optimizer step — SGD with momentum, Adam,
+ * AdamW — captured before any eager step, and random draws from generators (rand, randn,
+ * dropout with its backward), replayed several times with fresh inputs, equal the same eager
+ * steps bit for bit, and eager steps mixed in between continue the same sequence.
+ * Usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned | gpu_sgd_momentum |
+ *        gpu_adam | gpu_adamw | gpu_random */
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,12 +196,214 @@ static int run_gpu_pinned(void) {
     CHECK_DONE("graph.gpu_pinned");
 }
 
+// ---- capture-safe state -------------------------------------------------------------------------
+
+// Every byte of a and b (same dtype and shape) equal.
+static bool same_bytes(const tdm_tensor *a, const tdm_tensor *b) {
+    size_t n = a && b ? tdm_tensor_nbytes(a) : 0;
+    if (!a || !b || n != tdm_tensor_nbytes(b)) return false;
+    char *ha = malloc(n ? n : 1), *hb = malloc(n ? n : 1);
+    bool ok = tdm_tensor_to_host(a, ha, n) == TDM_OK && tdm_tensor_to_host(b, hb, n) == TDM_OK &&
+              memcmp(ha, hb, n) == 0;
+    free(ha);
+    free(hb);
+    return ok;
+}
+
+#define NP 3   // parameters per model, of different sizes (vector path, scalar tail)
+
+// Two copies of the same parameters (one for the captured step, one for the eager one).
+static void params_pair(tdm_device dev, tdm_tensor **a, tdm_tensor **b) {
+    static const int64_t sizes[NP] = {N, 37, 1};
+    for (int i = 0; i < NP; i++) {
+        float *v = malloc((size_t)sizes[i] * sizeof *v);
+        for (int64_t j = 0; j < sizes[i]; j++) v[j] = (float)((j * 7 + i) % 13) * 0.125f - 0.75f;
+        a[i] = tdm_tensor_from_host(1, &sizes[i], TDM_DTYPE_F32, dev, v);
+        b[i] = tdm_tensor_from_host(1, &sizes[i], TDM_DTYPE_F32, dev, v);
+        free(v);
+    }
+}
+
+// Step k's gradient for parameter i, into g (host values, copied).
+static tdm_status grad_fill(tdm_tensor *g, int i, int k) {
+    int64_t n = tdm_tensor_numel(g);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t j = 0; j < n; j++) v[j] = (float)(((j + 3 * i) * (k + 2)) % 11) * 0.1f - 0.45f;
+    tdm_tensor *h = tdm_tensor_from_host(1, &n, TDM_DTYPE_F32, tdm_tensor_device(g), v);
+    tdm_status s = h ? tdm_tensor_copy_(g, h) : tdm_last_status();
+    tdm_tensor_free(h);
+    free(v);
+    return s;
+}
+
+// opt_new(params) makes the optimizer under test. The captured side's gradients are static
+// tensors refilled before each replay; the eager side's are set before each eager step. The step
+// is captured before any eager step (its state is made during the capture), replayed 4 times,
+// then an eager step runs on both sides, then 2 more replays: parameters equal after each.
+static int optimizer_capture_test(const char *name, tdm_optimizer *(*opt_new)(tdm_tensor **)) {
+    if (!gpu_or_skip(name)) return 77;
+    tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
+    tdm_tensor *pc[NP], *pe[NP], *gc[NP];
+    params_pair(cuda0, pc, pe);
+    for (int i = 0; i < NP; i++) {
+        gc[i] = tdm_tensor_zeros(1, (int64_t[]){tdm_tensor_numel(pc[i])}, TDM_DTYPE_F32, cuda0);
+        CHECK(pc[i] && pe[i] && gc[i] && tdm_tensor_set_grad(pc[i], gc[i]) == TDM_OK);
+    }
+    tdm_optimizer *oc = opt_new(pc), *oe = opt_new(pe);
+    CHECK(oc && oe);
+    tdm_graph *g = NULL;
+    CHECK(tdm_graph_capture_begin(cuda0) == TDM_OK);
+    CHECK_MSG(tdm_optimizer_step(oc) == TDM_OK, "%s", tdm_last_error());
+    CHECK_MSG(tdm_graph_capture_end(cuda0, &g) == TDM_OK, "%s", tdm_last_error());
+    for (int k = 0; k < 7 && g; k++) {
+        const bool eager_both = k == 4;   // an eager step on both sides between the replays
+        for (int i = 0; i < NP; i++) {
+            tdm_tensor *ge = tdm_tensor_zeros(1, (int64_t[]){tdm_tensor_numel(pe[i])}, TDM_DTYPE_F32,
+                                              cuda0);
+            CHECK(ge && grad_fill(ge, i, k) == TDM_OK && grad_fill(gc[i], i, k) == TDM_OK);
+            CHECK(tdm_tensor_set_grad(pe[i], ge) == TDM_OK);
+            tdm_tensor_free(ge);
+        }
+        CHECK(tdm_optimizer_step(oe) == TDM_OK);
+        CHECK_MSG((eager_both ? tdm_optimizer_step(oc) : tdm_graph_replay(g)) == TDM_OK, "%s",
+                  tdm_last_error());
+        for (int i = 0; i < NP; i++)
+            CHECK_MSG(same_bytes(pc[i], pe[i]), "%s: step %d (%s), parameter %d differs", name, k,
+                      eager_both ? "eager" : "replay", i);
+    }
+    tdm_graph_free(g);
+    tdm_optimizer_free(oc);
+    tdm_optimizer_free(oe);
+    for (int i = 0; i < NP; i++) {
+        tdm_tensor_free(pc[i]);
+        tdm_tensor_free(pe[i]);
+        tdm_tensor_free(gc[i]);
+    }
+    CHECK_DONE(name);
+}
+
+static tdm_optimizer *sgd_momentum(tdm_tensor **p) {
+    tdm_sgd_params sp = {.lr = 0.1, .momentum = 0.9, .dampening = 0.25, .weight_decay = 0.01};
+    return tdm_optim_sgd(p, NP, &sp);
+}
+
+static tdm_optimizer *adam(tdm_tensor **p) {
+    tdm_adam_params ap = tdm_adam_defaults(false);
+    ap.lr = 0.01;
+    ap.weight_decay = 0.05;
+    return tdm_optim_adam(p, NP, &ap);
+}
+
+static tdm_optimizer *adamw(tdm_tensor **p) {
+    tdm_adam_params ap = tdm_adam_defaults(true);
+    ap.lr = 0.01;
+    return tdm_optim_adam(p, NP, &ap);
+}
+
+// Draws from a generator in a captured step (rand, randn, dropout forward and backward) replay
+// the numbers of the eager steps from a twin generator, fresh at each replay; an eager step in
+// between continues the sequence; explicit (seed, offset) draws are refused under capture.
+static int run_gpu_random(void) {
+    if (!gpu_or_skip("graph.gpu_random")) return 77;
+    tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
+    int64_t n = 1000;
+    tdm_generator *gc = tdm_generator_new(7, 5), *ge = tdm_generator_new(7, 5);
+    tdm_tensor *x = ramp(cuda0, 0.25f);   // the dropout's input (N)
+    tdm_tensor *xc = tdm_tensor_detach(x);
+    CHECK(gc && ge && x && xc);
+    tdm_tensor_set_requires_grad(xc, true);
+    // the step: u = rand(n), z = randn(n), y = dropout(x, 0.5) twice, backward of sum(y1 * u0)
+    tdm_tensor *u = NULL, *z = NULL, *y1 = NULL, *y2 = NULL, *y3 = NULL;
+    tdm_graph *g = NULL;
+    CHECK(tdm_graph_capture_begin(cuda0) == TDM_OK);
+    u = tdm_generator_rand(gc, 1, &n, TDM_DTYPE_F32, cuda0);
+    z = tdm_generator_randn(gc, 1, &n, TDM_DTYPE_F32, cuda0);
+    y1 = tdm_generator_dropout(gc, xc, 0.5, true);
+    y2 = tdm_generator_dropout(gc, xc, 0.25, true);
+    y3 = y1 && y2 ? tdm_add(y1, y2, 1.0) : NULL;
+    CHECK_MSG(u && z && y3, "%s", tdm_last_error());
+    CHECK_MSG(y3 && tdm_backward(y3, x) == TDM_OK, "%s", tdm_last_error());   // grad_output x
+    CHECK_MSG(tdm_graph_capture_end(cuda0, &g) == TDM_OK, "%s", tdm_last_error());
+    CHECK(tdm_generator_offset(gc) == 5);   // the capture drew nothing
+    tdm_tensor *prev = NULL;
+    for (int k = 0; k < 6 && g; k++) {
+        const bool eager_both = k == 3;
+        tdm_tensor *eu = tdm_generator_rand(ge, 1, &n, TDM_DTYPE_F32, cuda0);
+        tdm_tensor *ez = tdm_generator_randn(ge, 1, &n, TDM_DTYPE_F32, cuda0);
+        tdm_tensor *xe = tdm_tensor_detach(x);
+        CHECK(xe != NULL);
+        tdm_tensor_set_requires_grad(xe, true);
+        tdm_tensor *e1 = tdm_generator_dropout(ge, xe, 0.5, true);
+        tdm_tensor *e2 = tdm_generator_dropout(ge, xe, 0.25, true);
+        tdm_tensor *e3 = e1 && e2 ? tdm_add(e1, e2, 1.0) : NULL;
+        CHECK(eu && ez && e3 && tdm_backward(e3, x) == TDM_OK);
+        if (eager_both) {   // the captured side's generator steps eagerly too
+            tdm_tensor *t[4] = {tdm_generator_rand(gc, 1, &n, TDM_DTYPE_F32, cuda0),
+                                tdm_generator_randn(gc, 1, &n, TDM_DTYPE_F32, cuda0),
+                                tdm_generator_dropout(gc, x, 0.5, true),
+                                tdm_generator_dropout(gc, x, 0.25, true)};
+            CHECK(same_bytes(t[0], eu) && same_bytes(t[1], ez));
+            for (int i = 0; i < 4; i++) tdm_tensor_free(t[i]);
+        } else {
+            CHECK_MSG(tdm_graph_replay(g) == TDM_OK, "%s", tdm_last_error());
+            CHECK_MSG(same_bytes(u, eu), "replay %d: rand differs", k);
+            CHECK_MSG(same_bytes(z, ez), "replay %d: randn differs", k);
+            CHECK_MSG(same_bytes(y3, e3), "replay %d: dropout differs", k);
+            CHECK_MSG(same_bytes(tdm_tensor_grad(xc), tdm_tensor_grad(xe)),
+                      "replay %d: dropout's gradient differs", k);
+            CHECK(!prev || !same_bytes(prev, eu));   // fresh numbers at each replay
+            tdm_tensor_free(prev);
+            prev = tdm_tensor_clone(eu);
+        }
+        CHECK(tdm_generator_offset(gc) == tdm_generator_offset(ge));
+        tdm_tensor_free(eu);
+        tdm_tensor_free(ez);
+        tdm_tensor_free(e1);
+        tdm_tensor_free(e2);
+        tdm_tensor_free(e3);
+        tdm_tensor_free(xe);
+    }
+    tdm_graph_free(g);
+    // explicit (seed, offset) draws would repeat at every replay: refused under capture
+    CHECK(tdm_graph_capture_begin(cuda0) == TDM_OK);
+    tdm_tensor *bad = tdm_tensor_rand(1, &n, TDM_DTYPE_F32, cuda0, 7, 5);
+    CHECK(bad == NULL && has_msg("rand: cannot be captured in a CUDA graph"));
+    g = (tdm_graph *)&g;
+    CHECK(tdm_graph_capture_end(cuda0, &g) != TDM_OK && g == NULL);
+    // a graph whose generator was freed refuses to replay
+    tdm_generator *gt = tdm_generator_new(1, 0);
+    CHECK(tdm_graph_capture_begin(cuda0) == TDM_OK);
+    tdm_tensor *t = tdm_generator_rand(gt, 1, &n, TDM_DTYPE_F32, cuda0);
+    CHECK(tdm_graph_capture_end(cuda0, &g) == TDM_OK);
+    tdm_generator_free(gt);
+    CHECK(tdm_graph_replay(g) != TDM_OK && has_msg("was freed"));
+    tdm_graph_free(g);
+    tdm_tensor_free(t);
+    tdm_tensor_free(prev);
+    tdm_tensor_free(u);
+    tdm_tensor_free(z);
+    tdm_tensor_free(y1);
+    tdm_tensor_free(y2);
+    tdm_tensor_free(y3);
+    tdm_tensor_free(xc);
+    tdm_tensor_free(x);
+    tdm_generator_free(gc);
+    tdm_generator_free(ge);
+    CHECK_DONE("graph.gpu_random");
+}
+
 int main(int argc, char **argv) {
     const char *t = argc > 1 ? argv[1] : "";
     if (!strcmp(t, "cpu_refuses")) return run_cpu_refuses();
     if (!strcmp(t, "gpu_replay")) return run_gpu_replay();
     if (!strcmp(t, "gpu_memory")) return run_gpu_memory();
     if (!strcmp(t, "gpu_pinned")) return run_gpu_pinned();
-    fprintf(stderr, "usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned\n");
+    if (!strcmp(t, "gpu_sgd_momentum"))
+        return optimizer_capture_test("graph.gpu_sgd_momentum", sgd_momentum);
+    if (!strcmp(t, "gpu_adam")) return optimizer_capture_test("graph.gpu_adam", adam);
+    if (!strcmp(t, "gpu_adamw")) return optimizer_capture_test("graph.gpu_adamw", adamw);
+    if (!strcmp(t, "gpu_random")) return run_gpu_random();
+    fprintf(stderr, "usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned | "
+                    "gpu_sgd_momentum | gpu_adam | gpu_adamw | gpu_random\n");
     return 2;
 }
