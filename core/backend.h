@@ -218,6 +218,13 @@ struct tdm_backend_ops {
     tdm_status (*graph_replay)(void *capture, int device_index);
     // Waits for its replays, frees it and gives its private pool back.
     void (*graph_free)(void *capture, int device_index);
+    // optional: while on, this thread's allocations on the capture's device come from a second
+    // private pool of the capture that no captured kernel has used (state that outlives the step:
+    // an optimizer's buffers made during the capture, the values replay hooks write). Blocks freed
+    // during a capture are reused by later captured allocations, so such state taken from the
+    // capture's own pool would be overwritten, at each replay, by the kernels that used its block
+    // before. NULL: core refuses to make such state during a capture.
+    tdm_status (*graph_alloc_persistent)(void *capture, int device_index, bool on);
     // ---- optional: capture-safe state (core/graph.c's replay hooks; NULL: what needs them cannot
     //      be captured). The state a captured step must see change from replay to replay lives
     //      in device memory that core rewrites before each replay, as PyTorch's graph-safe

@@ -200,7 +200,7 @@ tdm_status tdm_graph_replay(tdm_graph *g) {
 void tdm_graph_free(tdm_graph *g) {
     if (!g) return;
     g->be->graph_free(g->handle, g->dev.index);   // waits for its replays
-    hook_set_free(g->hooks);   // their device scalars go back to the graph's (released) pool
+    hook_set_free(g->hooks);   // their state goes back to the graph's (released) pool
     free(g);
 }
 
@@ -238,6 +238,26 @@ tdm_status tdm_graph_hook_add(tdm_device dev, const tdm_graph_hook *h) {
     s->n++;
     pthread_mutex_unlock(&hooks_lock);
     return TDM_OK;
+}
+
+tdm_tensor *tdm_graph_empty_persistent(int ndim, const int64_t *shape, tdm_dtype dt,
+                                       tdm_device dev) {
+    graph_capture *c = tdm_graph_is_capturing(dev) ? &captures[dev.index] : NULL;
+    if (!c) return tdm_tensor_empty(ndim, shape, dt, dev);
+    const struct tdm_backend_ops *be = tdm_backend_get(dev.type);
+    if (!be->graph_alloc_persistent) {
+        tdm_error_set(TDM_ERR_UNSUPPORTED, "graph capture: the %s backend cannot keep state made "
+                                           "during a capture", be->name);
+        return NULL;
+    }
+    if (be->graph_alloc_persistent(c->handle, dev.index, true) != TDM_OK) return NULL;
+    tdm_tensor *t = tdm_tensor_empty(ndim, shape, dt, dev);
+    tdm_status s = be->graph_alloc_persistent(c->handle, dev.index, false);
+    if (s != TDM_OK) {
+        tdm_tensor_free(t);
+        return NULL;
+    }
+    return t;
 }
 
 void *tdm_graph_hook_find(tdm_device dev, const void *owner) {

@@ -34,6 +34,14 @@ void *tdm_graph_hook_find(tdm_device dev, const void *owner);
 // `owner` is being freed: graphs holding its hooks refuse to replay from now on (with a message
 // saying so) instead of reading freed host state.
 void tdm_graph_forget(const void *owner);
+// An uninitialized tensor for state that outlives the captured step (an optimizer's buffers made
+// during the capture, what a replay hook writes): while this thread captures on dev, from a
+// second private pool of the capture that no captured kernel has used. (Blocks freed during a
+// capture are reused by later captured allocations: state in such a block would be overwritten,
+// at each replay, by the kernels that used the block earlier in the step.) Not capturing: a plain
+// tdm_tensor_empty.
+tdm_tensor *tdm_graph_empty_persistent(int ndim, const int64_t *shape, tdm_dtype dt,
+                                       tdm_device dev);
 // Enqueues on dev's current stream a write of host bytes into t's device memory at byte offset
 // `at` (any size; the backend's write_async in pieces). For replay hooks.
 tdm_status tdm_graph_write_async(tdm_tensor *t, size_t at, const void *src, size_t nbytes);

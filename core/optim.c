@@ -112,13 +112,14 @@ void tdm_optimizer_set_lr(tdm_optimizer *o, double lr) {
 }
 
 // A zeroed state tensor shaped like the parameter (lazily, as PyTorch creates state on step 1).
-// During a graph capture it is left unwritten and marked fresh: a captured memset would zero it
-// again at every replay. The captured step reads fresh state as zeros (its coef says so); an eager
-// step zeroes it first.
+// During a graph capture it comes from memory no captured kernel uses (the capture's persistent
+// pool) and is left unwritten and marked fresh: a captured memset would zero it again at every
+// replay. The captured step reads fresh state as zeros (its coef says so); an eager step zeroes it
+// first.
 static tdm_status state_like(tdm_tensor **slot, const tdm_tensor *param, bool *fresh) {
     if (*slot) return TDM_OK;
     if (tdm_graph_is_capturing(param->device)) {
-        *slot = tdm_tensor_empty(param->ndim, param->shape, param->dtype, param->device);
+        *slot = tdm_graph_empty_persistent(param->ndim, param->shape, param->dtype, param->device);
         if (*slot) *fresh = true;
     } else {
         *slot = tdm_tensor_zeros(param->ndim, param->shape, param->dtype, param->device);
@@ -146,9 +147,9 @@ static tdm_status zero_fresh(opt_slot *sl) {
 
 typedef struct {
     tdm_optimizer *o;
-    int n;         // slots stepped by the captured call
-    int *slot;     // their indices
-    tdm_tensor *coef;
+    int n;              // slots stepped by the captured call
+    int *slot;          // their indices
+    tdm_tensor *coef;   // (n * K) f64, written before each replay
 } opt_capture;
 
 enum { SGD_COEFS = 2, ADAM_COEFS = 4 };
@@ -204,7 +205,7 @@ static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
         if (tdm_tensor_grad(o->slots[i].param)) slot[c->n++] = i;
     const int k = o->kind == OPT_SGD ? SGD_COEFS : ADAM_COEFS;
     int64_t len = (int64_t)(c->n ? c->n : 1) * k;
-    c->coef = tdm_tensor_empty(1, &len, TDM_DTYPE_F64, dev);   // written before each replay
+    c->coef = tdm_graph_empty_persistent(1, &len, TDM_DTYPE_F64, dev);
     tdm_status s = c->coef ? TDM_OK : tdm_last_status();
     for (int i = 0; i < c->n && s == TDM_OK; i++) {
         opt_slot *sl = &o->slots[slot[i]];

@@ -19,13 +19,17 @@
 typedef struct {
     tdm_philox_stream *st;
     uint64_t begin, count;
-    tdm_tensor *delta;   // (1) u64 as i64 on the device, written before each replay
+    tdm_tensor *delta;   // (1) u64 (as i64) on the device, written before each replay
 } stream_capture;
 
 static void stream_capture_release(void *ctx) {
     stream_capture *c = ctx;
     tdm_tensor_free(c->delta);
     free(c);
+}
+
+static const uint64_t *delta_ptr(const stream_capture *c) {
+    return (const uint64_t *)tdm_data_c(c->delta);
 }
 
 static void stream_capture_ended(void *ctx, bool ok) {
@@ -47,7 +51,7 @@ static tdm_status stream_capture_replay(void *ctx) {
 // NULL + error when the backend cannot draw at a device offset.
 static const uint64_t *stream_delta(tdm_philox_stream *st, tdm_device dev) {
     stream_capture *c = tdm_graph_hook_find(dev, st);
-    if (c) return (const uint64_t *)tdm_data(c->delta);
+    if (c) return delta_ptr(c);
     const struct tdm_backend_ops *be = tdm_backend_get(dev.type);
     if (!be || !be->write_async) {
         tdm_error_set(TDM_ERR_UNSUPPORTED, "random stream: the %s backend cannot capture draws",
@@ -55,18 +59,20 @@ static const uint64_t *stream_delta(tdm_philox_stream *st, tdm_device dev) {
         return NULL;
     }
     c = calloc(1, sizeof *c);
+    if (!c) {
+        tdm_error_set(TDM_ERR_OOM, "random stream: out of host memory");
+        return NULL;
+    }
     int64_t one = 1;
-    tdm_tensor *delta = c ? tdm_tensor_empty(1, &one, TDM_DTYPE_I64, dev) : NULL;
-    if (!delta) {
-        if (!c) tdm_error_set(TDM_ERR_OOM, "random stream: out of host memory");
+    *c = (stream_capture){st, st->offset, 0, tdm_graph_empty_persistent(1, &one, TDM_DTYPE_I64, dev)};
+    if (!c->delta) {
         free(c);
         return NULL;
     }
-    *c = (stream_capture){st, st->offset, 0, delta};
     tdm_graph_hook h = {.owner = st, .ctx = c, .replay = stream_capture_replay,
                         .ended = stream_capture_ended, .release = stream_capture_release};
     if (tdm_graph_hook_add(dev, &h) != TDM_OK) return NULL;   // c released
-    return (const uint64_t *)tdm_data(delta);
+    return delta_ptr(c);
 }
 
 tdm_tensor *tdm_stream_rand(tdm_philox_stream *st, int ndim, const int64_t *shape, tdm_dtype dt,

@@ -506,6 +506,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .graph_capture_end = tdm_cuda_graph_capture_end,
     .graph_replay = tdm_cuda_graph_replay,
     .graph_free = tdm_cuda_graph_free,
+    .graph_alloc_persistent = tdm_cuda_graph_alloc_persistent,
     // capture-safe state (kernels/graph.cu, k_optim.cu, k_random.cu)
     .write_async = cuda_write_async,
     .sgd_step_dev = cuda_sgd_step_dev,

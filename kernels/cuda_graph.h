@@ -15,6 +15,7 @@ tdm_status tdm_cuda_graph_capture_begin(int device_index, void **capture);
 tdm_status tdm_cuda_graph_capture_end(void *capture, int device_index);
 tdm_status tdm_cuda_graph_replay(void *capture, int device_index);
 void tdm_cuda_graph_free(void *capture, int device_index);
+tdm_status tdm_cuda_graph_alloc_persistent(void *capture, int device_index, bool on);
 
 // The private pool key (kernels/caching_allocator.h) of the capture the calling thread runs on
 // the device, or NULL when it captures nothing there: cuda_alloc then pools by stream.

@@ -26,6 +26,8 @@ typedef struct {
     int device;
     cudaStream_t stream;   // the stream captured (core's side stream)
     void *pool;            // the private pool's key: an odd number, never a stream's address
+    void *persist_pool;    // a second one for state that outlives the step (graph_alloc_persistent)
+    bool persistent;       // allocations go to persist_pool now
     cudaGraphExec_t exec;  // after capture_end
     bool failed;           // an op refused during the capture
     char why[256];         // its message
@@ -43,7 +45,16 @@ static cuda_graph *capture_here(int device_index) {
 
 void *tdm_cuda_graph_pool(int device_index) {
     cuda_graph *g = capture_here(device_index);
-    return g ? g->pool : NULL;
+    return g ? (g->persistent ? g->persist_pool : g->pool) : NULL;
+}
+
+tdm_status tdm_cuda_graph_alloc_persistent(void *capture, int device_index, bool on) {
+    cuda_graph *g = (cuda_graph *)capture;
+    if (!g || capture_here(device_index) != g)
+        return tdm_error_set(TDM_ERR_ARG, "graph capture: not this thread's capture on cuda:%d",
+                             device_index);
+    g->persistent = on;
+    return TDM_OK;
 }
 
 bool tdm_cuda_stream_capturing(cudaStream_t stream) {
@@ -97,6 +108,7 @@ static void graph_destroy(cuda_graph *g) {
     if (g->exec) (void)CUDA_CHECK(cudaGraphExecDestroy(g->exec));
     tdm_caching_allocator *ca = tdm_cuda_device_allocator(g->device);
     if (ca) tdm_ca_pool_release(ca, g->pool);
+    if (ca && g->persist_pool) tdm_ca_pool_release(ca, g->persist_pool);
     free(g);
 }
 
@@ -122,7 +134,9 @@ tdm_status tdm_cuda_graph_capture_begin(int device_index, void **capture) {
     g->device = device_index;
     g->stream = stream;
     g->pool = (void *)(uintptr_t)(2 * __atomic_fetch_add(&next_pool, 1, __ATOMIC_RELAXED) + 1);
+    g->persist_pool = (void *)(uintptr_t)(2 * __atomic_fetch_add(&next_pool, 1, __ATOMIC_RELAXED) + 1);
     tdm_status s = tdm_ca_pool_hold(ca, g->pool);
+    if (s == TDM_OK) s = tdm_ca_pool_hold(ca, g->persist_pool);
     if (s == TDM_OK) s = CUDA_CHECK(cudaSetDevice(device_index));
     if (s == TDM_OK)
         s = CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
