@@ -25,17 +25,21 @@
  * - copies between host and device (they synchronize): tdm_tensor_from_host / tdm_tensor_to /
  *   reading a value. Make constants before the capture. tdm_backward(loss, NULL) creates its
  *   seed from the host: pass a static grad_output of ones made before the capture.
- * - Adam/AdamW steps (the step count, for the bias corrections, is a kernel argument that every
- *   replay would repeat): use SGD in a captured step.
- * - dropout (its seed and offset are kernel arguments: every replay would draw the same mask).
+ * - random draws with an explicit (seed, offset): tdm_tensor_rand/randn, tdm_dropout (every replay
+ *   would draw the same numbers). Draws from a tdm_generator and nn's Dropout modules are
+ *   captured: each replay draws what the next eager step would (tensor.h).
  * - the gradient scaler's step (it reads found_inf on the host to decide whether to step).
  * - BatchNorm2d in training mode (num_batches_tracked is incremented through the host).
  * Copies between tensors of the capturing device are recorded (without the synchronization they
  * have outside a capture).
  * Not checked under capture: cross_entropy targets and embedding indices (the check reads a
  * device flag on the host); out-of-range indices are undefined behaviour then, as in PyTorch.
- * Optimizer state must exist before the capture: run a few eager steps first (PyTorch requires
- * this warm-up too; it also fills the allocator's cache and the matmul plan caches).
+ * Optimizer steps (SGD with momentum, Adam, AdamW) are captured with their per-step state on the
+ * device (PyTorch's capturable optimizers): each replay advances the step count and the momentum
+ * state as an eager step does and computes what it computes, bit for bit, also when the capture
+ * comes before any eager step. The optimizers and generators a graph advances must outlive its
+ * replays (a replay after one is freed fails). Eager warm-up steps are still wise (they fill the
+ * allocator's cache and the matmul plan caches).
  *
  * On the cpu every call fails with TDM_ERR_UNSUPPORTED: graph capture needs a CUDA device. */
 #ifndef TANDEM_GRAPH_H
