@@ -6,6 +6,7 @@
  * owns references to its inputs (the edges: an input with a grad_fn leads to that node, an input
  * without one is a leaf) and to the extra tensors it saved. Nothing points back at an output, so
  * freeing the last output frees the graph behind it. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,6 +495,48 @@ static tdm_status engine_run_node(engine *e, int k) {
     return s;
 }
 
+// A one-element 1 of root's shape, dtype and device. On a device, a copy (on the device, no host
+// wait) of a 1 made there once per device and dtype, so a step's backward never synchronizes
+// (issue 14: only a result that goes to the host waits) and can be captured once one eager
+// backward has made it. Kept for the process's lifetime.
+#define ONE_CACHE 64
+static struct {
+    tdm_device device;
+    tdm_dtype dtype;
+    tdm_tensor *one;
+} one_cache[ONE_CACHE];
+static int one_cached;
+static pthread_mutex_t one_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static tdm_tensor *device_one(const tdm_tensor *root) {
+    tdm_tensor *one = NULL;
+    bool owned = false;   // not in the cache (it is full): freed here
+    pthread_mutex_lock(&one_lock);
+    for (int i = 0; i < one_cached && !one; i++)
+        if (tdm_device_equal(one_cache[i].device, root->device) && one_cache[i].dtype == root->dtype)
+            one = one_cache[i].one;
+    if (!one) {
+        const double v = 1.0;
+        const int64_t shape[1] = {1};
+        tdm_tensor *h = tdm_tensor_from_host(1, shape, TDM_DTYPE_F64, TDM_CPU, &v);
+        one = h ? tdm_tensor_to(h, root->device, root->dtype) : NULL;
+        tdm_tensor_free(h);
+        if (one && one_cached < ONE_CACHE) {
+            one_cache[one_cached].device = root->device;
+            one_cache[one_cached].dtype = root->dtype;
+            one_cache[one_cached++].one = one;
+        } else {
+            owned = one != NULL;
+        }
+    }
+    pthread_mutex_unlock(&one_lock);
+    tdm_tensor *view = one ? tdm_tensor_reshape(one, root->ndim, root->shape) : NULL;
+    tdm_tensor *g = view ? tdm_tensor_clone(view) : NULL;   // device to device
+    tdm_tensor_free(view);
+    if (owned) tdm_tensor_free(one);
+    return g;
+}
+
 // The gradient that seeds root: ones for a one-element root without grad_output, else
 // grad_output (converted to root's dtype and device when they differ, as PyTorch does).
 static tdm_tensor *seed_gradient(const tdm_tensor *root, const tdm_tensor *grad_output) {
@@ -506,6 +549,7 @@ static tdm_tensor *seed_gradient(const tdm_tensor *root, const tdm_tensor *grad_
                           tdm_shape_str(root->ndim, root->shape, a, sizeof a));
             return NULL;
         }
+        if (root->device.type != TDM_DEVICE_CPU) return device_one(root);
         double one = 1.0;
         tdm_tensor *h = tdm_tensor_from_host(root->ndim, root->shape, TDM_DTYPE_F64, TDM_CPU, &one);
         tdm_tensor *g = h ? tdm_tensor_to(h, root->device, root->dtype) : NULL;

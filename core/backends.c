@@ -30,13 +30,13 @@ static void env_read(void) {
     env_bool("TANDEM_TF32_CONV", &tf32_conv);
     const char *v = getenv("TANDEM_CONV_ALGO");
     if (!v) return;
-    for (int m = TDM_CONV_ALGO_HEURISTIC; m <= TDM_CONV_ALGO_DETERMINISTIC; m++)
+    for (int m = TDM_CONV_ALGO_HEURISTIC; m <= TDM_CONV_ALGO_DIRECT; m++)
         if (!strcmp(v, tdm_conv_algo_mode_name((tdm_conv_algo_mode)m))) {
             atomic_store(&conv_mode, m);
             return;
         }
-    fprintf(stderr, "tandem: ignoring TANDEM_CONV_ALGO=%s (expected heuristic, benchmark or "
-            "deterministic)\n", v);
+    fprintf(stderr, "tandem: ignoring TANDEM_CONV_ALGO=%s (expected heuristic, benchmark, "
+            "deterministic or direct)\n", v);
 }
 
 void tdm_tf32_set_allowed(tdm_tf32_scope scope, bool allow) {
@@ -51,7 +51,7 @@ bool tdm_tf32_allowed(tdm_tf32_scope scope) {
 
 void tdm_conv_algo_mode_set(tdm_conv_algo_mode mode) {
     pthread_once(&env_once, env_read);
-    if (mode >= TDM_CONV_ALGO_HEURISTIC && mode <= TDM_CONV_ALGO_DETERMINISTIC)
+    if (mode >= TDM_CONV_ALGO_HEURISTIC && mode <= TDM_CONV_ALGO_DIRECT)
         atomic_store(&conv_mode, (int)mode);
 }
 
@@ -65,6 +65,7 @@ const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode) {
     case TDM_CONV_ALGO_HEURISTIC: return "heuristic";
     case TDM_CONV_ALGO_BENCHMARK: return "benchmark";
     case TDM_CONV_ALGO_DETERMINISTIC: return "deterministic";
+    case TDM_CONV_ALGO_DIRECT: return "direct";
     }
     return "unknown";
 }

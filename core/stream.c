@@ -398,8 +398,10 @@ tdm_tensor *tdm_tensor_to_non_blocking(const tdm_tensor *t, tdm_device dev, tdm_
 }
 
 // Bytes of src to dst, both on devices of one backend (cuda:i -> cuda:j), on the current stream
-// of dst's device, waited for: tdm_tensor_copy_ without staging through the host. Unsupported
-// (with no error set) when the backend has no copy_async: the caller stages instead.
+// of dst's device: tdm_tensor_copy_ without staging through the host. On one device the copy is
+// stream-ordered like any kernel and not waited for (as PyTorch's; a step copies tensors without
+// stopping the host); between two devices it is waited for. Unsupported (with no error set) when
+// the backend has no copy_async: the caller stages instead.
 tdm_status tdm_copy_device_to_device(tdm_tensor *dst, const tdm_tensor *src) {
     const struct tdm_backend_ops *be = tdm_backend_of(dst);
     if (!be->copy_async || !be->stream_synchronize || tdm_backend_of(src) != be)
@@ -407,9 +409,8 @@ tdm_status tdm_copy_device_to_device(tdm_tensor *dst, const tdm_tensor *src) {
     void *h = stream_handle(NULL, dst->device);
     TDM_TRY(be->copy_async(tdm_data(dst), tdm_data_c(src), tdm_tensor_nbytes(dst), TDM_COPY_D2D,
                            dst->device.index, src->device.index, h));
-    // Under graph capture (tandem/graph.h) the copy is recorded in stream order, and a
-    // synchronization would break the capture: the stream's later work is ordered after it.
-    if (tdm_graph_is_capturing(dst->device) && tdm_device_equal(dst->device, src->device))
-        return TDM_OK;
+    // Same device: ordered before the stream's later work (under graph capture too, where a
+    // synchronization would break the capture).
+    if (tdm_device_equal(dst->device, src->device)) return TDM_OK;
     return be->stream_synchronize(h, dst->device.index);
 }

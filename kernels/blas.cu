@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/cuda_libs.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/plan_cache.h"
@@ -44,24 +45,7 @@ void tdm_cuda_cublas_version(char *buf, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// small kernels shared with conv_cudnn.cu: element access in the accumulation type
-
-static __device__ __forceinline__ float ld_acc(const float *p, int64_t i) { return p[i]; }
-static __device__ __forceinline__ double ld_acc(const double *p, int64_t i) { return p[i]; }
-static __device__ __forceinline__ float ld_acc(const __half *p, int64_t i) {
-    return __half2float(p[i]);
-}
-static __device__ __forceinline__ float ld_acc(const __nv_bfloat16 *p, int64_t i) {
-    return __bfloat162float(p[i]);
-}
-static __device__ __forceinline__ void st_acc(float *p, int64_t i, float v) { p[i] = v; }
-static __device__ __forceinline__ void st_acc(double *p, int64_t i, double v) { p[i] = v; }
-static __device__ __forceinline__ void st_acc(__half *p, int64_t i, float v) {
-    p[i] = __float2half_rn(v);
-}
-static __device__ __forceinline__ void st_acc(__nv_bfloat16 *p, int64_t i, float v) {
-    p[i] = __float2bfloat16_rn(v);
-}
+// small kernels shared with conv_cudnn.cu
 
 // y viewed as (outer, C, inner): y[o,c,i] = b[c]. Grid-stride over y's n elements.
 template <typename T>
@@ -103,78 +87,12 @@ tdm_status tdm_cuda_bias_fill(void *y, const void *b, tdm_dtype dt, int64_t oute
     return CUDA_CHECK(cudaGetLastError());
 }
 
-// inner == 1: column sums of x (outer, C). Block (32, 8): x threads own a column each (coalesced
-// rows), y threads stride over the rows; a shared-memory sum over the 8 partials, in a fixed
-// order (deterministic).
-template <typename TI, typename TO, typename A>
-__global__ void sum_columns_kernel(const TI *x, TO *out, int64_t outer, int64_t c) {
-    __shared__ A part[8][33];
-    const int64_t col = blockIdx.x * 32 + threadIdx.x;
-    A acc = 0;
-    if (col < c)
-        for (int64_t o = threadIdx.y; o < outer; o += 8) acc += ld_acc(x, o * c + col);
-    part[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < c) {
-        A s = 0;
-        for (int r = 0; r < 8; r++) s += part[r][threadIdx.x];
-        st_acc(out, col, s);
-    }
-}
-
-// inner > 1: one block per channel c, 256 threads over its (outer, inner) positions (contiguous
-// along inner), then a tree sum in shared memory.
-template <typename TI, typename TO, typename A>
-__global__ void sum_channel_kernel(const TI *x, TO *out, int64_t outer, int64_t c,
-                                   int64_t inner) {
-    __shared__ A part[256];
-    const int64_t ch = blockIdx.x, n = outer * inner;
-    A acc = 0;
-    for (int64_t j = threadIdx.x; j < n; j += 256)
-        acc += ld_acc(x, ((j / inner) * c + ch) * inner + j % inner);
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) st_acc(out, ch, part[0]);
-}
-
-template <typename TI, typename TO, typename A>
-static tdm_status sum_launch(const void *x, void *out, int64_t outer, int64_t c, int64_t inner) {
-    if (inner == 1) {
-        TDM_LAUNCH((unsigned)((c + 31) / 32), dim3(32, 8), 0, tdm_cuda_stream_here(),
-                   sum_columns_kernel<TI, TO, A>)
-        ((const TI *)x, (TO *)out, outer, c);
-    } else {
-        TDM_LAUNCH((unsigned)c, 256, 0, tdm_cuda_stream_here(), sum_channel_kernel<TI, TO, A>)
-        ((const TI *)x, (TO *)out, outer, c, inner);
-    }
-    return CUDA_CHECK(cudaGetLastError());
-}
-
-// x_dt is dt, or f32 beside an f16/bf16 dt (a product kept in f32 before its one rounding).
+// x_dt is dt, or f32 beside an f16/bf16 dt (a product kept in f32 before its one rounding):
+// k_reduce.cu's split-and-finish reduction (kernels/reduce_plan.h), which fills the device
+// however few the channels.
 static tdm_status sum_outer_inner(const void *x, tdm_dtype x_dt, void *out, tdm_dtype dt,
                                   int64_t outer, int64_t c, int64_t inner) {
-    if (c == 0) return TDM_OK;
-    if (c > 0x7fffffff) return tdm_error_set(TDM_ERR_UNSUPPORTED, "sum: %lld channels",
-                                             (long long)c);
-    if (outer * inner == 0)   // on the current stream, ordered with the rest of the work
-        return CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)c * tdm_dtype_size(dt),
-                                          tdm_cuda_stream_here()));
-    const bool f32_in = x_dt == TDM_DTYPE_F32;
-    switch (dt) {
-    case TDM_DTYPE_F32: return sum_launch<float, float, float>(x, out, outer, c, inner);
-    case TDM_DTYPE_F64: return sum_launch<double, double, double>(x, out, outer, c, inner);
-    case TDM_DTYPE_F16:
-        return f32_in ? sum_launch<float, __half, float>(x, out, outer, c, inner)
-                      : sum_launch<__half, __half, float>(x, out, outer, c, inner);
-    case TDM_DTYPE_BF16:
-        return f32_in ? sum_launch<float, __nv_bfloat16, float>(x, out, outer, c, inner)
-                      : sum_launch<__nv_bfloat16, __nv_bfloat16, float>(x, out, outer, c, inner);
-    default: return tdm_error_set(TDM_ERR_DTYPE, "sum: dtype %s", tdm_dtype_name(dt));
-    }
+    return cuda_sum_outer_inner(x, x_dt, out, dt, outer, c, inner);
 }
 
 tdm_status tdm_cuda_sum_outer_inner(const void *x, void *out, tdm_dtype dt, int64_t outer,

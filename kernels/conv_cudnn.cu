@@ -11,8 +11,13 @@
  *   heuristic      the first configuration, in heuristic order, whose plan builds;
  *   benchmark      every configuration that builds is run once untimed and 3 times timed with
  *                  CUDA events; the fastest (minimum) wins — PyTorch's cudnn.benchmark;
- *   deterministic  as heuristic, among engines without the NONDETERMINISTIC numerical note.
- * In every mode, engines are excluded that would break the accumulation contract (f32 or
+ *   deterministic  as heuristic, among engines without the NONDETERMINISTIC numerical note;
+ *   direct         no cuDNN: tandem's own direct-summation kernels (k_conv_direct.cu).
+ * Heuristic and deterministic exclude Winograd and FFT engines (notes WINOGRAD*, FFT): their error
+ * is not the direct summation's that docs/CONFORMANCE.md bounds; benchmark searches them, as
+ * PyTorch's cudnn.benchmark does. A configuration for which cuDNN offers no engine that builds
+ * (f64 has few, none for some NHWC, grouped or dilated cases) runs on the direct kernels in any
+ * mode, never "unsupported"; tdm_conv_algo_last says so. In every mode, engines are excluded that would break the accumulation contract (f32 or
  * better): notes DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION; for f32 data while
  * tdm_tf32_allowed(TDM_TF32_CONV) is false, engines with the TENSOR_CORE note (on f32 data they
  * compute in TF32), as PyTorch does. The plan is cached per device under a key of everything it
@@ -352,6 +357,15 @@ static bool engine_allowed(const engine_desc *e, const conv_call *c, tdm_conv_al
     if (e->note[CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION]) return false;
     if (mode == TDM_CONV_ALGO_DETERMINISTIC && e->note[CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC])
         return false;
+    // Winograd's transforms amplify rounding error and FFT's error is only normwise: the direct-
+    // summation bound (docs/CONFORMANCE.md) covers neither, so only the benchmark mode, which
+    // searches what PyTorch's cudnn.benchmark searches, may take them
+    if (mode != TDM_CONV_ALGO_BENCHMARK &&
+        (e->note[CUDNN_NUMERICAL_NOTE_FFT] || e->note[CUDNN_NUMERICAL_NOTE_WINOGRAD] ||
+         e->note[CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4] ||
+         e->note[CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6] ||
+         e->note[CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13]))
+        return false;
     if (c->dt == TDM_DTYPE_F32 && !tf32 && e->note[CUDNN_NUMERICAL_NOTE_TENSOR_CORE]) return false;
     return true;
 }
@@ -430,16 +444,17 @@ static double plan_time(conv_device *d, int dev, bdesc plan, int64_t workspace,
 }
 
 static void info_engine_name(tdm_conv_algo_info *info, const engine_desc *e) {
-    static const char *const names[CUDNN_NUMERICAL_NOTE_TYPE_COUNT] = {
+    static const char *const names[] = {   // cuDNN's order (9.0's enum ends before strict_nan)
         "tensor_core", "down_convert", "reduced_precision", "fft", "nondeterministic",
         "winograd", "winograd_4x4", "winograd_6x6", "winograd_13x13", "strict_nan"};
+    const int n_names = (int)(sizeof names / sizeof *names);
     int len = snprintf(info->engine, sizeof info->engine, "cudnn engine %lld", (long long)e->id);
     const char *sep = " (";
     for (int i = 0; i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT && len > 0 &&
                     len < (int)sizeof info->engine; i++) {
         if (!e->note[i]) continue;
         len += snprintf(info->engine + len, sizeof info->engine - (size_t)len, "%s%s", sep,
-                        names[i]);
+                        i < n_names ? names[i] : "note");
         sep = ", ";
     }
     if (sep[0] == ',' && len > 0 && len < (int)sizeof info->engine)
@@ -538,6 +553,17 @@ static tdm_status bias_fill(void *y, const tdm_tensor *b, tdm_dtype dt, const in
                                           : tdm_cuda_bias_fill(y, tdm_data_c(b), dt, n, o, hw);
 }
 
+// The choice recorded for a configuration run by tandem's direct kernels (k_conv_direct.cu).
+static void direct_info(tdm_conv_algo_info *info, const conv_call *c, tdm_conv_algo_mode mode) {
+    memset(info, 0, sizeof *info);
+    info->pass = c->pass;
+    info->mode = mode;
+    info->engine_id = -1;
+    snprintf(info->engine, sizeof info->engine, "%s",
+             mode == TDM_CONV_ALGO_DIRECT ? "tandem direct (direct mode)"
+                                          : "tandem direct (cuDNN has no engine)");
+}
+
 // Runs one pass: the cached plan, or a new search. A bias (forward only, may be NULL) is filled
 // into y after the search and before the execution (a benchmark search scribbles on y).
 static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *bias) {
@@ -557,16 +583,24 @@ static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *b
     conv_plan *p = (conv_plan *)tdm_plan_cache_find(d->plans, &key, sizeof key);
     if (!p) {
         cached = false;
+        const tdm_conv_algo_mode mode = tdm_conv_algo_mode_get();
         // a benchmark search times candidates with a host wait on events, which a capture
         // forbids (and would record the candidate runs into the graph)
-        if (tdm_conv_algo_mode_get() == TDM_CONV_ALGO_BENCHMARK)
+        if (mode == TDM_CONV_ALGO_BENCHMARK)
             s = tdm_cuda_capture_refuse(tdm_cuda_current_stream(dev), dev,
                                         "conv2d (benchmark search)",
                                         "timing candidates waits on the host; run this shape once "
                                         "before capturing");
         if (s == TDM_OK && !(p = (conv_plan *)calloc(1, sizeof *p)))
             s = tdm_error_set(TDM_ERR_OOM, "conv2d: out of host memory");
-        if (s == TDM_OK) s = plan_search(d, dev, c, p);
+        if (s == TDM_OK && mode != TDM_CONV_ALGO_DIRECT) s = plan_search(d, dev, c, p);
+        if (s == TDM_ERR_UNSUPPORTED || (s == TDM_OK && mode == TDM_CONV_ALGO_DIRECT)) {
+            // no cuDNN engine for this configuration (or the direct mode): tandem's own kernels
+            conv_plan_destroy(p);
+            p = (conv_plan *)calloc(1, sizeof *p);
+            s = p ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "conv2d: out of host memory");
+            if (p) direct_info(&p->info, c, mode);
+        }
         if (s != TDM_OK) {
             conv_plan_destroy(p);
             p = NULL;
@@ -576,8 +610,13 @@ static tdm_status conv_pass_run(int dev, const conv_call *c, const tdm_tensor *b
             p = NULL;   // destroyed by the failed insert
         }
     }
-    if (s == TDM_OK && bias) s = bias_fill(c->py, bias, c->dt, c->y, c->p->layout);
-    if (s == TDM_OK) s = plan_execute(d, dev, p->plan, p->workspace, c);
+    if (s == TDM_OK && !p->plan) {   // direct kernels (the bias added in the sum)
+        s = cuda_conv_direct((int)c->pass, c->dt, c->x, c->w, c->y, c->px, c->pw, c->py,
+                             bias ? tdm_data_c(bias) : NULL, c->p);
+    } else if (s == TDM_OK) {
+        if (bias) s = bias_fill(c->py, bias, c->dt, c->y, c->p->layout);
+        if (s == TDM_OK) s = plan_execute(d, dev, p->plan, p->workspace, c);
+    }
     if (s == TDM_OK) {
         d->last[c->pass] = p->info;
         d->last[c->pass].cached = cached;

@@ -396,7 +396,8 @@ static tdm_status cuda_copy_from_host(void *dst, const void *src, size_t nbytes,
     TDM_TRY(tdm_cuda_capture_refuse(s, device_index, "copy from the host",
                                     "it synchronizes; fill static tensors before the capture"));
     TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s)));
-    return CUDA_CHECK(cudaStreamSynchronize(s));
+    TDM_TRY(CUDA_CHECK(cudaStreamSynchronize(s)));
+    return cuda_err_check(device_index);   // a host wait: the device's index checks are read
 }
 
 static tdm_status cuda_copy_to_host(void *dst, const void *src, size_t nbytes, int device_index) {
@@ -405,7 +406,8 @@ static tdm_status cuda_copy_to_host(void *dst, const void *src, size_t nbytes, i
     TDM_TRY(tdm_cuda_capture_refuse(s, device_index, "copy to the host",
                                     "it synchronizes; read outputs after a replay"));
     TDM_TRY(CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s)));
-    return CUDA_CHECK(cudaStreamSynchronize(s));
+    TDM_TRY(CUDA_CHECK(cudaStreamSynchronize(s)));
+    return cuda_err_check(device_index);   // a host wait: the device's index checks are read
 }
 
 static tdm_status cuda_memset_zero(void *dst, size_t nbytes, int device_index) {

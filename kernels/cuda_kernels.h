@@ -32,12 +32,29 @@ int cuda_sm_count(void);   // of the current device
 // safe). NULL + error when out of memory.
 tdm_tensor *cuda_scratch(const tdm_tensor *like, int64_t n, tdm_dtype dt);
 
-// Index validation on the device (cross_entropy targets, embedding indices): a kernel given a
-// zeroed i64 scratch `flag` (cuda_flag_new) stores {1, the bad index} on a bad index;
-// cuda_flag_read copies it back (a synchronizing read) and frees it. An error flag cannot be
-// raised from a kernel without stopping the context, so the backend pays this one read.
-tdm_tensor *cuda_flag_new(const tdm_tensor *like, int64_t n);   // n >= 2 zeroed i64, or NULL
-tdm_status cuda_flag_read(tdm_tensor *flag, int64_t out[2]);
+// Index validation on the device (cross_entropy targets, embedding indices) without a host
+// wait: a kernel given a cuda_err_ref (cuda_err_ref_get) records the first bad value it meets in
+// its device's error record (mapped pinned host memory, so recording needs no copy and reading it
+// no synchronization); the host reads the record after it waits on that device anyway (a copy to
+// the host, a stream, event or device synchronize: cuda_err_check) and reports there which op,
+// which value and the bound, once. An op never synchronizes for its own checks; under graph
+// capture the captured kernels record into the same place on every replay.
+typedef enum {
+    CUDA_ERR_NONE,
+    CUDA_ERR_EMBEDDING,
+    CUDA_ERR_EMBEDDING_BACKWARD,
+    CUDA_ERR_CROSS_ENTROPY,
+    CUDA_ERR_CROSS_ENTROPY_BACKWARD,
+} cuda_err_op;
+typedef struct {
+    unsigned long long *rec;   // device view of the record {raised, op, value, bound, position}
+    int op;                    // cuda_err_op
+    long long bound;           // rows (embedding) or classes (cross_entropy)
+} cuda_err_ref;
+// The record of t's device (made on first use) for `op` checking values against `bound`.
+tdm_status cuda_err_ref_get(const tdm_tensor *t, cuda_err_op op, int64_t bound, cuda_err_ref *out);
+// After a host wait on `device`: a recorded error becomes this call's error (and is cleared).
+tdm_status cuda_err_check(int device);
 
 // ---- the slots ---------------------------------------------------------------------------
 // k_elementwise.cu
@@ -98,6 +115,12 @@ tdm_status cuda_max_pool2d_backward(const tdm_tensor *gy, const tdm_tensor *x,
 tdm_status cuda_avg_pool2d(const tdm_tensor *x, const tdm_pool2d_params *p, tdm_tensor *y);
 tdm_status cuda_avg_pool2d_backward(const tdm_tensor *gy, const tdm_pool2d_params *p,
                                     tdm_tensor *gx);
+// k_conv_direct.cu: tandem's own convolution (conv_cudnn.cu's fallback and direct mode). pass 0
+// forward (px, pw in; py out; bias or NULL), 1 backward data (py = gy, pw in; px = gx out), 2
+// backward filter (px, py = gy in; pw = gw out); dims in (N,C,H,W) order, padding symmetric.
+tdm_status cuda_conv_direct(int pass, tdm_dtype dt, const int64_t x[4], const int64_t w[4],
+                            const int64_t y[4], const void *px, const void *pw, void *py,
+                            const void *bias, const tdm_conv2d_params *p);
 // k_embedding.cu
 tdm_status cuda_embedding(const tdm_tensor *idx, const tdm_tensor *w, tdm_tensor *y);
 tdm_status cuda_embedding_backward(const tdm_tensor *gy, const tdm_tensor *idx,
@@ -109,5 +132,9 @@ tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor 
                           tdm_tensor *v, int64_t step, const tdm_adam_params *p);
 tdm_status cuda_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
                                   tdm_tensor *found_inf);
+// x (outer, c, inner) of x_dt summed over outer and inner into out (c) of dt (x_dt is dt, or f32
+// beside f16/bf16), split and finished as kernels/reduce_plan.h says: bias gradients.
+tdm_status cuda_sum_outer_inner(const void *x, tdm_dtype x_dt, void *out, tdm_dtype dt,
+                                int64_t outer, int64_t c, int64_t inner);
 
 #endif

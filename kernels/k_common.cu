@@ -1,7 +1,11 @@
 /* k_common.cu — the launchers' host helpers (kernels/cuda_kernels.h): the device of a call, grid
- * sizes from the device's SM count, scratch tensors, and reading a kernel's error flag. */
+ * sizes from the device's SM count, scratch tensors, and the device error record that index
+ * checks write and host waits read. */
 #include "kernels/k_common.cuh"
 #include "kernels/cuda_graph.h"
+
+#include <pthread.h>
+#include <string.h>
 
 tdm_status cuda_use_device(const tdm_tensor *t) {
     return CUDA_CHECK(cudaSetDevice(t->device.index));
@@ -39,26 +43,67 @@ tdm_tensor *cuda_scratch(const tdm_tensor *like, int64_t n, tdm_dtype dt) {
     return tdm_tensor_empty(1, shape, dt, like->device);
 }
 
-tdm_tensor *cuda_flag_new(const tdm_tensor *like, int64_t n) {
-    tdm_tensor *f = cuda_scratch(like, n < 2 ? 2 : n, TDM_DTYPE_I64);
-    if (f && CUDA_CHECK(cudaMemsetAsync(tdm_data(f), 0, (size_t)f->numel * sizeof(int64_t),
-                                        cuda_stream_current())) != TDM_OK) {
-        tdm_tensor_free(f);
-        return NULL;
+// ---- the device error record (cuda_kernels.h) ----
+// {raised, op, value, bound, position} per device, in mapped pinned host memory: the kernels
+// write it through its device view, the host reads it directly after a wait (no copy, no sync).
+static volatile unsigned long long *err_host[TDM_CUDA_MAX_DEVICES];
+static unsigned long long *err_dev[TDM_CUDA_MAX_DEVICES];
+static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static tdm_status err_record_make(int dev) {
+    // cudaHostAlloc is not a stream operation, but a capture in thread-local mode refuses it on
+    // this thread: made in relaxed mode for its duration (made once, it outlives every graph)
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    void *h = NULL, *d = NULL;
+    tdm_status s = CUDA_CHECK(cudaHostAlloc(&h, 5 * sizeof(unsigned long long),
+                                            cudaHostAllocMapped | cudaHostAllocPortable));
+    if (s == TDM_OK) s = CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (s != TDM_OK) {
+        if (h) (void)cudaFreeHost(h);
+        return s;
     }
-    return f;
+    memset(h, 0, 5 * sizeof(unsigned long long));
+    err_dev[dev] = (unsigned long long *)d;
+    __atomic_store_n(&err_host[dev], (volatile unsigned long long *)h, __ATOMIC_RELEASE);
+    return TDM_OK;
 }
 
-tdm_status cuda_flag_read(tdm_tensor *flag, int64_t out[2]) {
-    // Under graph capture the read cannot happen (it synchronizes): indices are not checked, as
-    // in PyTorch; the flag, which the captured kernel writes on a bad index, lives with the graph.
-    if (tdm_cuda_stream_capturing(cuda_stream_current())) {
-        out[0] = out[1] = 0;
-        return tdm_cuda_graph_keep(flag);
+tdm_status cuda_err_ref_get(const tdm_tensor *t, cuda_err_op op, int64_t bound,
+                            cuda_err_ref *out) {
+    const int dev = t->device.index;
+    if (dev < 0 || dev >= TDM_CUDA_MAX_DEVICES)
+        return tdm_error_set(TDM_ERR_DEVICE, "cuda:%d: error records are kept for cuda:0..%d only",
+                             dev, TDM_CUDA_MAX_DEVICES - 1);
+    tdm_status s = TDM_OK;
+    if (!__atomic_load_n(&err_host[dev], __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&err_lock);
+        if (!err_host[dev]) s = err_record_make(dev);
+        pthread_mutex_unlock(&err_lock);
     }
-    tdm_status s = CUDA_CHECK(cudaMemcpyAsync(out, tdm_data_c(flag), 2 * sizeof(int64_t),
-                                              cudaMemcpyDeviceToHost, cuda_stream_current()));
-    if (s == TDM_OK) s = CUDA_CHECK(cudaStreamSynchronize(cuda_stream_current()));
-    tdm_tensor_free(flag);
+    out->rec = err_dev[dev];
+    out->op = (int)op;
+    out->bound = (long long)bound;
     return s;
+}
+
+tdm_status cuda_err_check(int dev) {
+    if (dev < 0 || dev >= TDM_CUDA_MAX_DEVICES) return TDM_OK;
+    volatile unsigned long long *r = __atomic_load_n(&err_host[dev], __ATOMIC_ACQUIRE);
+    if (!r || !r[0]) return TDM_OK;
+    const int op = (int)r[1];
+    const long long value = (long long)r[2], bound = (long long)r[3], at = (long long)r[4];
+    for (int i = 1; i < 5; i++) r[i] = 0;
+    __atomic_store_n(&r[0], 0ull, __ATOMIC_RELEASE);   // reported once
+    static const char *const names[] = {"?", "embedding", "embedding_backward", "cross_entropy",
+                                        "cross_entropy_backward"};
+    const char *name = op > 0 && op <= CUDA_ERR_CROSS_ENTROPY_BACKWARD ? names[op] : names[0];
+    const bool ce = op == CUDA_ERR_CROSS_ENTROPY || op == CUDA_ERR_CROSS_ENTROPY_BACKWARD;
+    return tdm_error_set(TDM_ERR_ARG,
+                         ce ? "%s: target %lld out of bounds for %lld classes (row %lld; checked "
+                              "on cuda:%d, reported at the next host wait)"
+                            : "%s: index %lld out of range for %lld rows (indices[%lld]; checked "
+                              "on cuda:%d, reported at the next host wait)",
+                         name, value, bound, at, dev);
 }

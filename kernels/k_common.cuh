@@ -72,6 +72,20 @@ template <typename A> __device__ __forceinline__ A k_nan() { return (A)NAN; }
                              op, tdm_dtype_name(dt));                                        \
     }
 
+// ---- index checks: a bad value into the device's error record (cuda_kernels.h) ----------
+
+// The first bad value any kernel meets wins; the host reads the record after its next wait.
+// `value` is the bad index or target, `at` its position in the index/target tensor.
+__device__ __forceinline__ void cuda_raise(const cuda_err_ref &e, long long value, long long at) {
+    if (atomicCAS(&e.rec[0], 0ull, 1ull) == 0ull) {
+        e.rec[1] = (unsigned long long)e.op;
+        e.rec[2] = (unsigned long long)value;
+        e.rec[3] = (unsigned long long)e.bound;
+        e.rec[4] = (unsigned long long)at;
+        __threadfence_system();
+    }
+}
+
 // ---- side tensors of a runtime dtype (norm weights, running and saved statistics) --------
 
 typedef struct {

@@ -4,9 +4,11 @@
  * and written through their own dtype (they may be f32 beside an f16/bf16 input).
  *   layer_norm: x (R,K); a warp per row (K <= 1024) or a block; weight/bias grads are column sums
  *     over rows by (32 x 8) blocks, split over rows when K is small, added up in a fixed order.
- *   batch_norm: x (N,C,S); a block per channel computes its statistics (and updates the running
+ *   batch_norm: x (N,C,S); per-channel sums split along N*S until the device is full
+ *     (kernels/reduce_plan.h), finished per channel in a fixed order (the statistics, the running
  *     ones), then an elementwise pass normalizes. */
 #include "kernels/k_common.cuh"
+#include "kernels/reduce_plan.h"
 
 
 static const int NORM_THREADS = 256;
@@ -198,50 +200,128 @@ tdm_status cuda_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
 // running stats become (1-m) r + m stat, with the unbiased var * n/(n-1).
 // Eval: mean = running_mean, invstd = 1/sqrt(running_var + eps).
 // y = (x - mean) * invstd * w + b.
+//
+// The per-channel sums are split along the n positions (kernels/reduce_plan.h: C = 64 channels
+// fill an H100 only when each channel's range is split) into part[(c * splits + s) * K + k], and a
+// finish kernel per channel adds its splits in order (deterministic) and applies the epilogue.
+// Positions of channel c: j = nn * S + si -> x[(nn * C + c) * S + si]. S > 1: a warp per (channel,
+// split), lanes along S (coalesced); S == 1 (BatchNorm1d): (32 x 8) blocks, 32 adjacent channels
+// (coalesced) by 8 rows.
 
-// A block per channel: its statistics into ch[c*4 + {mean, invstd, w, b}] (A), the saved and
-// running statistics through their dtypes.
-template <typename T>
-__global__ void k_bn_stats(int64_t N, int64_t C, int64_t S, const T *x, any_ptr rmean,
-                           any_ptr rvar, any_cptr w, any_cptr b, bool training, double momentum,
-                           acc_t<T> eps, any_ptr save_mean, any_ptr save_invstd, acc_t<T> *ch) {
-    typedef acc_t<T> A;
-    __shared__ A sh[32];
-    const int64_t n = N * S;
-    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-        A mu, var;
+// K sums of terms f(i, c, acc) per (channel, split).
+template <int K, typename A, typename F>
+__global__ void k_bn_part_rows(int64_t N, int64_t C, int64_t S, int64_t splits, F f, A *part) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int64_t n = N * S, chunk = (n + splits - 1) / splits;
+    for (int64_t t = warp; t < C * splits; t += nwarps) {
+        const int64_t c = t / splits, s = t % splits, j1 = min(n, (s + 1) * chunk);
+        A acc[K];
+        for (int k = 0; k < K; k++) acc[k] = 0;
+        for (int64_t j = s * chunk + lane; j < j1; j += 32) f(((j / S) * C + c) * S + j % S, c, acc);
+        for (int k = 0; k < K; k++) acc[k] = warp_sum(acc[k]);
+        if (lane == 0)
+            for (int k = 0; k < K; k++) part[t * K + k] = acc[k];
+    }
+}
+
+template <int K, typename A, typename F>
+__global__ void k_bn_part_cols(int64_t N, int64_t C, int64_t splits, F f, A *part) {
+    __shared__ A sh[K][8][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t c = (int64_t)blockIdx.x * 32 + tx, s = blockIdx.y;
+    const int64_t chunk = (N + splits - 1) / splits, r1 = min(N, (s + 1) * chunk);
+    A acc[K];
+    for (int k = 0; k < K; k++) acc[k] = 0;
+    if (c < C)
+        for (int64_t r = s * chunk + ty; r < r1; r += 8) f(r * C + c, c, acc);
+    for (int k = 0; k < K; k++) sh[k][ty][tx] = acc[k];
+    __syncthreads();
+    if (ty == 0 && c < C) {
+        for (int r = 1; r < 8; r++)
+            for (int k = 0; k < K; k++) acc[k] += sh[k][r][tx];
+        for (int k = 0; k < K; k++) part[(c * splits + s) * K + k] = acc[k];
+    }
+}
+
+// Launches the partial kernel for the (N,C,S) sums of f into part (C * splits * K of A).
+template <int K, typename A, typename F>
+static tdm_status bn_partial(int64_t N, int64_t C, int64_t S, const tdm_reduce_plan &plan, F f,
+                             A *part, cudaStream_t s) {
+    if (S != 1)   // (S = 0: no positions, the rows kernel writes zeros)
+        TDM_LAUNCH((unsigned)plan.blocks, 256, 0, s, k_bn_part_rows<K, A, F>)
+        (N, C, S, plan.splits, f, part);
+    else
+        TDM_LAUNCH(dim3((unsigned)plan.blocks, (unsigned)plan.splits), dim3(32, 8), 0, s,
+                   k_bn_part_cols<K, A, F>)
+        (N, C, plan.splits, f, part);
+    return CUDA_LAUNCH_CHECK();
+}
+
+static tdm_reduce_plan bn_plan(int64_t N, int64_t C, int64_t S) {
+    return tdm_reduce_plan_make(C, N * S, S != 1, cuda_sm_count());
+}
+
+// Scratch for the partial sums (and the per-channel values ch after them), in A.
+static tdm_tensor *bn_scratch(const tdm_tensor *x, int64_t C, const tdm_reduce_plan &plan, int K,
+                              int per_channel) {
+    return cuda_scratch(x, C * (plan.splits * K + per_channel), acc_dtype(x->dtype));
+}
+
+template <typename T, typename A> struct bn_sum_x {
+    const T *x;
+    __device__ void operator()(int64_t i, int64_t, A *acc) const { acc[0] += ld(x[i]); }
+};
+template <typename T, typename A> struct bn_sum_sq {   // around the channel's mean ch[c*4]
+    const T *x;
+    const A *ch;
+    __device__ void operator()(int64_t i, int64_t c, A *acc) const {
+        const A d = ld(x[i]) - ch[c * 4];
+        acc[0] += d * d;
+    }
+};
+
+// ch[c*4] = the mean (training: the sum of the splits / n; eval: running_mean).
+template <typename A>
+__global__ void k_bn_mean(int64_t C, int64_t splits, int64_t n, const A *part, any_cptr rmean,
+                          bool training, A *ch) {
+    GRID_STRIDE(c, C) {
+        A sum = 0;
+        for (int64_t s = 0; training && s < splits; s++) sum += part[c * splits + s];
+        ch[c * 4] = training ? sum / (A)n : any_ld(rmean, c, (A)0);
+    }
+}
+
+// The variance (training: the splits' sum / n; eval: running_var), then invstd, the running and
+// saved statistics, and ch[c*4 + {invstd, w, b}].
+template <typename A>
+__global__ void k_bn_finish(int64_t C, int64_t splits, int64_t n, const A *part, any_ptr rmean,
+                            any_ptr rvar, any_cptr w, any_cptr b, bool training, double momentum,
+                            A eps, any_ptr save_mean, any_ptr save_invstd, A *ch) {
+    GRID_STRIDE(c, C) {
+        const A mu = ch[c * 4];
+        A var;
         if (training) {
-            A sum = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-                sum += ld(x[((j / S) * C + c) * S + j % S]);
-            mu = block_sum(sum, sh) / (A)n;
             A sq = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-                const A d = ld(x[((j / S) * C + c) * S + j % S]) - mu;
-                sq += d * d;
-            }
-            var = block_sum(sq, sh) / (A)n;
+            for (int64_t s = 0; s < splits; s++) sq += part[c * splits + s];
+            var = sq / (A)n;
         } else {
-            mu = any_ld(any_cm(rmean), c, (A)0);
             var = any_ld(any_cm(rvar), c, (A)1);
         }
-        if (threadIdx.x == 0) {
-            const A is = (A)1 / k_sqrt(var + eps);
-            if (training) {   // in f64: only the statistics' own error is left (bound: 2u/term)
-                const double m = momentum;
-                if (rmean.p)
-                    any_st(rmean, c, (1 - m) * any_ld(any_cm(rmean), c, 0.0) + m * (double)mu);
-                if (rvar.p)
-                    any_st(rvar, c, (1 - m) * any_ld(any_cm(rvar), c, 0.0) +
-                                        m * (double)var * (double)n / (double)(n - 1));
-            }
-            any_st(save_mean, c, mu);
-            any_st(save_invstd, c, is);
-            ch[c * 4] = mu;
-            ch[c * 4 + 1] = is;
-            ch[c * 4 + 2] = any_ld(w, c, (A)1);
-            ch[c * 4 + 3] = any_ld(b, c, (A)0);
+        const A is = (A)1 / k_sqrt(var + eps);
+        if (training) {   // in f64: only the statistics' own error is left (bound: 2u/term)
+            const double m = momentum;
+            if (rmean.p) any_st(rmean, c, (1 - m) * any_ld(any_cm(rmean), c, 0.0) + m * (double)mu);
+            if (rvar.p)
+                any_st(rvar, c, (1 - m) * any_ld(any_cm(rvar), c, 0.0) +
+                                    m * (double)var * (double)n / (double)(n - 1));
         }
+        any_st(save_mean, c, mu);
+        any_st(save_invstd, c, is);
+        ch[c * 4 + 1] = is;
+        ch[c * 4 + 2] = any_ld(w, c, (A)1);
+        ch[c * 4 + 3] = any_ld(b, c, (A)0);
     }
 }
 
@@ -254,43 +334,53 @@ __global__ void k_bn_apply(int64_t total, int64_t C, int64_t S, const T *x, cons
     }
 }
 
+template <typename T>
+static tdm_status batch_norm_t(const tdm_tensor *x, tdm_tensor *running_mean,
+                               tdm_tensor *running_var, const tdm_tensor *w, const tdm_tensor *b,
+                               bool training, double momentum, double eps, tdm_tensor *y,
+                               tdm_tensor *save_mean, tdm_tensor *save_invstd) {
+    typedef acc_t<T> A;
+    const int64_t N = x->shape[0], C = x->shape[1], S = x->shape[2], n = N * S;
+    const tdm_reduce_plan plan = bn_plan(N, C, S);
+    tdm_tensor *scratch = bn_scratch(x, C, plan, 1, 4);
+    if (!scratch) return tdm_last_status();
+    A *part = (A *)tdm_data(scratch), *ch = part + C * plan.splits;
+    const cudaStream_t s = cuda_stream_current();
+    const unsigned cb = cuda_grid_blocks(C, 256);
+    tdm_status st_ = TDM_OK;
+    if (training) st_ = bn_partial<1, A>(N, C, S, plan, bn_sum_x<T, A>{cptr<T>(x)}, part, s);
+    if (st_ == TDM_OK) {
+        TDM_LAUNCH(cb, 256, 0, s, k_bn_mean<A>)
+        (C, plan.splits, n, part, any_c(running_mean), training, ch);
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    if (st_ == TDM_OK && training)
+        st_ = bn_partial<1, A>(N, C, S, plan, bn_sum_sq<T, A>{cptr<T>(x), ch}, part, s);
+    if (st_ == TDM_OK) {
+        TDM_LAUNCH(cb, 256, 0, s, k_bn_finish<A>)
+        (C, plan.splits, n, part, any_m(running_mean), any_m(running_var), any_c(w), any_c(b),
+         training, momentum, (A)eps, any_m(save_mean), any_m(save_invstd), ch);
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    if (st_ == TDM_OK && x->numel > 0) {
+        TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_apply<T>)
+        (x->numel, C, S, cptr<T>(x), ch, mptr<T>(y));
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(scratch);   // stream-ordered
+    return st_;
+}
+
 tdm_status cuda_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean,
                            tdm_tensor *running_var, const tdm_tensor *w, const tdm_tensor *b,
                            bool training, double momentum, double eps, tdm_tensor *y,
                            tdm_tensor *save_mean, tdm_tensor *save_invstd) {
-    const int64_t N = x->shape[0], C = x->shape[1], S = x->shape[2];
-    if (C == 0) return TDM_OK;
+    if (x->shape[1] == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(x));
-    tdm_tensor *ch = cuda_scratch(x, 4 * C, acc_dtype(x->dtype));
-    if (!ch) return tdm_last_status();
-    const cudaStream_t s = cuda_stream_current();
-    const unsigned cb = (unsigned)(C < 65535 * 16 ? C : 65535 * 16);
-    tdm_status st_ = TDM_OK;
-    switch (x->dtype) {
-#define BN_FWD(DT, T)                                                                          \
-    case DT: {                                                                                 \
-        typedef acc_t<T> A;                                                                    \
-        TDM_LAUNCH(cb, 512, 0, s, k_bn_stats<T>)                                               \
-        (N, C, S, cptr<T>(x), any_m(running_mean), any_m(running_var), any_c(w), any_c(b),     \
-         training, momentum, (A)eps, any_m(save_mean), any_m(save_invstd), (A *)tdm_data(ch)); \
-        st_ = CUDA_LAUNCH_CHECK();                                                             \
-        if (st_ == TDM_OK && x->numel > 0) {                                                   \
-            TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_apply<T>)              \
-            (x->numel, C, S, cptr<T>(x), (const A *)tdm_data_c(ch), mptr<T>(y));               \
-            st_ = CUDA_LAUNCH_CHECK();                                                         \
-        }                                                                                      \
-    } break;
-        BN_FWD(TDM_DTYPE_F32, float)
-        BN_FWD(TDM_DTYPE_F16, __half)
-        BN_FWD(TDM_DTYPE_BF16, bf16_t)
-        BN_FWD(TDM_DTYPE_F64, double)
-#undef BN_FWD
-    default:
-        st_ = tdm_error_set(TDM_ERR_DTYPE, "batch_norm: dtype %s not supported by the cuda backend",
-                            tdm_dtype_name(x->dtype));
-    }
-    tdm_tensor_free(ch);
-    return st_;
+    TDM_DISPATCH_FLOAT(x->dtype, "batch_norm", T,
+                       return batch_norm_t<T>(x, running_mean, running_var, w, b, training,
+                                              momentum, eps, y, save_mean, save_invstd));
+    return TDM_OK;
 }
 
 // gy, x (N,C,S), w (C)?, save_mean/save_invstd (C); gx (N,C,S)?, gw, gb (C)?
@@ -299,34 +389,33 @@ tdm_status cuda_batch_norm(const tdm_tensor *x, tdm_tensor *running_mean,
 //   invstd (gy w - mean(gy w) - xhat mean(gy w xhat)) with the two means w sg / n, w sgx / n
 //   formed per channel in f64 (docs/CONFORMANCE.md's bound counts the roundings of this form);
 // eval: gx = gy w invstd.
-template <typename T>
-__global__ void k_bn_bwd_stats(int64_t N, int64_t C, int64_t S, const T *gy, const T *x,
-                               any_cptr w, any_cptr mean, any_cptr invstd, any_ptr gw, any_ptr gb,
-                               acc_t<T> *ch) {
-    typedef acc_t<T> A;
-    __shared__ A sh[32];
-    const int64_t n = N * S;
-    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-        const A mu = any_ld(mean, c, (A)0), is = any_ld(invstd, c, (A)1);
+template <typename T, typename A> struct bn_sum_g {   // sg, sgx
+    const T *gy, *x;
+    any_cptr mean, invstd;
+    __device__ void operator()(int64_t i, int64_t c, A *acc) const {
+        const A g = ld(gy[i]);
+        acc[0] += g;
+        acc[1] += g * ((ld(x[i]) - any_ld(mean, c, (A)0)) * any_ld(invstd, c, (A)1));
+    }
+};
+
+template <typename A>
+__global__ void k_bn_bwd_finish(int64_t C, int64_t splits, int64_t n, const A *part, any_cptr w,
+                                any_cptr mean, any_cptr invstd, any_ptr gw, any_ptr gb, A *ch) {
+    GRID_STRIDE(c, C) {
         A sg = 0, sgx = 0;
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-            const int64_t i = ((j / S) * C + c) * S + j % S;
-            const A g = ld(gy[i]);
-            sg += g;
-            sgx += g * ((ld(x[i]) - mu) * is);
+        for (int64_t s = 0; s < splits; s++) {
+            sg += part[(c * splits + s) * 2];
+            sgx += part[(c * splits + s) * 2 + 1];
         }
-        sg = block_sum(sg, sh);
-        sgx = block_sum(sgx, sh);
-        if (threadIdx.x == 0) {
-            any_st(gw, c, sgx);
-            any_st(gb, c, sg);
-            ch[c * 5] = mu;
-            ch[c * 5 + 1] = is;
-            ch[c * 5 + 2] = any_ld(w, c, (A)1);
-            const double wd = any_ld(w, c, 1.0);
-            ch[c * 5 + 3] = (A)(wd * (double)sg / (double)n);    // mean(gy w)
-            ch[c * 5 + 4] = (A)(wd * (double)sgx / (double)n);   // mean(gy w xhat)
-        }
+        any_st(gw, c, sgx);
+        any_st(gb, c, sg);
+        ch[c * 5] = any_ld(mean, c, (A)0);
+        ch[c * 5 + 1] = any_ld(invstd, c, (A)1);
+        ch[c * 5 + 2] = any_ld(w, c, (A)1);
+        const double wd = any_ld(w, c, 1.0);
+        ch[c * 5 + 3] = (A)(wd * (double)sg / (double)n);    // mean(gy w)
+        ch[c * 5 + 4] = (A)(wd * (double)sgx / (double)n);   // mean(gy w xhat)
     }
 }
 
@@ -349,43 +438,42 @@ __global__ void k_bn_bwd_apply(int64_t total, int64_t C, int64_t S, const T *gy,
     }
 }
 
+template <typename T>
+static tdm_status batch_norm_bwd_t(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
+                                   const tdm_tensor *save_mean, const tdm_tensor *save_invstd,
+                                   bool training, tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb) {
+    typedef acc_t<T> A;
+    const int64_t N = x->shape[0], C = x->shape[1], S = x->shape[2], n = N * S;
+    const tdm_reduce_plan plan = bn_plan(N, C, S);
+    tdm_tensor *scratch = bn_scratch(x, C, plan, 2, 5);
+    if (!scratch) return tdm_last_status();
+    A *part = (A *)tdm_data(scratch), *ch = part + C * plan.splits * 2;
+    const cudaStream_t s = cuda_stream_current();
+    const bn_sum_g<T, A> f = {cptr<T>(gy), cptr<T>(x), any_c(save_mean), any_c(save_invstd)};
+    tdm_status st_ = bn_partial<2, A>(N, C, S, plan, f, part, s);
+    if (st_ == TDM_OK) {
+        TDM_LAUNCH(cuda_grid_blocks(C, 256), 256, 0, s, k_bn_bwd_finish<A>)
+        (C, plan.splits, n, part, any_c(w), any_c(save_mean), any_c(save_invstd), any_m(gw),
+         any_m(gb), ch);
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    if (st_ == TDM_OK && gx && x->numel > 0) {
+        TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_bwd_apply<T>)
+        (x->numel, C, S, cptr<T>(gy), cptr<T>(x), ch, training, mptr<T>(gx));
+        st_ = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(scratch);   // stream-ordered
+    return st_;
+}
+
 tdm_status cuda_batch_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
                                     const tdm_tensor *w, const tdm_tensor *save_mean,
                                     const tdm_tensor *save_invstd, bool training, tdm_tensor *gx,
                                     tdm_tensor *gw, tdm_tensor *gb) {
-    const int64_t N = x->shape[0], C = x->shape[1], S = x->shape[2];
-    if (C == 0) return TDM_OK;
+    if (x->shape[1] == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(x));
-    tdm_tensor *ch = cuda_scratch(x, 5 * C, acc_dtype(x->dtype));
-    if (!ch) return tdm_last_status();
-    const cudaStream_t s = cuda_stream_current();
-    const unsigned cb = (unsigned)(C < 65535 * 16 ? C : 65535 * 16);
-    tdm_status st_ = TDM_OK;
-    switch (x->dtype) {
-#define BN_BWD(DT, T)                                                                      \
-    case DT: {                                                                             \
-        typedef acc_t<T> A;                                                                \
-        TDM_LAUNCH(cb, 512, 0, s, k_bn_bwd_stats<T>)                                       \
-        (N, C, S, cptr<T>(gy), cptr<T>(x), any_c(w), any_c(save_mean), any_c(save_invstd), \
-         any_m(gw), any_m(gb), (A *)tdm_data(ch));                                         \
-        st_ = CUDA_LAUNCH_CHECK();                                                         \
-        if (st_ == TDM_OK && gx && x->numel > 0) {                                         \
-            TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_bwd_apply<T>)      \
-            (x->numel, C, S, cptr<T>(gy), cptr<T>(x), (const A *)tdm_data_c(ch), training, \
-             mptr<T>(gx));                                                                 \
-            st_ = CUDA_LAUNCH_CHECK();                                                     \
-        }                                                                                  \
-    } break;
-        BN_BWD(TDM_DTYPE_F32, float)
-        BN_BWD(TDM_DTYPE_F16, __half)
-        BN_BWD(TDM_DTYPE_BF16, bf16_t)
-        BN_BWD(TDM_DTYPE_F64, double)
-#undef BN_BWD
-    default:
-        st_ = tdm_error_set(TDM_ERR_DTYPE,
-                            "batch_norm_backward: dtype %s not supported by the cuda backend",
-                            tdm_dtype_name(x->dtype));
-    }
-    tdm_tensor_free(ch);
-    return st_;
+    TDM_DISPATCH_FLOAT(x->dtype, "batch_norm_backward", T,
+                       return batch_norm_bwd_t<T>(gy, x, w, save_mean, save_invstd, training, gx,
+                                                  gw, gb));
+    return TDM_OK;
 }

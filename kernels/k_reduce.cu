@@ -6,11 +6,13 @@
  *           (coalesced), warp-shuffle sum;
  *   columns (innermost kept):    a (32 x 8) block: 32 adjacent outputs (coalesced) by 8 rows of
  *           the reduced range, summed through shared memory.
- * When there are too few outputs to fill the device the reduced range is split; each split writes
- * a partial sum (in the accumulation type) and a last kernel adds the splits in order, so the
- * result is deterministic. Accumulation in f32 (f64 for f64): a tree order, whose error
+ * When there are too few outputs to fill the device the reduced range is split
+ * (kernels/reduce_plan.h); each split writes a partial sum (in the accumulation type) and a last
+ * kernel adds the splits in order, so the result is deterministic. Bias gradients come here too
+ * (cuda_sum_outer_inner: (outer, c, inner) summed to (c)). Accumulation in f32 (f64 for f64): a tree order, whose error
  * gamma_n sum|x| is within docs/CONFORMANCE.md's "reduced count + 1" bound. */
 #include "kernels/k_common.cuh"
+#include "kernels/reduce_plan.h"
 
 struct red_layout {
     int nk, nr;   // kept dims, reduced dims (outermost first)
@@ -79,10 +81,10 @@ template <typename A> __device__ __forceinline__ A red_final(A acc, A scale, A d
 
 // Rows: warp w handles task t = o * splits + s: reduced indices [s chunk, (s+1) chunk).
 // splits == 1: y[o] = final; else part[t] = the partial sum.
-template <typename T>
-__global__ void k_reduce_rows(red_layout L, const T *x, T *y, acc_t<T> *part, int64_t splits,
-                              acc_t<T> scale, acc_t<T> div) {
-    typedef acc_t<T> A;
+template <typename TI, typename TO>
+__global__ void k_reduce_rows(red_layout L, const TI *x, TO *y, acc_t<TO> *part, int64_t splits,
+                              acc_t<TO> scale, acc_t<TO> div) {
+    typedef acc_t<TO> A;
     const int lane = threadIdx.x & 31;
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
@@ -96,17 +98,17 @@ __global__ void k_reduce_rows(red_layout L, const T *x, T *y, acc_t<T> *part, in
             acc += ld(x[base + red_off(L.nr, L.rsize, L.rstride, r)]);
         acc = warp_sum(acc);
         if (lane == 0) {
-            if (splits == 1) y[o] = st<T>(red_final(acc, scale, div));
+            if (splits == 1) y[o] = st<TO>(red_final(acc, scale, div));
             else part[t] = acc;
         }
     }
 }
 
 // Columns: block (32, 8); output o = blockIdx.x * 32 + tx, split s = blockIdx.y.
-template <typename T>
-__global__ void k_reduce_cols(red_layout L, const T *x, T *y, acc_t<T> *part, int64_t splits,
-                              acc_t<T> scale, acc_t<T> div) {
-    typedef acc_t<T> A;
+template <typename TI, typename TO>
+__global__ void k_reduce_cols(red_layout L, const TI *x, TO *y, acc_t<TO> *part, int64_t splits,
+                              acc_t<TO> scale, acc_t<TO> div) {
+    typedef acc_t<TO> A;
     __shared__ A sh[8][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int64_t o = (int64_t)blockIdx.x * 32 + tx, s = blockIdx.y;
@@ -122,7 +124,7 @@ __global__ void k_reduce_cols(red_layout L, const T *x, T *y, acc_t<T> *part, in
     __syncthreads();
     if (ty == 0 && o < L.nout) {
         for (int k = 1; k < 8; k++) acc += sh[k][tx];
-        if (splits == 1) y[o] = st<T>(red_final(acc, scale, div));
+        if (splits == 1) y[o] = st<TO>(red_final(acc, scale, div));
         else part[o * splits + s] = acc;
     }
 }
@@ -139,58 +141,49 @@ __global__ void k_reduce_finish(int64_t nout, int64_t splits, const acc_t<T> *pa
     }
 }
 
-template <typename T>
-static tdm_status reduce_t(const tdm_tensor *x, const red_layout &L, double scale, double div,
-                           tdm_tensor *y) {
-    typedef acc_t<T> A;
+// x (TI) reduced per L into y (TO): TI is TO, or f32 beside an f16/bf16 TO (a product kept in
+// f32 before its one rounding). The launch follows kernels/reduce_plan.h.
+template <typename TI, typename TO>
+static tdm_status reduce_t(const void *xv, const red_layout &L, double scale, double div, void *yv,
+                           tdm_device dev) {
+    typedef acc_t<TO> A;
+    const TI *x = (const TI *)xv;
+    TO *y = (TO *)yv;
     const cudaStream_t stream = cuda_stream_current();
-    const int64_t sm = cuda_sm_count();
-    int64_t splits = 1;
-    if (L.inner_reduced) {
-        const int64_t target = sm * 64;   // resident warps
-        if (L.nout < target && L.nred > 2048) {
-            splits = (target + L.nout - 1) / L.nout;
-            const int64_t most = (L.nred + 1023) / 1024;
-            if (splits > most) splits = most;
-        }
-    } else {
-        const int64_t bx = (L.nout + 31) / 32, target = sm * 8;   // resident (32x8) blocks
-        if (bx < target && L.nred > 64) {
-            splits = (target + bx - 1) / bx;
-            const int64_t most = (L.nred + 63) / 64;
-            if (splits > most) splits = most;
-            if (splits > 65535) splits = 65535;
-        }
-    }
+    const tdm_reduce_plan plan = tdm_reduce_plan_make(L.nout, L.nred, L.inner_reduced,
+                                                      cuda_sm_count());
+    const int64_t splits = plan.splits;
+    if (!L.inner_reduced && plan.blocks > 2147483647LL)
+        return tdm_error_set(TDM_ERR_ARG, "reduce: %lld outputs: too many for one launch",
+                             (long long)L.nout);
     tdm_tensor *part = NULL;
     if (splits > 1) {
-        part = cuda_scratch(y, L.nout * splits, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32);
+        const int64_t n = L.nout * splits;
+        part = tdm_tensor_empty(1, &n, sizeof(A) == 8 ? TDM_DTYPE_F64 : TDM_DTYPE_F32, dev);
         if (!part) return tdm_last_status();
     }
     A *pp = part ? (A *)tdm_data(part) : NULL;
-    if (L.inner_reduced) {
-        const int threads = 256;
-        TDM_LAUNCH(cuda_grid_blocks(L.nout * splits * 32, threads), threads, 0, stream,
-                   k_reduce_rows<T>)
-        (L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
-    } else {
-        const int64_t bx = (L.nout + 31) / 32;
-        if (bx > 2147483647LL) {
-            tdm_tensor_free(part);
-            return tdm_error_set(TDM_ERR_ARG, "reduce: %lld outputs: too many for one launch",
-                                 (long long)L.nout);
-        }
-        TDM_LAUNCH(dim3((unsigned)bx, (unsigned)splits), dim3(32, 8), 0, stream, k_reduce_cols<T>)
-        (L, cptr<T>(x), mptr<T>(y), pp, splits, (A)scale, (A)div);
-    }
+    if (L.inner_reduced)
+        TDM_LAUNCH((unsigned)plan.blocks, 256, 0, stream, k_reduce_rows<TI, TO>)
+        (L, x, y, pp, splits, (A)scale, (A)div);
+    else
+        TDM_LAUNCH(dim3((unsigned)plan.blocks, (unsigned)splits), dim3(32, 8), 0, stream,
+                   k_reduce_cols<TI, TO>)
+        (L, x, y, pp, splits, (A)scale, (A)div);
     tdm_status s = CUDA_LAUNCH_CHECK();
     if (s == TDM_OK && splits > 1) {
-        TDM_LAUNCH(cuda_grid_blocks(L.nout, 256), 256, 0, stream, k_reduce_finish<T>)
-        (L.nout, splits, pp, mptr<T>(y), (A)scale, (A)div);
+        TDM_LAUNCH(cuda_grid_blocks(L.nout, 256), 256, 0, stream, k_reduce_finish<TO>)
+        (L.nout, splits, pp, y, (A)scale, (A)div);
         s = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(part);   // stream-ordered: the caching allocator reuses it after these
     return s;
+}
+
+template <typename T>
+static tdm_status reduce_t(const tdm_tensor *x, const red_layout &L, double scale, double div,
+                           tdm_tensor *y) {
+    return reduce_t<T, T>(tdm_data_c(x), L, scale, div, tdm_data(y), y->device);
 }
 
 // x (d0..dk); y keepdim-shaped. sum, or mean = sum / count (NaN when count is 0).
@@ -217,4 +210,31 @@ tdm_status cuda_sum_to(const tdm_tensor *gy, double scale, tdm_tensor *gx) {
     const red_layout L = red_layout_of(gy->ndim, gy->shape, mask);
     TDM_DISPATCH_FLOAT(gy->dtype, "sum_to", T, return reduce_t<T>(gy, L, scale, 1.0, gx));
     return TDM_OK;
+}
+
+// x (outer, c, inner) summed over outer and inner into out (c): bias gradients (linear's, conv's
+// in both layouts) and the batched matmul's broadcast reduction. x_dt is dt, or f32 beside an
+// f16/bf16 dt. On the current stream (the caller has set the device).
+tdm_status cuda_sum_outer_inner(const void *x, tdm_dtype x_dt, void *out, tdm_dtype dt,
+                                int64_t outer, int64_t c, int64_t inner) {
+    if (c == 0) return TDM_OK;
+    tdm_device like = {TDM_DEVICE_CUDA, 0};
+    TDM_TRY(CUDA_CHECK(cudaGetDevice(&like.index)));
+    if (outer * inner == 0)   // an empty sum: zeros, ordered with the rest of the work
+        return CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)c * tdm_dtype_size(dt),
+                                          cuda_stream_current()));
+    const int64_t shape[3] = {outer, c, inner};
+    const red_layout L = red_layout_of(3, shape, 0x5u);
+    const bool f32_in = x_dt == TDM_DTYPE_F32;
+    switch (dt) {
+    case TDM_DTYPE_F32: return reduce_t<float, float>(x, L, 1.0, 1.0, out, like);
+    case TDM_DTYPE_F64: return reduce_t<double, double>(x, L, 1.0, 1.0, out, like);
+    case TDM_DTYPE_F16:
+        return f32_in ? reduce_t<float, __half>(x, L, 1.0, 1.0, out, like)
+                      : reduce_t<__half, __half>(x, L, 1.0, 1.0, out, like);
+    case TDM_DTYPE_BF16:
+        return f32_in ? reduce_t<float, bf16_t>(x, L, 1.0, 1.0, out, like)
+                      : reduce_t<bf16_t, bf16_t>(x, L, 1.0, 1.0, out, like);
+    default: return tdm_error_set(TDM_ERR_DTYPE, "sum: dtype %s", tdm_dtype_name(dt));
+    }
 }

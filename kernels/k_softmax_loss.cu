@@ -215,7 +215,8 @@ static tdm_status sum_all(const tdm_tensor *like, int64_t n, F f, T *out, Fin fi
 // indices a zero tau_c adds nothing (a -inf logit elsewhere than the target is fine, as in
 // PyTorch's nll_loss); mean = the sum / the sum of the divisors (NaN when that is 0), the divisors
 // summed in f64 (exact for counts; for weights as the reference's sum but for the order). A
-// target outside [0,C) that is not ignore_index sets flag = {1, t} (the launcher reports it).
+// target outside [0,C) that is not ignore_index goes to the device's error record (cuda_raise),
+// which the host reports at its next wait: no synchronization here.
 
 struct ce_args {
     int64_t R, C;
@@ -226,21 +227,21 @@ struct ce_args {
 };
 
 __device__ __forceinline__ bool ce_target(const void *target, bool i64, int64_t i, int64_t C,
-                                          int64_t ignore, long long *flag, int64_t *t) {
+                                          int64_t ignore, const cuda_err_ref &err, int64_t *t) {
     *t = idx_ld(target, i64, i);
     if (*t == ignore) return false;
     if (*t < 0 || *t >= C) {
-        flag[1] = *t;   // racing writers all store a bad target; any one is reported
-        flag[0] = 1;
+        cuda_raise(err, *t, i);   // the first bad target any thread meets is reported
         return false;
     }
     return true;
 }
 
 // Row r's class (-1 with probabilities) and whether it counts (false: ignored, or a bad target).
-__device__ __forceinline__ bool ce_row(const ce_args &a, int64_t r, long long *flag, int64_t *t) {
+__device__ __forceinline__ bool ce_row(const ce_args &a, int64_t r, const cuda_err_ref &err,
+                                       int64_t *t) {
     *t = -1;
-    return a.target ? ce_target(a.target, a.i64, r, a.C, a.ignore, flag, t) : true;
+    return a.target ? ce_target(a.target, a.i64, r, a.C, a.ignore, err, t) : true;
 }
 
 template <typename T> __device__ __forceinline__ double ce_w(const T *w, int64_t c) {
@@ -258,7 +259,7 @@ __device__ __forceinline__ double ce_tau(const ce_args &a, int64_t t, const T *q
 // Per row: none -> loss[r] in T; else rowloss[r] in A and rowdiv[r] (the mean's divisor) in f64.
 template <bool WARP, typename T>
 __global__ void k_ce_rows(ce_args a, const T *x, const T *q, const T *w, T *loss,
-                          acc_t<T> *rowloss, double *rowdiv, long long *flag) {
+                          acc_t<T> *rowloss, double *rowdiv, cuda_err_ref err) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
@@ -267,7 +268,7 @@ __global__ void k_ce_rows(ce_args a, const T *x, const T *q, const T *w, T *loss
         int64_t t;
         A L = 0;
         double div = 0;
-        if (ce_row(a, r, flag, &t)) {   // uniform over the group: one row each
+        if (ce_row(a, r, err, &t)) {   // uniform over the group: one row each
             const T *xr = x + r * C, *qr = q ? q + r * C : NULL;
             A m, s;
             row_stats<WARP>(xr, C, 1, sh, &m, &s);
@@ -304,15 +305,6 @@ template <typename A> struct ce_final_fn {   // sum, or the mean: over the divis
     }
 };
 
-static tdm_status ce_flag_check(tdm_tensor *flag, int64_t C) {
-    int64_t f[2];
-    TDM_TRY(cuda_flag_read(flag, f));
-    if (f[0])
-        return tdm_error_set(TDM_ERR_ARG, "cross_entropy: target %lld out of bounds for %lld classes",
-                             (long long)f[1], (long long)C);
-    return TDM_OK;
-}
-
 static ce_args ce_args_of(const tdm_tensor *logits, const tdm_tensor *target, double eps,
                           int64_t ignore) {
     const bool probs = tdm_dtype_is_float(target->dtype);
@@ -332,7 +324,7 @@ static tdm_status ce_divisor_sum(const tdm_tensor *like, int64_t R, const double
 template <typename T>
 static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const tdm_tensor *weight,
                        tdm_reduction red, double smoothing, int64_t ignore, tdm_tensor *loss,
-                       tdm_tensor *flag) {
+                       cuda_err_ref err) {
     typedef acc_t<T> A;
     const ce_args a = ce_args_of(logits, target, smoothing, ignore);
     const bool warp = a.C <= 1024;
@@ -348,16 +340,15 @@ static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const
     A *rl = rows ? (A *)tdm_data(rows) : NULL;
     double *rd = divs ? (double *)tdm_data(divs) : NULL, *dsum = rd ? rd + a.R : NULL;
     const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
-    long long *fl = (long long *)tdm_data(flag);
     const cudaStream_t s = cuda_stream_current();
     tdm_status st_ = TDM_OK;
     if (a.R > 0) {
         if (warp)
             TDM_LAUNCH(row_blocks(a.R, true), ROW_THREADS, 0, s, k_ce_rows<true, T>)
-            (a, cptr<T>(logits), q, w, lo, rl, rd, fl);
+            (a, cptr<T>(logits), q, w, lo, rl, rd, err);
         else
             TDM_LAUNCH(row_blocks(a.R, false), ROW_THREADS, 0, s, k_ce_rows<false, T>)
-            (a, cptr<T>(logits), q, w, lo, rl, rd, fl);
+            (a, cptr<T>(logits), q, w, lo, rl, rd, err);
         st_ = CUDA_LAUNCH_CHECK();
     }
     if (st_ == TDM_OK && rows && red == TDM_REDUCTION_MEAN)
@@ -377,31 +368,27 @@ tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target
                               int64_t ignore_index, tdm_tensor *loss) {
     if (loss->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(logits));
-    tdm_tensor *flag = cuda_flag_new(logits, 2);
-    if (!flag) return tdm_last_status();
+    cuda_err_ref err;
+    TDM_TRY(cuda_err_ref_get(logits, CUDA_ERR_CROSS_ENTROPY, logits->shape[1], &err));
     tdm_status s = TDM_OK;
     switch (logits->dtype) {
-    case TDM_DTYPE_F32: s = ce_t<float>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
-    case TDM_DTYPE_F16: s = ce_t<__half>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
-    case TDM_DTYPE_BF16: s = ce_t<bf16_t>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
-    case TDM_DTYPE_F64: s = ce_t<double>(logits, target, weight, red, smoothing, ignore_index, loss, flag); break;
+    case TDM_DTYPE_F32: s = ce_t<float>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
+    case TDM_DTYPE_F16: s = ce_t<__half>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
+    case TDM_DTYPE_BF16: s = ce_t<bf16_t>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
+    case TDM_DTYPE_F64: s = ce_t<double>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
     default:
         s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy: dtype %s not supported by the cuda backend",
                           tdm_dtype_name(logits->dtype));
     }
-    if (s != TDM_OK) {
-        tdm_tensor_free(flag);
-        return s;
-    }
-    return ce_flag_check(flag, logits->shape[1]);
+    return s;
 }
 
 // Per row: the mean's divisor (0 for an ignored row), validating every target.
 template <typename T>
-__global__ void k_ce_divisors(ce_args a, const T *w, double *rowdiv, long long *flag) {
+__global__ void k_ce_divisors(ce_args a, const T *w, double *rowdiv, cuda_err_ref err) {
     GRID_STRIDE(r, a.R) {
         int64_t t;
-        const bool kept = ce_row(a, r, flag, &t);
+        const bool kept = ce_row(a, r, err, &t);
         rowdiv[r] = !kept ? 0.0 : a.target ? ce_w(w, t) : 1.0;
     }
 }
@@ -454,17 +441,16 @@ template <typename T>
 static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
                            const tdm_tensor *target, const tdm_tensor *weight, tdm_reduction red,
                            double smoothing, int64_t ignore, tdm_tensor *glogits,
-                           tdm_tensor *flag) {
+                           cuda_err_ref err) {
     const ce_args a = ce_args_of(logits, target, smoothing, ignore);
     const bool warp = a.C <= 1024;
     const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
-    long long *fl = (long long *)tdm_data(flag);
     const cudaStream_t s = cuda_stream_current();
     // per-row divisors and their sum, in f64 (the mean's; the kernel also validates the targets)
     tdm_tensor *div = cuda_scratch(logits, a.R + 1, TDM_DTYPE_F64);
     if (!div) return tdm_last_status();
     double *rd = (double *)tdm_data(div), *dsum = rd + a.R;
-    TDM_LAUNCH(cuda_grid_blocks(a.R, 256), 256, 0, s, k_ce_divisors<T>)(a, w, rd, fl);
+    TDM_LAUNCH(cuda_grid_blocks(a.R, 256), 256, 0, s, k_ce_divisors<T>)(a, w, rd, err);
     tdm_status st_ = CUDA_LAUNCH_CHECK();
     if (st_ == TDM_OK && red == TDM_REDUCTION_MEAN) st_ = ce_divisor_sum(logits, a.R, rd, dsum);
     if (st_ == TDM_OK) {
@@ -486,23 +472,19 @@ tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor
                                        tdm_tensor *glogits) {
     if (glogits->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(logits));
-    tdm_tensor *flag = cuda_flag_new(logits, 2);
-    if (!flag) return tdm_last_status();
+    cuda_err_ref err;
+    TDM_TRY(cuda_err_ref_get(logits, CUDA_ERR_CROSS_ENTROPY_BACKWARD, logits->shape[1], &err));
     tdm_status s = TDM_OK;
     switch (logits->dtype) {
-    case TDM_DTYPE_F32: s = ce_bwd_t<float>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
-    case TDM_DTYPE_F16: s = ce_bwd_t<__half>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
-    case TDM_DTYPE_BF16: s = ce_bwd_t<bf16_t>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
-    case TDM_DTYPE_F64: s = ce_bwd_t<double>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, flag); break;
+    case TDM_DTYPE_F32: s = ce_bwd_t<float>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
+    case TDM_DTYPE_F16: s = ce_bwd_t<__half>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
+    case TDM_DTYPE_BF16: s = ce_bwd_t<bf16_t>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
+    case TDM_DTYPE_F64: s = ce_bwd_t<double>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
     default:
         s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy_backward: dtype %s not supported by the "
                           "cuda backend", tdm_dtype_name(logits->dtype));
     }
-    if (s != TDM_OK) {
-        tdm_tensor_free(flag);
-        return s;
-    }
-    return ce_flag_check(flag, logits->shape[1]);
+    return s;
 }
 
 // ---- mse_loss ---------------------------------------------------------------------------------

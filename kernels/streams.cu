@@ -10,6 +10,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_graph.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/host_allocator.h"
 
@@ -48,7 +49,8 @@ void tdm_cuda_stream_free(void *stream, int device_index) {
 
 tdm_status tdm_cuda_stream_synchronize(void *stream, int device_index) {
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
-    return CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    TDM_TRY(CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream)));
+    return cuda_err_check(device_index);   // an index check of the work waited for
 }
 
 tdm_status tdm_cuda_stream_wait_event(void *stream, void *event, int device_index) {
@@ -58,7 +60,8 @@ tdm_status tdm_cuda_stream_wait_event(void *stream, void *event, int device_inde
 
 tdm_status tdm_cuda_device_synchronize(int device_index) {
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
-    return CUDA_CHECK(cudaDeviceSynchronize());
+    TDM_TRY(CUDA_CHECK(cudaDeviceSynchronize()));
+    return cuda_err_check(device_index);
 }
 
 // ---- events (with timing) ----
@@ -83,7 +86,8 @@ tdm_status tdm_cuda_event_record(void *event, void *stream, int device_index) {
 
 tdm_status tdm_cuda_event_synchronize(void *event, int device_index) {
     TDM_TRY(CUDA_CHECK(cudaSetDevice(device_index)));
-    return CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
+    TDM_TRY(CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event)));
+    return cuda_err_check(device_index);
 }
 
 // cudaErrorNotReady is an answer, not an error: cleared, as PyTorch does.

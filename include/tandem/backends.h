@@ -5,7 +5,7 @@
  *   cudnn.deterministic). The reference backend computes in double whatever they say; the CUDA
  *   backend reads them at each call. The environment sets their initial values (read once, before
  *   the first get or set; other values are ignored with a warning on stderr):
- *   TANDEM_TF32_MATMUL=0|1, TANDEM_TF32_CONV=0|1, TANDEM_CONV_ALGO=heuristic|benchmark|deterministic. */
+ *   TANDEM_TF32_MATMUL=0|1, TANDEM_TF32_CONV=0|1, TANDEM_CONV_ALGO=heuristic|benchmark|deterministic|direct. */
 #ifndef TANDEM_BACKENDS_H
 #define TANDEM_BACKENDS_H
 
@@ -25,7 +25,10 @@ bool tdm_tf32_allowed(tdm_tf32_scope scope);
 typedef enum {
     TDM_CONV_ALGO_HEURISTIC = 0,     // the library's first heuristic choice
     TDM_CONV_ALGO_BENCHMARK = 1,     // every candidate timed once per shape/dtype/layout, winner cached
-    TDM_CONV_ALGO_DETERMINISTIC = 2  // only algorithms with bit-reproducible results
+    TDM_CONV_ALGO_DETERMINISTIC = 2, // only algorithms with bit-reproducible results
+    TDM_CONV_ALGO_DIRECT = 3         // tandem's own direct-summation kernels, no library (a
+                                     // cross-check of cuDNN; slow). Also what any mode falls
+                                     // back to where cuDNN has no engine for a configuration.
 } tdm_conv_algo_mode;
 void tdm_conv_algo_mode_set(tdm_conv_algo_mode mode);
 tdm_conv_algo_mode tdm_conv_algo_mode_get(void);

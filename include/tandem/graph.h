@@ -23,8 +23,9 @@
  * What cannot be captured fails with a message naming the op (the capture is then ended and
  * unusable: call tdm_graph_capture_end, which reports it, and start again):
  * - copies between host and device (they synchronize): tdm_tensor_from_host / tdm_tensor_to /
- *   reading a value. Make constants before the capture. tdm_backward(loss, NULL) creates its
- *   seed from the host: pass a static grad_output of ones made before the capture.
+ *   reading a value. Make constants before the capture. tdm_backward(loss, NULL) seeds from a
+ *   device copy of a 1 made by the first backward on that device and dtype: run one eager
+ *   backward first (as the warm-up steps do).
  * - random draws with an explicit (seed, offset): tdm_tensor_rand/randn, tdm_dropout (every replay
  *   would draw the same numbers). Draws from a tdm_generator and nn's Dropout modules are
  *   captured: each replay draws what the next eager step would (tensor.h).

@@ -58,13 +58,15 @@
  * are not reproduced numerically (only their notes and constraints). f64 has engines 0 and 5 only:
  * real cuDNN runs double on its legacy, non-tensor-core kernels. Heuristics (modes INSTANT, A, B
  * alike) rank for f32: 1 6 2 3 5 0; f16: 4 1 2 5 0; bf16: 1 5 0; f64: 0 5 (those that apply);
- * FALLBACK offers engine 0 only. */
+ * FALLBACK offers engine 0 only. TANDEM_EMU_CUDNN_ENGINES=i,j,... (or none) keeps only those
+ * engines, for configurations a real cuDNN has no engine for. */
 #include <cudnn_graph.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -436,9 +438,31 @@ unsigned type_bit(cudnnDataType_t t) {
     }
 }
 
+// TANDEM_EMU_CUDNN_ENGINES=i,j,... (or "none"): only these engines exist, as a cuDNN build or GPU
+// without engines for some configurations (f64 with groups or dilation in NHWC, on real cuDNN).
+// Read once; unset: all of them.
+bool engine_enabled(int64_t index) {
+    static const unsigned mask = [] {
+        const char *v = getenv("TANDEM_EMU_CUDNN_ENGINES");
+        if (!v) return ~0u;
+        unsigned m = 0;
+        for (const char *p = v; *p;) {
+            char *end = nullptr;
+            const long i = strtol(p, &end, 10);
+            if (end == p) break;   // "none" or anything else: no (more) engines
+            if (i >= 0 && i < 32) m |= 1u << i;
+            p = *end == ',' ? end + 1 : end;
+        }
+        return m;
+    }();
+    return index >= 0 && index < 32 && (mask >> index & 1u);
+}
+
 // Whether engine e runs op (and if not, why, into why).
 bool engine_fits(const Engine &e, const ConvOp &op, std::string *why) {
     const Geo &g = op.geo;
+    if (!engine_enabled(e.index))
+        return *why = "it is disabled (TANDEM_EMU_CUDNN_ENGINES)", false;
     if (!(e.passes & (1u << op.pass))) return *why = "it does not run this operation", false;
     if (!(e.types & type_bit(op.t[0].type))) return *why = "it does not take this data type", false;
     if (e.small_2d_only) {

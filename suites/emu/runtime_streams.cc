@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -232,7 +233,12 @@ static uint64_t submit(const StreamRef &s, Item &&it) {
     return push(s, std::move(it));
 }
 
+// Host waits (every API call that blocks the calling thread on device work: synchronizes,
+// synchronizing copies and memsets, cudaFree's drain), counted for tdm_emu_host_waits.
+static std::atomic<unsigned long long> g_host_waits{0};
+
 void stream_wait(const StreamRef &s, uint64_t pos) {
+    g_host_waits.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock<std::mutex> lk(s->mu);
     s->cv.wait(lk, [&] { return s->done >= pos; });
 }
@@ -711,6 +717,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     std::shared_ptr<Event> e = event_of(event);
     if (!e) return fail(cudaErrorInvalidResourceHandle);
     if (cudaError_t err = check_host_wait(e, "cudaEventSynchronize")) return fail(err);
+    rt::g_host_waits.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock<std::mutex> lk(e->mu);
     uint64_t target = e->recorded;
     e->cv.wait(lk, [&] { return e->done >= target; });
@@ -925,6 +932,12 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
             }
         },
         false, nullptr));
+}
+
+// The emulator's own query for tests (not a CUDA API): how many host waits so far (above), so a
+// test can prove that a piece of work never blocks the host (docs/EMULATION.md).
+unsigned long long tdm_emu_host_waits(void) {
+    return rt::g_host_waits.load(std::memory_order_relaxed);
 }
 
 }  // extern "C"

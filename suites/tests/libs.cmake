@@ -22,6 +22,7 @@ add_test(NAME bench.run_cpu_skips_cudnn
 string(JOIN " " LIBS_CASES ${CASES_linear} ${CASES_matmul} ${CASES_conv2d})   # for sh -c
 set(LIBS_SKIP "case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $(echo \"$out\" | head -n1)\"; exit 77;; esac")
 foreach(variant "tf32_off:TANDEM_TF32_MATMUL=0 TANDEM_TF32_CONV=0"
+                "direct:TANDEM_CONV_ALGO=direct"
                 "tf32_on:TANDEM_TF32_MATMUL=1 TANDEM_TF32_CONV=1"
                 "heuristic:TANDEM_CONV_ALGO=heuristic"
                 "benchmark:TANDEM_CONV_ALGO=benchmark"
@@ -46,3 +47,28 @@ endif()
 add_test(NAME gpu.bench.cudnn_quick
          COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); ${LIBS_SKIP}; rm -rf ${TEST_TMP}/run-cudnn-cuda0; exec $<TARGET_FILE:bench> run --device cuda:0 --quick --suite cudnn ${CUDNN_QUICK_ARGS} --out ${TEST_TMP}/run-cudnn-cuda0")
 set_tests_properties(gpu.bench.cudnn_quick PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# Reduction launch plans (kernels/reduce_plan.h, plain C): the bias-gradient and batch-norm shapes
+# of issue 14 launch at least two blocks per SM of an A100 and an H100.
+tdm_test_executable(reduce_plan)
+add_test(NAME unit.reduce_plan COMMAND test_reduce_plan)
+
+# Which convolution engine runs (test_conv_engines.c, cuda:0; label gpu, exit 77 without a
+# device): heuristic and deterministic modes never take a Winograd or FFT engine; the direct mode
+# runs tandem's own kernels (f64 NHWC grouped dilated, f32, f16) within the direct-summation
+# bound; and on the emulated device with no cuDNN engine at all (TANDEM_EMU_CUDNN_ENGINES=none)
+# every pass falls back to the direct kernels instead of failing "unsupported", the golden conv2d
+# cases included.
+tdm_test_executable(conv_engines)
+foreach(m covered direct)
+  add_test(NAME gpu.conv_engines.${m} COMMAND test_conv_engines ${m})
+  set_tests_properties(gpu.conv_engines.${m} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+endforeach()
+if(TDM_CUDA_EMU)
+  add_test(NAME emu.conv_engines.fallback COMMAND test_conv_engines fallback)
+  string(JOIN " " CONV_CASES_SH ${CASES_conv2d})
+  add_test(NAME emu.golden.conv2d_no_cudnn_engine
+           COMMAND sh -c "exec $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${CONV_CASES_SH}")
+  set_tests_properties(emu.conv_engines.fallback emu.golden.conv2d_no_cudnn_engine PROPERTIES
+                       LABELS emu ENVIRONMENT "TANDEM_EMU_CUDNN_ENGINES=none" TIMEOUT 600)
+endif()
