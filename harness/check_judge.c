@@ -258,6 +258,13 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
     snprintf(miss, sizeof miss, "%s%s", why && why[0] ? "not read: " : "not reported by the device", why && why[0] ? why : "");
     if (emulated) snprintf(miss, sizeof miss, "the emulated device has no NVML");
     const char *missing = emulated ? CHECK_EMULATED : CHECK_MISSING;
+    if (emulated) {   // no NVML there: whatever the emulator's properties say is not a GPU's
+        static const char *names[] = {"nvml.throttle", "nvml.temperature", "nvml.remapped_rows",
+                                      "nvml.retired_pages", "nvml.ecc", "nvml.clocks"};
+        for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+            add_line(checks, names[k], NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+        return;
+    }
 
     double r = num(h, "throttle_reasons");
     if (!isfinite(r)) add_line(checks, "nvml.throttle", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
