@@ -27,6 +27,12 @@ static const char *str(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+// str() for printing: "?" for a missing key (a NULL to %s is undefined).
+static const char *str_p(const cJSON *o, const char *k) {
+    const char *v = str(o, k);
+    return v ? v : "?";
+}
+
 // PCIe per-direction rate, GB/s: GT/s x encoding / 8 x lanes (as suites/bench/transfer.c).
 static double pcie_gbps(double gen, double width) {
     static const double gts[] = {2.5, 5, 8, 16, 32, 64};
@@ -559,7 +565,7 @@ void check_print_text(FILE *f, const cJSON *j) {
                 cJSON_IsTrue(item(g, "emulated")) ? "EMULATED on the CPU (suites/emu): not a GPU, " : "",
                 str(g, "name") ? str(g, "name") : "?", model ? ", model " : "",
                 model ? model : cJSON_IsTrue(item(g, "emulated")) ? "" : " (no model expectation: numerics and its siblings only)");
-        cJSON_ArrayForEach(c, item(g, "checks")) print_line(f, str(g, "device"), c);
+        cJSON_ArrayForEach(c, item(g, "checks")) print_line(f, str_p(g, "device"), c);
     }
     cJSON_ArrayForEach(c, item(j, "needs_gpu")) print_line(f, "cuda", c);
     int ng = cJSON_GetArraySize(item(j, "gpus"));
@@ -567,7 +573,8 @@ void check_print_text(FILE *f, const cJSON *j) {
         int no = cJSON_GetArraySize(item(j, "outliers"));
         if (!no) fprintf(f, "node: no GPU far below its siblings\n");
         cJSON_ArrayForEach(c, item(j, "outliers"))
-            fprintf(f, "node: OUTLIER %s %s: %s\n", str(c, "device"), str(c, "check"), str(c, "note"));
+            fprintf(f, "node: OUTLIER %s %s: %s\n", str_p(c, "device"), str_p(c, "check"),
+                    str_p(c, "note"));
     }
-    fprintf(f, "%s\n", str(item(j, "summary"), "line"));
+    fprintf(f, "%s\n", str_p(item(j, "summary"), "line"));
 }
