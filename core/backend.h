@@ -206,6 +206,10 @@ struct tdm_backend_ops {
     // backend check without a host sync per tensor; core reads found_inf once per step.
     tdm_status (*amp_unscale_check)(tdm_tensor *const *grads, int n, double inv_scale,
                                     tdm_tensor *found_inf);
+    // optional: every element of t (i64) += n, in place, in stream order on the device
+    // (BatchNorm2d's num_batches_tracked: no host round trip in a training step, and a captured
+    // step counts each replay). NULL: core reads and writes the value through the host.
+    tdm_status (*counter_add)(tdm_tensor *t, int64_t n);
     // ---- optional: graph capture (tandem/graph.h, core/graph.c; NULL: "needs a CUDA device") --
     // Starts capturing the calling thread's current stream on the device (core has just made a
     // fresh side stream current and synchronized the device); allocations of this thread on the

@@ -13,6 +13,7 @@ static const bench_suite *const all_suites[] = {
     &bench_suite_cpu_vs_gpu,
     &bench_suite_scaling,
     &bench_suite_graphs,
+    &bench_suite_reductions,
 };
 
 int bench_suite_count(void) { return (int)(sizeof all_suites / sizeof *all_suites); }

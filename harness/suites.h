@@ -61,5 +61,6 @@ extern const bench_suite bench_suite_amp;
 extern const bench_suite bench_suite_cpu_vs_gpu;
 extern const bench_suite bench_suite_scaling;
 extern const bench_suite bench_suite_graphs;     // suites/bench/graphs.c
+extern const bench_suite bench_suite_reductions; // suites/bench/reductions.c
 
 #endif

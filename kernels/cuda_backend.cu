@@ -503,6 +503,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .conv_algo_last = TDM_CUDA_CONV_ALGO_LAST,
     .conv_algo_cache_clear = TDM_CUDA_CONV_ALGO_CACHE_CLEAR,
     .amp_unscale_check = cuda_amp_unscale_check,
+    .counter_add = cuda_counter_add,
     // graph capture (kernels/graph.cu)
     .graph_capture_begin = tdm_cuda_graph_capture_begin,
     .graph_capture_end = tdm_cuda_graph_capture_end,

@@ -59,6 +59,7 @@ tdm_status cuda_err_check(int device);
 // ---- the slots ---------------------------------------------------------------------------
 // k_elementwise.cu
 tdm_status cuda_cast(tdm_tensor *dst, const tdm_tensor *src);
+tdm_status cuda_counter_add(tdm_tensor *t, int64_t n);   // t (i64) += n
 tdm_status cuda_unary(tdm_unary_op op, const tdm_tensor *x, tdm_tensor *y);
 tdm_status cuda_unary_backward(tdm_unary_op op, const tdm_tensor *gy, const tdm_tensor *x,
                                tdm_tensor *gx);

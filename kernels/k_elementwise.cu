@@ -55,6 +55,22 @@ tdm_status cuda_cast(tdm_tensor *dst, const tdm_tensor *src) {
     return TDM_OK;
 }
 
+// t (i64) += n: BatchNorm2d's num_batches_tracked, on the device (no host round trip).
+__global__ void k_counter_add(int64_t count, long long *t, long long n) {
+    GRID_STRIDE(i, count) t[i] += n;
+}
+
+tdm_status cuda_counter_add(tdm_tensor *t, int64_t n) {
+    if (t->numel == 0) return TDM_OK;
+    if (t->dtype != TDM_DTYPE_I64)
+        return tdm_error_set(TDM_ERR_DTYPE, "counter_add: dtype %s, expected i64",
+                             tdm_dtype_name(t->dtype));
+    TDM_TRY(cuda_use_device(t));
+    TDM_LAUNCH(cuda_grid_blocks(t->numel, 256), 256, 0, cuda_stream_current(), k_counter_add)
+    (t->numel, (long long *)tdm_data(t), (long long)n);
+    return CUDA_LAUNCH_CHECK();
+}
+
 // ---- unary ------------------------------------------------------------------------------------
 
 // y = f(x), in A (f32 or f64). relu(NaN) is NaN, as in PyTorch.

@@ -134,6 +134,13 @@ static tdm_status ref_cast(tdm_tensor *dst, const tdm_tensor *src) {
     return ref_finish(&A);
 }
 
+// t (i64) += n.
+static tdm_status ref_counter_add(tdm_tensor *t, int64_t n) {
+    int64_t *p = (int64_t *)tdm_data(t);
+    for (int64_t i = 0; i < t->numel; i++) p[i] += n;
+    return TDM_OK;
+}
+
 // ---- random fills ----------------------------------------------------------------------------
 
 static tdm_status ref_rand_fill(tdm_tensor *t, uint64_t seed, uint64_t offset, bool normal) {
@@ -234,4 +241,5 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .adam_step = ref_adam_step,
     .conv_algo_last = ref_conv_algo_last,
     .amp_unscale_check = ref_amp_unscale_check,
+    .counter_add = ref_counter_add,
 };

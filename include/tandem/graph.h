@@ -30,11 +30,9 @@
  *   would draw the same numbers). Draws from a tdm_generator and nn's Dropout modules are
  *   captured: each replay draws what the next eager step would (tensor.h).
  * - the gradient scaler's step (it reads found_inf on the host to decide whether to step).
- * - BatchNorm2d in training mode (num_batches_tracked is incremented through the host).
- * Copies between tensors of the capturing device are recorded (without the synchronization they
- * have outside a capture).
- * Not checked under capture: cross_entropy targets and embedding indices (the check reads a
- * device flag on the host); out-of-range indices are undefined behaviour then, as in PyTorch.
+ * Copies between tensors of the capturing device are recorded (stream-ordered, as outside a
+ * capture). cross_entropy targets and embedding indices are checked under capture too: a replay
+ * that meets a bad one records it on the device, reported at the next host wait.
  * Optimizer steps (SGD with momentum, Adam, AdamW) are captured with their per-step state on the
  * device (PyTorch's capturable optimizers): each replay advances the step count and the momentum
  * state as an eager step does and computes what it computes, bit for bit, also when the capture

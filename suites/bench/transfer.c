@@ -162,8 +162,16 @@ static tdm_status tr_pattern(tdm_tensor *t, uint64_t seed) {
     return s;
 }
 
-// Sets up the buffers of case c for n words: sources patterned, destinations zeroed.
+static tdm_status tr_setup_buffers(const tr_case *c, int64_t n, tr_bufs *b);
+
+// Sets up the buffers of case c for n words: sources patterned, destinations zeroed, and done:
+// the fills run on the current stream, the copies on side streams that do not wait for it.
 static tdm_status tr_setup(const tr_case *c, int64_t n, tr_bufs *b) {
+    TR_TRY(tr_setup_buffers(c, n, b));
+    return tdm_device_synchronize(tr_cfg.device);
+}
+
+static tdm_status tr_setup_buffers(const tr_case *c, int64_t n, tr_bufs *b) {
     tdm_device dev = tr_cfg.device;
     bool gpu = dev.type == TDM_DEVICE_CUDA;
     b->dev_a = tdm_tensor_empty(1, &n, TDM_DTYPE_I64, dev);

@@ -7,7 +7,9 @@
  *              or synchronize fails with the message, the one after succeeds; good ops stay fine.
  *   no_waits   (the emulated device only: it counts host waits) a whole training step —
  *              embedding, linear, cross_entropy, backward, SGD with momentum — makes no host wait
- *              until the loss is read, after a first (warm-up) step; reading it waits. */
+ *              until the loss is read, after a first (warm-up) step; reading it waits; nor
+ *              does a BatchNorm2d forward in training (num_batches_tracked counts on the
+ *              device). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +145,22 @@ static int run_no_waits(void) {
         tdm_tensor_free(logits);
         tdm_tensor_free(loss);
     }
+    // BatchNorm2d in training: its statistics and num_batches_tracked stay on the device
+    tdm_module *bn = tdm_nn_batch_norm2d(3, 1e-5, 0.1);
+    int64_t xshape[4] = {2, 3, 4, 4};
+    tdm_tensor *xb = tdm_tensor_rand(4, xshape, TDM_DTYPE_F32, cuda0, 8, 0);
+    CHECK(bn && xb && tdm_module_to(bn, cuda0) == TDM_OK);
+    for (int step = 0; step < 3; step++) {
+        const unsigned long long before = tdm_emu_host_waits();
+        tdm_tensor *y = tdm_module_forward(bn, xb);
+        CHECK_MSG(y != NULL, "%s", tdm_last_error());
+        const unsigned long long during = tdm_emu_host_waits() - before;
+        CHECK_MSG(step == 0 || during == 0, "batch_norm2d step %d: %llu host wait(s)", step, during);
+        tdm_tensor_free(y);
+    }
+    CHECK(tdm_device_synchronize(cuda0) == TDM_OK);   // nothing left queued at exit
+    tdm_module_free(bn);
+    tdm_tensor_free(xb);
     tdm_optimizer_free(opt);
     tdm_tensor *all[] = {w, lw, lb, idx, tgt};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tdm_tensor_free(all[i]);
