@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fileio.h"
 #include "stats.h"
 
 const char *const check_perf_names[] = {"memory.d2d", "gemm.tf32", "gemm.f16", "gemm.bf16",
@@ -141,34 +142,11 @@ cJSON *check_expect_parse(const char *text, const char *name, char *err, size_t 
 }
 
 cJSON *check_expect_load(const char *path, char *err, size_t len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *buf = bench_read_file(path, NULL);
+    if (!buf) {
         bad(err, len, "%s: cannot read: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += r;
-        if (n + 1 == cap) {
-            if (cap >= (64u << 20)) {   // no expectations file is this big
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            char *b = realloc(buf, cap *= 2);
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
-    bool read_err = ferror(f);
-    fclose(f);
-    if (!buf || read_err) {
-        bad(err, len, "%s: cannot read it whole (%s)", path, buf ? "read error" : "too big or out of memory");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
     cJSON *e = check_expect_parse(buf, path, err, len);
     free(buf);
     return e;
@@ -226,26 +204,8 @@ bool check_expect_default_path(char *out, size_t len) {
 // ---- --write-expect ---------------------------------------------------------------------------
 
 static cJSON *read_json(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            char *b = realloc(buf, cap = cap ? 2 * cap : 65536);
-            if (!b) break;
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
-    fclose(f);
-    cJSON *j = NULL;
-    if (buf) {
-        buf[n] = '\0';
-        j = cJSON_Parse(buf);
-    }
+    char *buf = bench_read_file(path, NULL);
+    cJSON *j = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
     return j;
 }

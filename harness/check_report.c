@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fileio.h"
 
 static void esc(FILE *f, const char *s, bool as_html) {
     for (; s && *s; s++) {
@@ -25,19 +26,9 @@ static void esc(FILE *f, const char *s, bool as_html) {
 static cJSON *load_status(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/status.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n > 0 && n < (256L << 20) ? malloc((size_t)n + 1) : NULL;
-    cJSON *j = NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        buf[n] = '\0';
-        j = cJSON_Parse(buf);
-    }
+    char *buf = bench_read_file(path, NULL);
+    cJSON *j = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
-    fclose(f);
     return j;
 }
 

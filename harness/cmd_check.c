@@ -24,6 +24,7 @@
 #include "bench.h"
 #include "check.h"
 #include "emulated.h"
+#include "fileio.h"
 #include "stats.h"
 #include "tandem/tandem.h"
 
@@ -68,51 +69,6 @@ static void check_usage(FILE *f) {
 
 // ---- files ------------------------------------------------------------------------------------
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 1 >= cap) {
-            if (cap >= (256u << 20)) break;
-            char *b = realloc(buf, cap = cap ? 2 * cap : 65536);
-            if (!b) break;
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        if (r == 0) break;
-        n += r;
-    }
-    bool err = ferror(f) || !buf;
-    fclose(f);
-    if (err) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
-// Temp file + fsync + rename (as bench run): the file is whole or as it was. -1 with errno.
-static int write_atomic(const char *path, const char *data, size_t n) {
-    char tmp[4400];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
-    errno = 0;
-    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = ok ? 0 : errno ? errno : EIO;
-    if (fclose(f) != 0 && ok) ok = false, err = errno ? errno : EIO;
-    if (ok && rename(tmp, path) != 0) ok = false, err = errno;
-    if (!ok) {
-        unlink(tmp);
-        errno = err;
-        return -1;
-    }
-    return 0;
-}
-
 typedef struct {
     const char *dir;
     cJSON *errors;   // status.json's write_errors
@@ -121,7 +77,7 @@ typedef struct {
 static void write_one(writer *w, const char *file, const char *data) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", w->dir, file);
-    if (data && write_atomic(path, data, strlen(data)) == 0) return;
+    if (data && bench_write_atomic(path, data, strlen(data)) == 0) return;
     const char *why = data ? strerror(errno) : "out of memory";
     fprintf(stderr, "bench check: cannot write %s: %s (the results are not complete)\n", path, why);
     struct stat sb;
@@ -396,7 +352,7 @@ int bench_check(int argc, char **argv) {
         return s ? 0 : 1;
     }
     if (from) {
-        char *text = read_file(from);
+        char *text = bench_read_file(from, NULL);
         if (!text) {
             cJSON_Delete(expect);
             return bench_bad("check", "--from-figures %s: cannot read: %s", from, strerror(errno ? errno : EIO));

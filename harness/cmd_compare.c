@@ -27,6 +27,7 @@
 
 #include "bench.h"
 #include "emulated.h"
+#include "fileio.h"
 #include "stats.h"
 
 // ---- one run's samples ---------------------------------------------------------------------
@@ -78,35 +79,6 @@ static int fail(const char *fmt, ...) {
     vsnprintf(load_error, sizeof load_error, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *b = realloc(buf, 2 * cap + 1);
-        if (!b) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = b;
-        cap *= 2;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
 }
 
 // Splits one CSV line in place (RFC 4180 quoting: "a,b", "" for a quote inside quotes).
@@ -187,7 +159,7 @@ static const char *const col_names[N_COLS] = {"suite", "benchmark", "param",
                                               "metric", "unit", "value"};
 
 static int load_samples(run_data *r, const char *path) {
-    char *text = read_all(path, NULL);
+    char *text = bench_read_file(path, NULL);
     if (!text) return fail("%s: cannot read: %s", path, strerror(errno));
     int rc = 0, lineno = 0, col[N_COLS];
     enum { MAX_FIELDS = 64 };
@@ -266,7 +238,7 @@ static int load_context(run_data *r) {
     snprintf(r->about, sizeof r->about, "no context.json");
     struct stat sb;
     if (stat(path, &sb) != 0) return 0;   // a directory written by hand: samples are enough
-    char *text = read_all(path, NULL);
+    char *text = bench_read_file(path, NULL);
     if (!text) return fail("%s: cannot read: %s", path, strerror(errno));
     cJSON *c = cJSON_Parse(text);
     free(text);

@@ -22,6 +22,7 @@
 #include "bench.h"
 #include "cmd_plot.h"
 #include "emulated.h"
+#include "fileio.h"
 
 // ---------------------------------------------------------------------------------------------
 // small helpers: strings that grow, whole files
@@ -66,39 +67,6 @@ static char *xstrdup(const char *s) {
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
-}
-
-char *bench_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            cap = cap ? cap * 2 : 65536;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                fclose(f);
-                errno = ENOMEM;
-                return NULL;
-            }
-            buf = p;
-        }
-        size_t k = fread(buf + n, 1, cap - n - 1, f);
-        n += k;
-        if (k == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        errno = EIO;
-        return NULL;
-    }
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -734,22 +702,9 @@ static void dat_str(sbuf *b, const char *s) {
 }
 
 static int write_atomic(const char *cmd, const char *path, const char *data, size_t len) {
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "bench %s: %s: %s\n", cmd, tmp, strerror(errno));
-        return 2;
-    }
-    bool ok = fwrite(data, 1, len, f) == len;
-    ok &= fflush(f) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "bench %s: %s: %s\n", cmd, path, strerror(errno));
-        unlink(tmp);
-        return 2;
-    }
-    return 0;
+    if (bench_write_atomic(path, data, len) == 0) return 0;
+    fprintf(stderr, "bench %s: %s: %s\n", cmd, path, strerror(errno));
+    return 2;
 }
 
 static int mkdir_p(const char *cmd, const char *dir) {

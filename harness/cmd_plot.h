@@ -56,9 +56,6 @@ void bench_figures_free(bench_figure *figs, int n);
 int bench_plot_draw(const char *cmd, const bench_results *runs, int n, const bench_figure *figs,
                     int n_figs, const char *outdir, bool verbose);
 
-/* The whole file, NUL-terminated (len without the NUL); NULL with errno set on failure. */
-char *bench_read_file(const char *path, size_t *len);
-
 /* The axis label of a metric with its unit spelled out: "GB/s (1e9 bytes/s)", "time (ns)". */
 void bench_metric_label(const char *metric, const char *unit, char *buf, size_t len);
 

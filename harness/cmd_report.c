@@ -22,8 +22,9 @@
 #include "check.h"
 #include "cmd_plot.h"
 #include "emulated.h"
-#include "suites.h"
+#include "fileio.h"
 #include "run_peer.h"
+#include "suites.h"
 #include "tandem/tandem.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -979,18 +980,7 @@ static void profile_section(FILE *f, const char *dir, bool as_html) {
                     "ui.perfetto.dev.\n\n",
           f);
     for (size_t i = 0; i < g.gl_pathc; i++) {
-        FILE *in = fopen(g.gl_pathv[i], "rb");
-        char *text = NULL;
-        size_t len = 0;
-        if (in) {
-            fseek(in, 0, SEEK_END);
-            long n = ftell(in);
-            fseek(in, 0, SEEK_SET);
-            text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-            len = text ? fread(text, 1, (size_t)n, in) : 0;
-            fclose(in);
-        }
-        if (text) text[len] = '\0';
+        char *text = bench_read_file(g.gl_pathv[i], NULL);
         cJSON *t = text ? cJSON_Parse(text) : NULL;
         free(text);
         const cJSON *bm = cJSON_GetObjectItemCaseSensitive(t, "benchmark");

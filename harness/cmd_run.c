@@ -39,6 +39,7 @@
 
 #include "bench.h"
 #include "emulated.h"
+#include "fileio.h"
 #include "gbench_shim.h"
 #include "run_peer.h"
 #include "stats.h"
@@ -73,26 +74,6 @@ static void *xrealloc(void *p, size_t n) {
         exit(1);
     }
     return q;
-}
-
-// Writes data to path atomically: a temp file in the same directory, fsync, rename. On failure
-// returns -1 with errno saying why (the first error met), and path is as it was.
-static int write_atomic(const char *path, const char *data, size_t n) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
-    errno = 0;
-    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = ok ? 0 : errno ? errno : EIO;
-    if (fclose(f) != 0 && ok) ok = false, err = errno ? errno : EIO;
-    if (ok && rename(tmp, path) != 0) ok = false, err = errno;
-    if (!ok) {
-        unlink(tmp);
-        errno = err;
-        return -1;
-    }
-    return 0;
 }
 
 // ---- writes that failed ---------------------------------------------------------------------
@@ -132,7 +113,7 @@ static void write_log_add(write_log *w, const char *file, const char *error) {
 static int write_result(write_log *w, const char *file, const char *data, size_t n) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", w->dir, file);
-    if (write_atomic(path, data, n) == 0) return 0;
+    if (bench_write_atomic(path, data, n) == 0) return 0;
     write_log_add(w, file, strerror(errno));
     return -1;
 }
@@ -805,7 +786,7 @@ static int write_context(const char *dir, int argc, char **argv, const char *dev
     char *text = cJSON_Print(c);
     char path[4200];
     snprintf(path, sizeof path, "%s/context.json", dir);
-    int rc = text ? write_atomic(path, text, strlen(text)) : -1;
+    int rc = text ? bench_write_atomic(path, text, strlen(text)) : -1;
     free(text);
     cJSON_Delete(c);
     return rc;

@@ -1,6 +1,7 @@
 /* emulated.c — telling a run on the emulated CUDA device (emulated.h) from its results directory or
  * its env: the one place `bench report`, `plot` and `compare` ask. */
 #include "emulated.h"
+#include "fileio.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,41 +46,12 @@ bool bench_context_emulated(const cJSON *context) {
     return false;
 }
 
-// The whole file; NULL with errno (ENOENT when it is not there).
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t n = 0, cap = 1 << 14;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *b = realloc(buf, 2 * cap + 1);
-        if (!b) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = b;
-        cap *= 2;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        free(buf);
-        errno = err ? EIO : ENOMEM;
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 // DIR/NAME parsed: 0 with *out NULL when absent, -1 when unreadable or not a JSON object.
 static int load_json(const char *dir, const char *name, cJSON **out, char *why, size_t len) {
     char path[4096];
     *out = NULL;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *text = slurp(path);
+    char *text = bench_read_file(path, NULL);
     if (!text) {
         if (errno == ENOENT) return 0;
         say(why, len, "%s: %s", path, strerror(errno));
@@ -162,7 +134,7 @@ int bench_dir_emulated(const char *dir, char *why, size_t why_len) {
         if (e->d_name[0] == '.' || !ends_with(e->d_name, ".csv")) continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *text = slurp(path);
+        char *text = bench_read_file(path, NULL);
         if (!text) {
             say(why, why_len, "%s: %s", path, strerror(errno));
             rc = -1;

@@ -6,6 +6,7 @@
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                                  ${PROJECT_SOURCE_DIR}/harness/fileio.c
                                   ${PROJECT_SOURCE_DIR}/harness/stats.c)
 set(CHECK_EXPECT ${PROJECT_SOURCE_DIR}/suites/check/expectations.json)
 set(CHECK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/check)

@@ -4,7 +4,8 @@
 # emu/; the CSVs' column alone: emu_csv/), for report.cmake's and envcmp.cmake's tests. An emulated
 # build also runs bench env and bench run on its cuda:0 (env.emulated_text, run.emulated_cuda0).
 tdm_test_executable(emulated)
-target_sources(test_emulated PRIVATE ${PROJECT_SOURCE_DIR}/harness/emulated.c)
+target_sources(test_emulated PRIVATE ${PROJECT_SOURCE_DIR}/harness/emulated.c
+                                     ${PROJECT_SOURCE_DIR}/harness/fileio.c)
 target_include_directories(test_emulated PRIVATE ${PROJECT_SOURCE_DIR}/harness)
 set(EMU ${TEST_TMP}/emulated)
 add_test(NAME unit.emulated COMMAND test_emulated unit ${EMU}/unit)
