@@ -51,10 +51,11 @@ cJSON *check_expect_parse(const char *text, const char *name, char *err, size_t 
 // The model entry for a device name ("NVIDIA A100-SXM4-80GB"): NULL when no model's `names`
 // match (case-insensitively, without the leading "NVIDIA ").
 const cJSON *check_expect_model(const cJSON *expect, const char *device_name);
-// The default file: $TANDEM_CHECK_EXPECT, else suites/check/expectations.json in the source tree
-// bench was built from, <bin>/../share/tandem/check/, or the program's directory or a parent.
+// The default file: $TANDEM_CHECK_EXPECT, else suites/check/expectations.json as
+// check_find_source_path finds it.
 bool check_expect_default_path(char *out, size_t len);
-// Finds a file of the source tree (relative path, e.g. "suites/golden/cases") as above.
+// A file of the source tree (relative path, e.g. "suites/golden/cases"): under $TANDEM_DOCS_ROOT,
+// else as bench_find_source (fileio.h) finds it (an install's share/tandem/ first).
 bool check_find_source_path(const char *rel, char *out, size_t len);
 
 // --write-expect: an expectations object whose models' "checks" are the medians of the figures

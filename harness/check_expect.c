@@ -171,28 +171,7 @@ const cJSON *check_expect_model(const cJSON *expect, const char *device_name) {
 }
 
 bool check_find_source_path(const char *rel, char *out, size_t len) {
-    const char *env = getenv("TANDEM_DOCS_ROOT");   // as bench report's docs: the source tree
-    if (env && *env) return snprintf(out, len, "%s/%s", env, rel) < (int)len && !access(out, R_OK);
-#ifdef TDM_PLOTS_DIR   // <source>/plots: the build's source tree
-    if (snprintf(out, len, "%s/../%s", TDM_PLOTS_DIR, rel) < (int)len && !access(out, R_OK))
-        return true;
-#endif
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return false;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return false;
-    *slash = '\0';
-    if (!strncmp(rel, "suites/", 7) &&
-        snprintf(out, len, "%s/../share/tandem/%s", exe, rel + 7) < (int)len && !access(out, R_OK))
-        return true;
-    for (int up = 0; up < 4; up++) {
-        if (snprintf(out, len, "%s/%s", exe, rel) < (int)len && !access(out, R_OK)) return true;
-        if (!(slash = strrchr(exe, '/')) || slash == exe) break;
-        *slash = '\0';
-    }
-    return false;
+    return bench_find_source(rel, "TANDEM_DOCS_ROOT", NULL, out, len);
 }
 
 bool check_expect_default_path(char *out, size_t len) {

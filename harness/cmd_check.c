@@ -364,6 +364,7 @@ int bench_check(int argc, char **argv) {
             return bench_bad("check", "--from-figures %s: not JSON", from);
         }
         const cJSON *sec = cJSON_GetObjectItemCaseSensitive(f, "check");   // a status.json
+        fprintf(stderr, "bench check: judging %s against the expectations %s\n", from, expect_path);
         int rc = judge_and_print(cJSON_IsObject(sec) ? sec : f, expect, json, NULL);
         if (rc == 2) fprintf(stderr, "bench check: (in %s)\n", from);
         cJSON_Delete(f);

@@ -593,34 +593,15 @@ static bool has_scripts(const char *dir) {
     return snprintf(p, sizeof p, "%s/bars.gp", dir) < (int)sizeof p && access(p, R_OK) == 0;
 }
 
-/* The directory of lines.gp and bars.gp: $TANDEM_PLOTS_DIR; TDM_PLOTS_DIR when compiled in;
- * <bin>/../share/tandem/plots (an install); plots/ in the program's directory or one of its
- * parents (a build directory inside the source tree). */
+/* The directory of lines.gp and bars.gp: $TANDEM_PLOTS_DIR, else plots/ as bench_find_source
+ * finds it (an install's, the source tree's, or one beside the program). */
 static bool find_scripts(char *out, size_t len) {
     const char *env = getenv("TANDEM_PLOTS_DIR");
     if (env && *env) {
         snprintf(out, len, "%s", env);
         return has_scripts(out);
     }
-#ifdef TDM_PLOTS_DIR  // the source tree's plots/, when the build defines it
-    if (snprintf(out, len, "%s", TDM_PLOTS_DIR) < (int)len && has_scripts(out)) return true;
-#endif
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return false;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return false;
-    *slash = '\0';  // exe is now the program's directory
-    if (snprintf(out, len, "%s/../share/tandem/plots", exe) < (int)len && has_scripts(out))
-        return true;
-    for (int up = 0; up < 4; up++) {
-        if (snprintf(out, len, "%s/plots", exe) < (int)len && has_scripts(out)) return true;
-        slash = strrchr(exe, '/');
-        if (!slash || slash == exe) break;
-        *slash = '\0';
-    }
-    return false;
+    return bench_find_source("plots", NULL, has_scripts, out, len);
 }
 
 /* Runs `gnuplot -e ASSIGN SCRIPT`; on failure prints gnuplot's output under the message. */

@@ -391,30 +391,9 @@ static int suite_files(const char *dir, const char *suite, char names[3][PATH_MA
 // a suite's introduction: the first paragraph of its doc page, and its ratio table
 
 /* The file of a suite's doc page (desc->doc, relative to the source tree) into OUT: under
- * $TANDEM_DOCS_ROOT; the source tree bench was built from; <bin>/../share/tandem; the program's
- * directory or one of its parents. False when none is readable. */
+ * $TANDEM_DOCS_ROOT, else as bench_find_source finds it. False when none is readable. */
 static bool find_doc(const char *doc, char *out, size_t len) {
-    const char *env = getenv("TANDEM_DOCS_ROOT");
-    if (env && *env) return snprintf(out, len, "%s/%s", env, doc) < (int)len && !access(out, R_OK);
-#ifdef TDM_PLOTS_DIR  // <source>/plots: the doc is in <source>/docs
-    if (snprintf(out, len, "%s/../%s", TDM_PLOTS_DIR, doc) < (int)len && !access(out, R_OK))
-        return true;
-#endif
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return false;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return false;
-    *slash = '\0';
-    if (snprintf(out, len, "%s/../share/tandem/%s", exe, doc) < (int)len && !access(out, R_OK))
-        return true;
-    for (int up = 0; up < 4; up++) {
-        if (snprintf(out, len, "%s/%s", exe, doc) < (int)len && !access(out, R_OK)) return true;
-        if (!(slash = strrchr(exe, '/')) || slash == exe) break;
-        *slash = '\0';
-    }
-    return false;
+    return bench_find_source(doc, "TANDEM_DOCS_ROOT", NULL, out, len);
 }
 
 /* The first paragraph of a Markdown page (headings and blank lines before it skipped), its lines

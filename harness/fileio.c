@@ -1,10 +1,12 @@
-/* fileio.c — whole-file reads and atomic writes (fileio.h). */
+/* fileio.c — whole-file reads, atomic writes and finding the source tree's files (fileio.h). */
 #include "fileio.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 char *bench_read_file(const char *path, size_t *len) {
@@ -59,4 +61,31 @@ int bench_write_atomic(const char *path, const char *data, size_t n) {
         return -1;
     }
     return 0;
+}
+
+static bool found(bool (*ok)(const char *), const char *path) {
+    return ok ? ok(path) : access(path, R_OK) == 0;
+}
+
+bool bench_find_source(const char *rel, const char *root_env, bool (*ok)(const char *path), char *out,
+                       size_t len) {
+    const char *root = root_env ? getenv(root_env) : NULL;
+    if (root && *root) return snprintf(out, len, "%s/%s", root, rel) < (int)len && found(ok, out);
+    char dir[PATH_MAX];   // the program's directory, "" when /proc/self/exe cannot be read
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    dir[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    const char *installed = strncmp(rel, "suites/", 7) ? rel : rel + 7;
+    if (slash && snprintf(out, len, "%s/../share/tandem/%s", dir, installed) < (int)len && found(ok, out))
+        return true;
+#ifdef TDM_PLOTS_DIR   // <source>/plots, as the bench target is compiled
+    if (snprintf(out, len, "%s/../%s", TDM_PLOTS_DIR, rel) < (int)len && found(ok, out)) return true;
+#endif
+    for (int up = 0; slash && up < 5; up++) {
+        if (snprintf(out, len, "%s/%s", dir, rel) < (int)len && found(ok, out)) return true;
+        if (!(slash = strrchr(dir, '/')) || slash == dir) break;
+        *slash = '\0';
+    }
+    return false;
 }

@@ -43,3 +43,10 @@ set(CHECK_OUT ${TEST_TMP}/check/gpu-quick)
 add_test(NAME gpu.check.quick_cuda0 COMMAND sh -c
   "rm -rf ${CHECK_OUT}; out=$($<TARGET_FILE:bench> check --quick --device cuda:0 --out ${CHECK_OUT} 2>&1); rc=$?; echo \"$out\"; case \"$out\" in 'bench check: no GPU'*) echo 'SKIP: no CUDA device'; exit 77;; esac; test -s ${CHECK_OUT}/report.md && grep -q '\"check\"' ${CHECK_OUT}/status.json || { echo 'no results directory'; exit 1; }; if echo \"$out\" | grep -q 'EMULATED on the CPU'; then [ $rc -eq 3 ] && echo \"$out\" | grep -E '^cuda:0 +memory.d2d .* EMULATED' && echo \"$out\" | grep -E '^cuda:0 +numerics.golden .* PASS' && ! echo \"$out\" | grep -E '  FAIL '; else [ $rc -eq 0 ]; fi")
 set_tests_properties(gpu.check.quick_cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 900)
+
+# An installed bench uses its own data files: `cmake --install` puts the expectations, the golden
+# cases, the plots and the suites' docs under share/tandem, and the installed bench check judges
+# against the expectations there, not those of the source tree it was built from.
+set(CHECK_INST ${TEST_TMP}/check/install)
+add_test(NAME check.installed_uses_its_files COMMAND sh -c
+  "rm -rf ${CHECK_INST} && ${CMAKE_COMMAND} --install ${PROJECT_BINARY_DIR} --prefix ${CHECK_INST} >/dev/null || exit 1; s=${CHECK_INST}/share/tandem; ls $s/golden/cases/*.safetensors >/dev/null && test -f $s/plots/lines.gp && ls $s/docs/suites/*.md >/dev/null || { echo 'missing from the install'; exit 1; }; ${CHECK_INST}/bin/bench check --from-figures ${CHECK_DATA}/healthy-2xa100.json 2>&1 >/dev/null | grep -F 'against the expectations ${CHECK_INST}/bin/../share/tandem/check/expectations.json'")
