@@ -3,6 +3,8 @@
 #ifndef TANDEM_BENCH_H
 #define TANDEM_BENCH_H
 
+#include <stdbool.h>
+
 #include <cjson/cJSON.h>
 
 int bench_replay(int argc, char **argv);
@@ -23,5 +25,10 @@ cJSON *bench_env_json(void);
 // Prints "bench CMD: <message>" on stderr and returns 2, the exit code of bad usage or input.
 int bench_bad(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *bench_git_commit(void);   // short hash bench was configured from, or "unknown"
+// A results directory's context.json (cmd_run.c): format, tandem's version, commit and build, the
+// command line (argv without "bench"), the device, emulated (with the banner), the start time and
+// the machine's env (taken; NULL: null). The caller adds what its command knows and deletes it.
+cJSON *bench_context_json(int argc, char **argv, const char *device, bool emulated, const char *started,
+                          cJSON *env);
 
 #endif

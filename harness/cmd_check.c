@@ -23,14 +23,9 @@
 
 #include "bench.h"
 #include "check.h"
-#include "emulated.h"
 #include "fileio.h"
 #include "stats.h"
 #include "tandem/tandem.h"
-
-#ifndef TDM_VERSION
-#define TDM_VERSION "unknown"
-#endif
 
 static void check_usage(FILE *f) {
     fprintf(f,
@@ -187,21 +182,7 @@ static void utc_now(char *iso, size_t n) {
 static int write_results(const char *dir, int argc, char **argv, const cJSON *judged, const char *device,
                          bool emulated, const char *started) {
     writer w = {dir, cJSON_CreateArray()};
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddStringToObject(c, "format", "tandem-results/1");
-    cJSON *t = cJSON_AddObjectToObject(c, "tandem");
-    cJSON_AddStringToObject(t, "version", TDM_VERSION);
-    cJSON_AddStringToObject(t, "commit", bench_git_commit());
-    cJSON_AddStringToObject(t, "build", tdm_build_info());
-    cJSON *cmd = cJSON_AddArrayToObject(c, "command");
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("bench"));
-    for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
-    cJSON_AddStringToObject(c, "device", device);
-    cJSON_AddBoolToObject(c, "emulated", emulated);
-    if (emulated) cJSON_AddStringToObject(c, "emulated_note", BENCH_EMU_BANNER);
-    cJSON_AddStringToObject(c, "started", started);
-    cJSON *env = bench_env_json();
-    cJSON_AddItemToObject(c, "env", env ? env : cJSON_CreateNull());
+    cJSON *c = bench_context_json(argc, argv, device, emulated, started, bench_env_json());
     char *text = cJSON_Print(c);
     write_one(&w, "context.json", text);
     free(text);

@@ -766,8 +766,8 @@ static void add_env_context(const cJSON *j, const char *prefix) {
     }
 }
 
-static int write_context(const char *dir, int argc, char **argv, const char *device,
-                         bool emulated, const char *started, cJSON *env) {
+cJSON *bench_context_json(int argc, char **argv, const char *device, bool emulated, const char *started,
+                         cJSON *env) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "format", "tandem-results/1");
     cJSON *t = cJSON_AddObjectToObject(c, "tandem");
@@ -781,8 +781,15 @@ static int write_context(const char *dir, int argc, char **argv, const char *dev
     cJSON_AddBoolToObject(c, "emulated", emulated);
     if (emulated) cJSON_AddStringToObject(c, "emulated_note", BENCH_EMU_BANNER);
     cJSON_AddStringToObject(c, "started", started);
+    cJSON_AddItemToObject(c, "env", env ? env : cJSON_CreateNull());
+    return c;
+}
+
+static int write_context(const char *dir, int argc, char **argv, const char *device,
+                         bool emulated, const char *started, cJSON *env) {
+    cJSON *c = bench_context_json(argc, argv, device, emulated, started,
+                                  env ? cJSON_Duplicate(env, true) : NULL);
     cJSON_AddBoolToObject(c, "flush_l2", tdm_gb_flush_enabled());
-    cJSON_AddItemToObject(c, "env", env ? cJSON_Duplicate(env, true) : cJSON_CreateNull());
     char *text = cJSON_Print(c);
     char path[4200];
     snprintf(path, sizeof path, "%s/context.json", dir);
