@@ -220,6 +220,18 @@ static cJSON *gpu_json(int index, const tdm_device_props *p) {
     throttle_str(p->throttle_reasons, s, sizeof s);
     add_str_or_null(g, "throttle", s);
     add_str_or_null(g, "nvml", p->nvml);
+    // health (NVML; null where not reported): what bench check judges, recorded with every run
+    add_int_or_null(g, "temperature_c", p->temperature_c);
+    add_int_or_null(g, "temperature_slowdown_c", p->temperature_slowdown_c);
+    add_int_or_null(g, "remapped_rows_correctable", p->remapped_rows_correctable);
+    add_int_or_null(g, "remapped_rows_uncorrectable", p->remapped_rows_uncorrectable);
+    add_int_or_null(g, "remapped_rows_pending", p->remapped_rows_pending);
+    add_int_or_null(g, "remapped_rows_failed", p->remapped_rows_failed);
+    add_int_or_null(g, "retired_pages_sbe", p->retired_pages_sbe);
+    add_int_or_null(g, "retired_pages_dbe", p->retired_pages_dbe);
+    add_int_or_null(g, "retired_pages_pending", p->retired_pages_pending);
+    add_int_or_null(g, "ecc_uncorrected_volatile", p->ecc_uncorrected_volatile);
+    add_int_or_null(g, "ecc_uncorrected_aggregate", p->ecc_uncorrected_aggregate);
     cJSON_AddBoolToObject(g, "emulated", p->emulated != 0);   // the emulated device: not a GPU
     return g;
 }
@@ -375,6 +387,41 @@ static int jbool(const cJSON *o, const char *key) {
     return cJSON_IsBool(it) ? cJSON_IsTrue(it) : -1;
 }
 
+/* One line of NVML's health readings, the parts it reported: "41 C (slows at 87 C), remapped rows
+ * 0 correctable 0 uncorrectable, retired pages 0 sbe 0 dbe, uncorrected ECC 0 since boot 0 ever";
+ * none when it reported none (the nvml line says why). */
+static void health_line(env_lines *L, const cJSON *g, const char *key) {
+    char v[512] = "";
+    size_t n = 0;
+#define PART(...) (n += (size_t)snprintf(v + n, n < sizeof v ? sizeof v - n : 0, __VA_ARGS__), \
+                   n = n < sizeof v ? n : sizeof v - 1)
+    const char *sep = "";
+    if (jnum(g, "temperature_c") >= 0) {
+        PART("%d C", (int)jnum(g, "temperature_c"));
+        if (jnum(g, "temperature_slowdown_c") >= 0)
+            PART(" (slows at %d C)", (int)jnum(g, "temperature_slowdown_c"));
+        sep = ", ";
+    }
+    if (jnum(g, "remapped_rows_correctable") >= 0) {
+        PART("%sremapped rows %d correctable %d uncorrectable%s%s", sep,
+             (int)jnum(g, "remapped_rows_correctable"), (int)jnum(g, "remapped_rows_uncorrectable"),
+             jnum(g, "remapped_rows_pending") > 0 ? ", one pending a reset" : "",
+             jnum(g, "remapped_rows_failed") > 0 ? ", a remap FAILED" : "");
+        sep = ", ";
+    }
+    if (jnum(g, "retired_pages_sbe") >= 0) {
+        PART("%sretired pages %d sbe %d dbe%s", sep, (int)jnum(g, "retired_pages_sbe"),
+             (int)jnum(g, "retired_pages_dbe"),
+             jnum(g, "retired_pages_pending") > 0 ? ", pending a reset" : "");
+        sep = ", ";
+    }
+    if (jnum(g, "ecc_uncorrected_volatile") >= 0)
+        PART("%suncorrected ECC %.0f since boot %.0f ever", sep, jnum(g, "ecc_uncorrected_volatile"),
+             jnum(g, "ecc_uncorrected_aggregate"));
+#undef PART
+    if (v[0]) LINE(L, key, "%s", v);
+}
+
 static void text_gpu(env_lines *L, const cJSON *g) {
     int i = (int)jnum(g, "index");
     char k[48];
@@ -410,6 +457,7 @@ static void text_gpu(env_lines *L, const cJSON *g) {
     if (jnum(g, "power_limit_w") >= 0)
         LINE(L, GKEY("power limit"), "%d W", (int)jnum(g, "power_limit_w"));
     if (jstr(g, "throttle")) LINE(L, GKEY("throttle"), "%s", jstr(g, "throttle"));
+    health_line(L, g, GKEY("health"));
     if (jstr(g, "nvml"))
         LINE(L, GKEY("nvml"), "%s (so: clocks now, persistence, power, throttling unknown)",
              jstr(g, "nvml"));

@@ -308,6 +308,16 @@ static int check_env_json(const char *path) {
     cJSON_ArrayForEach(g, gpus) {
         CHECK(cJSON_GetObjectItemCaseSensitive(g, "name") ||
               cJSON_GetObjectItemCaseSensitive(g, "error"));
+        // NVML's health readings are recorded, a number or null (not reported), never absent
+        static const char *health[] = {"temperature_c", "temperature_slowdown_c",
+            "remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending",
+            "remapped_rows_failed", "retired_pages_sbe", "retired_pages_dbe",
+            "retired_pages_pending", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"};
+        for (size_t h = 0; h < sizeof health / sizeof *health; h++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(g, health[h]);
+            if (!cJSON_GetObjectItemCaseSensitive(g, "error"))
+                CHECK_MSG(cJSON_IsNumber(x) || cJSON_IsNull(x), "a GPU without \"%s\"", health[h]);
+        }
         const cJSON *ge = cJSON_GetObjectItemCaseSensitive(g, "emulated");
         if (!cJSON_GetObjectItemCaseSensitive(g, "error"))
             CHECK_MSG(cJSON_IsBool(ge) && cJSON_IsTrue(ge) == emu_build,
