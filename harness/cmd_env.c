@@ -459,7 +459,7 @@ static void text_gpu(env_lines *L, const cJSON *g) {
     if (jstr(g, "throttle")) LINE(L, GKEY("throttle"), "%s", jstr(g, "throttle"));
     health_line(L, g, GKEY("health"));
     if (jstr(g, "nvml"))
-        LINE(L, GKEY("nvml"), "%s (so: clocks now, persistence, power, throttling unknown)",
+        LINE(L, GKEY("nvml"), "%s (so: clocks now, persistence, power, throttling, health unknown)",
              jstr(g, "nvml"));
 #undef GKEY
 }
