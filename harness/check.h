@@ -84,7 +84,7 @@ bool check_report_table(FILE *f, const char *dir, bool as_html);
 
 // ---- the training trajectory rule (check_train.c) ---------------------------------------------
 
-// docs/CONFORMANCE.md "Training trajectories" (the rule of suites/tests/test_train_golden.c):
+// docs/CONFORMANCE.md "Training trajectories" (suites/tests/test_train_golden.c judges with it):
 // the dump of `bench train` on GOLDEN's model, data and initial weights against GOLDEN's float64
 // trajectory. amp: "off", "bf16" or "fp16"; tf32: TF32 products on. Returns 1 pass, 0 fail, -1 the
 // files cannot be read; detail says the loss deviation, its tolerance and the worst tensor.

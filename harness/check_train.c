@@ -1,7 +1,7 @@
 /* check_train.c — `bench check`'s training check: the argv of `bench train` for a golden
  * trajectory (suites/golden/train, gen_train.py) and the rule that judges its dump against the
- * float64 trajectory, docs/CONFORMANCE.md "Training trajectories" — the same rule as
- * suites/tests/test_train_golden.c (a test program, which the harness cannot link):
+ * float64 trajectory, docs/CONFORMANCE.md "Training trajectories" — the one copy of the rule:
+ * suites/tests/test_train_golden.c (the train.golden* tests) links this file too:
  *   losses:  max_t |loss - loss_f64| <= 4 max_t |loss_R - loss_f64| + N u max|loss_f64|
  *   tensors: max|w - w_f64| / max|w_f64| <= 4 (same for R) + N u
  * R PyTorch's run at the precision trained (torch, tf32_rna + tf32_rz, fp16), u its unit
