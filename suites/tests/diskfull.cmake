@@ -5,6 +5,7 @@
 # write_errors naming each lost file, every file left whole (no truncated JSON over a good
 # snapshot), and bench report not saying the run completed. A few seconds each.
 tdm_test_executable(diskfull)
+target_sources(test_diskfull PRIVATE ${PROJECT_SOURCE_DIR}/harness/fileio.c)
 set(DF ${TEST_TMP}/diskfull)
 set(DF_BENCH $<TARGET_FILE:bench>)
 # every results file but context.json and status.json outgrows the limit (8 KiB)

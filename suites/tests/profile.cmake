@@ -1,6 +1,7 @@
 # profile.cmake — the profiler (tandem/profile.h) on the cpu: table counts from the model, FLOPs,
 # the Chrome trace's structure, no allocations when off (malloc counted through --wrap).
 tdm_test_executable(profile)
+target_sources(test_profile PRIVATE ${PROJECT_SOURCE_DIR}/harness/fileio.c)
 target_link_options(test_profile PRIVATE -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc)
 file(MAKE_DIRECTORY ${TEST_TMP}/profile)
 add_test(NAME profile.mlp_step COMMAND test_profile ${TEST_TMP}/profile)

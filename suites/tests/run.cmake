@@ -5,6 +5,7 @@ target_sources(test_gbench_shim PRIVATE ${PROJECT_SOURCE_DIR}/harness/gbench_shi
 target_include_directories(test_gbench_shim PRIVATE ${PROJECT_SOURCE_DIR}/harness)
 target_link_libraries(test_gbench_shim PRIVATE benchmark::benchmark)
 tdm_test_executable(run)
+target_sources(test_run PRIVATE ${PROJECT_SOURCE_DIR}/harness/fileio.c)
 
 set(B $<TARGET_FILE:bench>)
 set(R ${TEST_TMP}/run)

@@ -4,6 +4,7 @@
 # summary and ratio table (ratios of known medians, missing ones left out, predictions labelled);
 # the scaling prediction's ring model against hand computations. Seconds (one quick run).
 tdm_test_executable(suites)
+target_sources(test_suites PRIVATE ${PROJECT_SOURCE_DIR}/harness/fileio.c)
 target_compile_definitions(test_suites PRIVATE TDM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 set(SUITES_TMP ${TEST_TMP}/suites)
 set(SUITES_RUN ${SUITES_TMP}/quick)

@@ -35,6 +35,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "harness/fileio.h"
+
 static int failures = 0;
 #define CHECK(cond, ...)                                                    \
     do {                                                                    \
@@ -48,20 +50,10 @@ static int failures = 0;
 
 // ---- files --------------------------------------------------------------------------------
 
-static char *read_file(const char *dir, const char *name, long *size) {
+static char *read_file(const char *dir, const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    if (size) *size = n;
-    return s;
+    return bench_read_file(path, NULL);
 }
 
 static long file_size(const char *dir, const char *name) {
@@ -168,7 +160,7 @@ static void check_files_whole(const char *dir, const cJSON *finished) {
             !strcmp(name, "report.md") || !strcmp(name, "plots"))
             continue;
         CHECK(!strstr(name, ".tmp"), "%s/%s: a temp file left behind", dir, name);
-        char *text = read_file(dir, name, NULL);
+        char *text = read_file(dir, name);
         if (!text) continue;
         if (len > 5 && !strcmp(name + len - 5, ".json")) {
             cJSON *j = parse_json(text);
@@ -208,7 +200,7 @@ static void check_files_whole(const char *dir, const cJSON *finished) {
 // status.json: complete false, write_errors naming each of LOST (NULL-terminated) and nothing
 // else when EXACT, each with the errno text. Returns the finished list (owned by *st).
 static const cJSON *check_status(const char *dir, const char *const *lost, bool exact, cJSON **st) {
-    char *text = read_file(dir, "status.json", NULL);
+    char *text = read_file(dir, "status.json");
     CHECK(text != NULL, "%s/status.json is missing", dir);
     *st = text ? parse_json(text) : NULL;
     free(text);
@@ -260,7 +252,7 @@ static void check_report(const char *bench, const char *dir, const char *const *
         fprintf(stderr, "bench report refused the directory (no whole CSV): nothing said\n");
         return;
     }
-    char *md = read_file(dir, "report.md", NULL), *html = read_file(dir, "report.html", NULL);
+    char *md = read_file(dir, "report.md"), *html = read_file(dir, "report.html");
     CHECK(md && html, "report.md or report.html missing");
     CHECK(!md || !strstr(md, "The run completed"), "report.md says the run completed");
     CHECK(!html || !strstr(html, "The run completed"), "report.html says the run completed");
@@ -299,7 +291,7 @@ int main(int argc, char **argv) {
         const cJSON *fin = check_status(out, lost, true, &st);
         check_files_whole(out, fin);
         if (json_only) {  // the CSVs have every finished benchmark; transfer.json fewer
-            char *csv = read_file(out, "transfer.csv", NULL);
+            char *csv = read_file(out, "transfer.csv");
             const cJSON *id;
             cJSON_ArrayForEach(id, fin) {
                 char want[600];
@@ -310,7 +302,7 @@ int main(int argc, char **argv) {
                 CHECK(csv && strstr(csv, want), "transfer.csv has no row for %s", s);
             }
             free(csv);
-            char *gb = read_file(out, "transfer.json", NULL);
+            char *gb = read_file(out, "transfer.json");
             cJSON *j = gb ? parse_json(gb) : NULL;
             CHECK(j != NULL, "transfer.json: no whole snapshot kept");
             int n = cJSON_GetArraySize(cJSON_GetObjectItem(j, "benchmarks"));

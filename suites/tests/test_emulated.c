@@ -25,24 +25,9 @@
 
 #include "check.h"
 #include "emulated.h"
+#include "harness/fileio.h"
 
 // ---- files ----------------------------------------------------------------------------------
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) s[n] = '\0';
-    return s;
-}
 
 static bool spit(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
@@ -60,7 +45,7 @@ static bool spit_in(const char *dir, const char *name, const char *text) {
 static cJSON *json_in(const char *dir, const char *name) {
     char p[8400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    char *s = slurp(p);
+    char *s = bench_read_file(p, NULL);
     cJSON *j = s ? cJSON_Parse(s) : NULL;
     free(s);
     return j;
@@ -199,7 +184,7 @@ static int mode_unit(const char *work) {
 
 // Adds the `emulated` column ("true") to a CSV.
 static bool mark_csv(const char *path) {
-    char *text = slurp(path);
+    char *text = bench_read_file(path, NULL);
     if (!text) return false;
     size_t n = strlen(text), cap = n + 64 * 1024 + n / 2, at = 0;
     char *out = malloc(cap);
@@ -332,7 +317,7 @@ static int mode_run(const char *dir) {
         char p[8400];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (ends_with(e->d_name, ".csv")) {
-            char *text = slurp(p);
+            char *text = bench_read_file(p, NULL);
             int rows = 0, marked = 0;
             for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
                 if (!rows++) CHECK_MSG(ends_with(line, ",emulated"), "%s header: %s", p, line);

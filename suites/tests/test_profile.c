@@ -23,6 +23,7 @@
 #include "check.h"
 #include "core/tensor_impl.h"   // a tensor's backend, for the fake device timer
 #include "tandem/tandem.h"
+#include "harness/fileio.h"
 
 // ---- counting allocations (linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc) ----
 
@@ -496,19 +497,6 @@ static void test_device_time(const char *dir) {
 
 // ---- bench report's top-ops tables -----------------------------------------------------------
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = s ? fread(s, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (s) s[got] = '\0';
-    return s;
-}
-
 static void md_escape(const char *s, char *out, size_t n) {
     size_t k = 0;
     for (; *s && k + 2 < n; s++) {
@@ -524,12 +512,12 @@ static void check_report(const char *dir) {
     glob_t g;
     CHECK_MSG(glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0, "no %s", pattern);
     snprintf(path, sizeof path, "%s/report.html", dir);
-    char *html = slurp(path);
+    char *html = bench_read_file(path, NULL);
     snprintf(path, sizeof path, "%s/report.md", dir);
-    char *md = slurp(path);
+    char *md = bench_read_file(path, NULL);
     CHECK(html && md && strstr(md, "## Top ops (profiled)"));
     for (size_t i = 0; html && md && i < g.gl_pathc; i++) {
-        char *text = slurp(g.gl_pathv[i]);
+        char *text = bench_read_file(g.gl_pathv[i], NULL);
         cJSON *t = text ? cJSON_Parse(text) : NULL;
         free(text);
         const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(t, "benchmark"));

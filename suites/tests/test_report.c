@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 
 #include "check.h"
+#include "harness/fileio.h"
 
 static const char *bench, *work;
 
@@ -40,23 +41,6 @@ static int fmt(char *buf, size_t len, const char *f, ...) {
 
 // ---------------------------------------------------------------------------------------------
 // files and commands
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0';
-    if (len) *len = buf ? (size_t)n : 0;
-    return buf;
-}
 
 static bool spit(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -80,7 +64,7 @@ static int sh(const char *cmdfmt, ...) {
     printf("$ %s\n", cmd);
     fflush(stdout);
     int st = system(full);
-    char *err = slurp(errpath, NULL);
+    char *err = bench_read_file(errpath, NULL);
     fmt(last_err, sizeof last_err, "%s", err ? err : "");
     free(err);
     if (*last_err) printf("%s", last_err);
@@ -94,7 +78,7 @@ static long file_size(const char *path) {
 
 static void check_png(const char *path) {
     size_t n;
-    unsigned char *p = (unsigned char *)slurp(path, &n);
+    unsigned char *p = (unsigned char *)bench_read_file(path, &n);
     CHECK_MSG(p != NULL, "%s missing", path);
     if (!p) return;
     static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -110,7 +94,7 @@ static void check_png(const char *path) {
 /* The root element after the prolog (<?xml?>, <!DOCTYPE>, comments) is <svg, closed at the end. */
 static void check_svg(const char *path) {
     size_t n;
-    char *p = slurp(path, &n);
+    char *p = bench_read_file(path, &n);
     CHECK_MSG(p != NULL, "%s missing", path);
     if (!p) return;
     const char *s = p;
@@ -196,7 +180,7 @@ static void expected_of(const char *dir, expected *x) {
         char suite[128], path[4096];
         fmt(suite, sizeof suite, "%.*s", (int)(l - 4), de->d_name);
         fmt(path, sizeof path, "%s/%s", dir, de->d_name);
-        char *text = slurp(path, NULL);
+        char *text = bench_read_file(path, NULL);
         if (!text) continue;
         char *line = text, *next = strchr(line, '\n');
         int cm = col(line, "metric"), cx = col(line, "x"), cb = col(line, "benchmark"),
@@ -327,10 +311,10 @@ static int mode_report(const char *dir) {
              bench, dir) == 0);
     char path[4096];
     fmt(path, sizeof path, "%s/report.html", dir);
-    char *html = slurp(path, NULL);
+    char *html = bench_read_file(path, NULL);
     CHECK_MSG(html != NULL, "%s missing", path);
     fmt(path, sizeof path, "%s/report.md", dir);
-    char *md = slurp(path, NULL);
+    char *md = bench_read_file(path, NULL);
     CHECK_MSG(md != NULL, "%s missing", path);
     if (!html || !md) {
         free(html);
@@ -412,9 +396,9 @@ static int mode_emulated(const char *dir) {
     expected_of(emu, &x);
     CHECK(sh("'%s' report '%s'", bench, emu) == 0);
     fmt(path, sizeof path, "%s/report.html", emu);
-    char *html = slurp(path, NULL);
+    char *html = bench_read_file(path, NULL);
     fmt(path, sizeof path, "%s/report.md", emu);
-    char *md = slurp(path, NULL);
+    char *md = bench_read_file(path, NULL);
     CHECK(html && md);
     if (html && md) {
         // the banner at the top: right under the heading, before the run's sections
@@ -463,12 +447,12 @@ static int mode_emulated(const char *dir) {
         if (pass) CHECK(sh("rm -rf '%s/plots' && '%s' plot '%s'", emu, bench, emu) == 0);
         for (int i = 0; i < x.n; i++) {
             fmt(path, sizeof path, "%s/plots/%s.svg", emu, x.e[i].name);
-            char *svg = slurp(path, NULL);
+            char *svg = bench_read_file(path, NULL);
             CHECK_MSG(svg && strstr(svg, "(emulated)"), "%s: the title does not say (emulated)",
                       path);
             free(svg);
             fmt(path, sizeof path, "%s/plots/%s.dat", emu, x.e[i].name);
-            char *dat = slurp(path, NULL);
+            char *dat = bench_read_file(path, NULL);
             CHECK_MSG(dat && strstr(dat, "# (emulated)"), "%s: not marked emulated", path);
             free(dat);
         }
@@ -492,7 +476,7 @@ static void copy_scaled(const char *dir, const char *dest, double scale) {
             continue;
         char path[4096];
         fmt(path, sizeof path, "%s/%s", dest, de->d_name);
-        char *text = slurp(path, NULL);
+        char *text = bench_read_file(path, NULL);
         if (!text) continue;
         int cols[3] = {col(text, "median"), col(text, "min"), col(text, "max")};
         size_t cap = 2 * strlen(text) + 1024, at = 0;
@@ -543,7 +527,7 @@ static void side_of(const char *dir, const char *tag) {
     for (int i = 0; i < x.n; i++) {
         char p[4096];
         fmt(p, sizeof p, "%s/%s.dat", out, x.e[i].name);
-        char *dat = slurp(p, NULL);
+        char *dat = bench_read_file(p, NULL);
         CHECK_MSG(dat && strstr(dat, "before") && strstr(dat, "after"),
                   "%s: not both runs (before, after)", p);
         if (dat && !x.e[i].bars) {  // lines: as many series of "after" as of "before"
@@ -599,7 +583,7 @@ static int mode_side(const char *dir) {
     side_of(sweep, "sweep");
     // the sweep's lines: matmul, and add per dtype (the x part of the param taken out)
     fmt(p, sizeof p, "%s/sweep/side/ops-GB_per_s.dat", work);
-    char *dat = slurp(p, NULL);
+    char *dat = bench_read_file(p, NULL);
     CHECK_MSG(dat && strstr(dat, "# series 1: add dtype:f32 - before") &&
                   strstr(dat, "# series 4: add dtype:bf16 - after"),
               "%s: not a series per dtype and run", p);
@@ -688,7 +672,7 @@ static int mode_hostile(void) {
     make_hostile(p);
     CHECK(sh("'%s' report '%s'", bench, p) == 0);
     fmt(q, sizeof q, "%s/report.html", p);
-    char *html = slurp(q, NULL);
+    char *html = bench_read_file(q, NULL);
     CHECK(html != NULL);
     if (html) {
         CHECK_MSG(!strstr(html, "<script") && !strstr(html, "<img src=x") && !strstr(html, "<b>") &&
@@ -702,7 +686,7 @@ static int mode_hostile(void) {
     }
     free(html);
     fmt(q, sizeof q, "%s/report.md", p);
-    char *md = slurp(q, NULL);
+    char *md = bench_read_file(q, NULL);
     CHECK(md != NULL);
     if (md) {
         bool bare = false;  // a '<' without its backslash
@@ -716,7 +700,7 @@ static int mode_hostile(void) {
     // --embed: one file, the PNGs inline
     CHECK(sh("'%s' report --embed '%s'", bench, p) == 0);
     fmt(q, sizeof q, "%s/report.html", p);
-    html = slurp(q, NULL);
+    html = bench_read_file(q, NULL);
     CHECK(html && strstr(html, "src=\"data:image/png;base64,iVBORw0KGgo") &&
           !strstr(html, "src=\"plots/"));
     free(html);
@@ -725,7 +709,7 @@ static int mode_hostile(void) {
     CHECK_MSG(strstr(last_err, "gnuplot not found"), "no gnuplot: unclear message");
     CHECK(sh("rm -rf '%s/plots' && GNUPLOT=/nonexistent/gnuplot '%s' report '%s'", p, bench, p) ==
           0);
-    html = slurp(q, NULL);
+    html = bench_read_file(q, NULL);
     CHECK(html && strstr(html, "No plots") && !strstr(html, "<img"));
     free(html);
     // a failing gnuplot: its exit status is checked and its message shown

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include "harness/fileio.h"
 
 static int failures = 0;
 #define CHECK(cond, ...)                                                    \
@@ -30,16 +31,7 @@ static int failures = 0;
 static char *read_file(const char *dir, const char *name) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
+    return bench_read_file(path, NULL);
 }
 
 static cJSON *read_json(const char *dir, const char *name) {

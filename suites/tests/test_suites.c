@@ -18,19 +18,7 @@
 
 #include "check.h"
 #include "suites/bench/scaling_model.h"
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
+#include "harness/fileio.h"
 
 static int put(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -92,7 +80,7 @@ static double median(const char *dir, const char *suite, const char *bench, cons
                      const char *metric, char *unit) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.csv", dir, suite);
-    char *text = slurp(path);
+    char *text = bench_read_file(path, NULL);
     double v = NAN;
     for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         char *f[13];
@@ -128,7 +116,7 @@ static void expect(const char *dir, const char *suite, const char *bench, const 
 static int test_csv(const char *dir) {
     char path[1024];
     snprintf(path, sizeof path, "%s/status.json", dir);
-    char *status = slurp(path);
+    char *status = bench_read_file(path, NULL);
     for (char *p = status, *q = status; p && (*q = *p); p++)   // without white space
         q += !strchr(" \t\n\r", *p);
     CHECK_MSG(status && strstr(status, "\"complete\":true") && strstr(status, "\"failed\":[]"),
@@ -238,9 +226,9 @@ static int test_report(const char *bench, const char *tmp) {
     // 1. the docs of a root made here
     CHECK(sh("TANDEM_DOCS_ROOT='%s' '%s' report --no-plots '%s' >/dev/null", root, bench, dir) == 0);
     snprintf(path, sizeof path, "%s/report.md", dir);
-    char *md = slurp(path);
+    char *md = bench_read_file(path, NULL);
     snprintf(path, sizeof path, "%s/report.html", dir);
-    char *html = slurp(path);
+    char *html = bench_read_file(path, NULL);
     CHECK(md && html);
     if (md && html) {
         CHECK_MSG(strstr(md, "First paragraph, line one and line two."), "no summary in report.md");
@@ -268,7 +256,7 @@ static int test_report(const char *bench, const char *tmp) {
     // 2. the real pages (found from the build's source tree): docs/suites/amp.md's summary
     CHECK(sh("rm -f '%s/report.md' && '%s' report --no-plots '%s' >/dev/null", dir, bench, dir) == 0);
     snprintf(path, sizeof path, "%s/report.md", dir);
-    md = slurp(path);
+    md = bench_read_file(path, NULL);
     CHECK_MSG(md && strstr(md, "What mixed precision buys") &&
                   strstr(md, "More: docs/suites/amp.md") &&
                   strstr(md, "The same f32 training step of each seed model") &&
@@ -326,7 +314,7 @@ static int test_plotscript(const char *bench, const char *tmp, const char *run) 
     CHECK(put(path, script) == 0);
     CHECK(sh("rm -f '%s'%s%s", marker, "", "") == 0);
     CHECK(sh("TANDEM_PLOTS_DIR='%s' '%s' plot --quiet '%s' >/dev/null", plots, bench, sweep) == 0);
-    char *called = slurp(marker);
+    char *called = bench_read_file(marker, NULL);
     CHECK_MSG(called && strstr(called, "lines samples/s 1 ") && strstr(called, plots),
               "amp.gp was not called with kind, metric, runs, scripts (got: %s)",
               called ? called : "nothing");
@@ -340,7 +328,7 @@ static int test_plotscript(const char *bench, const char *tmp, const char *run) 
     snprintf(cmd, sizeof cmd, "TANDEM_PLOTS_DIR='%s' '%s' plot --quiet --out '%s/q' '%s' >/dev/null",
              plots, bench, out, run);
     CHECK(system(cmd) == 0);
-    called = slurp(marker);
+    called = bench_read_file(marker, NULL);
     CHECK_MSG(!called, "amp.gp drew a bar chart: %s", called);
     free(called);
     // the real scripts draw every suite's figures: lines from the sweep, bars from the quick run
@@ -363,7 +351,7 @@ static int test_plotscript(const char *bench, const char *tmp, const char *run) 
         }
     // scaling.gp marks the predictions in the key
     snprintf(path, sizeof path, "%s/sweep/plots/scaling-efficiency.svg", tmp);
-    char *svg = slurp(path);
+    char *svg = bench_read_file(path, NULL);
     CHECK_MSG(svg && strstr(svg, "(PREDICTION)"), "%s: predictions not labelled", path);
     free(svg);
     CHECK_DONE("suites plotscript");
