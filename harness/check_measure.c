@@ -3,7 +3,7 @@
  * child processes (their code paths, isolated: a crash or a hang is a failed check, bounded by a
  * time limit); device-to-device copy bandwidth, GEMM throughput per precision, pinned host<->device
  * bandwidth (the PCIe link read while copying), all-reduce bus bandwidth and peer copies, timed by
- * events where one device is involved; NVML's readings through tdm_device_props_get, taken while a
+ * CUDA events (the all-reduce, which spans every device, by the host clock); NVML's readings through tdm_device_props_get, taken while a
  * GEMM load runs. Every figure is a median of repetitions after warm-up, and each output is
  * verified after it was timed: a fast wrong answer is a failed measurement, never a figure. */
 #include <dirent.h>
@@ -621,7 +621,8 @@ void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts 
         tdm_tensor_free(a.param[r]);
         tdm_tensor_free(a.grad[r]);
     }
-    // peer copies, every ordered pair: bytes / time (host clock around copies and both syncs)
+    // peer copies, every ordered pair: bytes / time, timed by events on the destination's current
+    // stream, where a copy between devices runs (kernels/streams.cu)
     double *worst = malloc((size_t)n * sizeof *worst);
     char (*pair)[64] = malloc((size_t)n * sizeof *pair);
     char (*perr)[300] = calloc((size_t)n, sizeof *perr);
@@ -640,17 +641,21 @@ void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts 
             tdm_device di = {TDM_DEVICE_CUDA, index[i]}, dj = {TDM_DEVICE_CUDA, index[j]};
             tdm_tensor *src = tdm_tensor_rand(1, &numel, TDM_DTYPE_F32, di, 31, 0);
             tdm_tensor *dst = tdm_tensor_zeros(1, &numel, TDM_DTYPE_F32, dj);
+            tdm_event *e0 = tdm_event_new(dj), *e1 = tdm_event_new(dj);
             samples ps = {.n = 0};
-            const char *pe = !src || !dst ? tdm_last_error() : NULL;
-            for (int r = -1; !pe && r < reps; r++) {
-                double t0 = now_s();
-                bool ok = true;
+            const char *pe = !src || !dst || !e0 || !e1 ? tdm_last_error() : NULL;
+            if (!pe && tdm_device_synchronize(di) != TDM_OK) pe = tdm_last_error();   // src written
+            for (int r = -1; !pe && r < reps; r++) {   // one warm-up
+                bool ok = tdm_event_record(e0, NULL) == TDM_OK;
                 for (int k = 0; ok && k < per; k++) ok = tdm_tensor_copy_async(dst, src, NULL) == TDM_OK;
-                ok = ok && tdm_device_synchronize(di) == TDM_OK && tdm_device_synchronize(dj) == TDM_OK;
-                double t = now_s() - t0;
-                if (!ok) pe = tdm_last_error();
-                else if (r >= 0 && t > 0) ps.v[ps.n++] = (double)bytes * per / t / 1e9;
+                ok = ok && tdm_event_record(e1, NULL) == TDM_OK;
+                double t = ok ? event_s(e0, e1) : -1;
+                if (t <= 0) pe = tdm_last_error();
+                else if (r >= 0) ps.v[ps.n++] = (double)bytes * per / t / 1e9;
             }
+            if (!pe && tdm_device_synchronize(di) != TDM_OK) pe = tdm_last_error();
+            tdm_event_free(e0);
+            tdm_event_free(e1);
             if (!pe) {
                 float *a1 = malloc((size_t)bytes), *b1 = malloc((size_t)bytes);
                 if (!a1 || !b1 || tdm_tensor_to_host(src, a1, (size_t)bytes) != TDM_OK ||
