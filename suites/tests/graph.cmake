@@ -6,11 +6,13 @@
 # order on the same addresses' alignment: nothing in a replay differs from eager execution) — with
 # SGD + momentum, Adam, AdamW and dropout, whose per-step state (momentum initialized, step count,
 # Philox offsets) is read on the device and advanced before each replay. test_graph's gpu_sgd_momentum,
-# gpu_adam, gpu_adamw (each captured before any eager step) and gpu_random (generators: rand,
-# randn, dropout forward and backward) compare replays with eager steps bit for bit.
+# gpu_adam, gpu_adamw, gpu_sgd_maximize, gpu_adam_amsgrad, gpu_adamw_amsgrad (amsgrad + maximize;
+# each captured before any eager step) and gpu_random (generators: rand, randn, dropout forward
+# and backward) compare replays with eager steps bit for bit.
 tdm_test_executable(graph)
 add_test(NAME graph.cpu_refuses COMMAND test_graph cpu_refuses)
-foreach(t gpu_replay gpu_memory gpu_pinned gpu_sgd_momentum gpu_adam gpu_adamw gpu_random)
+foreach(t gpu_replay gpu_memory gpu_pinned gpu_sgd_momentum gpu_adam gpu_adamw gpu_sgd_maximize
+          gpu_adam_amsgrad gpu_adamw_amsgrad gpu_random)
   add_test(NAME graph.${t} COMMAND test_graph ${t})
   set_tests_properties(graph.${t} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 endforeach()

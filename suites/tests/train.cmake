@@ -89,3 +89,10 @@ set(GPU_SKIP "out=$(${B} train --device cuda:0 --model mlp:4 --steps 1 --batch 2
 add_test(NAME gpu.train.deterministic_bitwise COMMAND sh -c
   "${GPU_SKIP}; for r in 1 2; do ${B} ${TRAIN_CNN} --device cuda:0 --deterministic --dump ${T}/det$r >/dev/null || exit 1; done; $<TARGET_FILE:test_dump_compare> ${T}/det1 ${T}/det2 0")
 set_tests_properties(gpu.train.deterministic_bitwise PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# The optimizers' maximize and amsgrad (test_optim.c): trajectories against hand computation,
+# max_exp_avg_sq through save/load, the op's errors; on the cpu and (label gpu) on cuda:0.
+tdm_test_executable(optim)
+add_test(NAME optim.cpu COMMAND test_optim ${TEST_TMP} cpu)
+add_test(NAME gpu.optim.cuda0 COMMAND test_optim ${TEST_TMP} cuda:0)
+set_tests_properties(gpu.optim.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
