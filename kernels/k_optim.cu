@@ -91,9 +91,9 @@ template <bool AMS> struct adam_fn {
         const A m = (A)b1 * m0 + (A)(1 - b1) * g;
         const A v = (A)b2 * v0 + (A)(1 - b2) * g * g;
         A den = v;
-        if (AMS) {
-            den = k_max(v, fresh ? (A)0 : in[4]);
-            out[3] = den;
+        if (AMS) {   // (the indices stay inside the arrays of the AMS = false instance too)
+            den = k_max(v, fresh ? (A)0 : in[AMS ? 4 : 3]);
+            out[AMS ? 3 : 2] = den;
         }
         out[0] = x - (A)ss * m / (k_sqrt(den) / (A)bc2s + (A)eps);
         out[1] = m;
