@@ -166,8 +166,10 @@ struct tdm_backend_ops {
     // ---- optimizer updates, in place ----
     tdm_status (*sgd_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
                            bool buf_initialized, const tdm_sgd_params *p);
+    // vmax: max_exp_avg_sq, non-NULL exactly when p->amsgrad.
     tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
-                            tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+                            tdm_tensor *v, tdm_tensor *vmax, int64_t step,
+                            const tdm_adam_params *p);
 
     // ---- collectives (optional: data parallel's all-reduce on the device, NCCL on cuda; NULL:
     //      core/parallel.c reduces through host memory) ----
@@ -239,12 +241,14 @@ struct tdm_backend_ops {
     tdm_status (*write_async)(void *dst, const void *src, size_t nbytes, int device_index);
     // sgd_step / adam_step with their per-step values read on the device from coef (doubles):
     // sgd {buf_initialized (0/1), lr}; adam {lr / (1 - beta1^step), sqrt(1 - beta2^step),
-    // 1 - lr * weight_decay, fresh (1: m and v are read as zeros)}; p's other fields as given.
+    // 1 - lr * weight_decay, fresh (1: m, v and vmax are read as zeros)}; p's other fields as
+    // given (vmax non-NULL exactly when p->amsgrad).
     // Same arithmetic as sgd_step / adam_step with those values as arguments, bit for bit.
     tdm_status (*sgd_step_dev)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
                                const double *coef, const tdm_sgd_params *p);
     tdm_status (*adam_step_dev)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
-                                tdm_tensor *v, const double *coef, const tdm_adam_params *p);
+                                tdm_tensor *v, tdm_tensor *vmax, const double *coef,
+                                const tdm_adam_params *p);
     // rand_uniform / rand_normal / dropout drawing at offset + *delta, delta a device uint64_t.
     tdm_status (*rand_fill_dev)(tdm_tensor *t, bool normal, uint64_t seed, uint64_t offset,
                                 const uint64_t *delta);

@@ -53,7 +53,7 @@ tdm_status tdm_sgd_step_captured(tdm_tensor *param, const tdm_tensor *grad,
                                  tdm_tensor *momentum_buffer, const tdm_tensor *coef, int64_t at,
                                  const tdm_sgd_params *p);
 tdm_status tdm_adam_step_captured(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
-                                  tdm_tensor *exp_avg_sq, const tdm_tensor *coef, int64_t at,
-                                  const tdm_adam_params *p);
+                                  tdm_tensor *exp_avg_sq, tdm_tensor *max_exp_avg_sq,
+                                  const tdm_tensor *coef, int64_t at, const tdm_adam_params *p);
 
 #endif

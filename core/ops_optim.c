@@ -90,13 +90,23 @@ tdm_status tdm_sgd_step_captured(tdm_tensor *param, const tdm_tensor *grad,
     return be->sgd_step_dev(param, grad, momentum_buffer, (const double *)tdm_data_c(coef) + at, p);
 }
 
+// *max_exp_avg_sq is required (and checked) with p->amsgrad, set to NULL without it (unused, as
+// in torch.optim).
 static tdm_status adam_check(const char *op, const tdm_tensor *param, const tdm_tensor *grad,
                              const tdm_tensor *exp_avg, const tdm_tensor *exp_avg_sq,
-                             int64_t step, const tdm_adam_params *p) {
+                             tdm_tensor **max_exp_avg_sq, int64_t step, const tdm_adam_params *p) {
     TDM_TRY(check_param(op, param, grad));
     TDM_TRY(check_like(op, "exp_avg", param, exp_avg));
     TDM_TRY(check_like(op, "exp_avg_sq", param, exp_avg_sq));
     if (!p) return tdm_error_set(TDM_ERR_ARG, "%s: params is NULL", op);
+    if (p->amsgrad) {
+        if (!*max_exp_avg_sq)
+            return tdm_error_set(TDM_ERR_ARG, "%s: amsgrad needs a max_exp_avg_sq buffer "
+                                 "(tdm_adam_step_amsgrad)", op);
+        TDM_TRY(check_like(op, "max_exp_avg_sq", param, *max_exp_avg_sq));
+    } else {
+        *max_exp_avg_sq = NULL;
+    }
     if (step < 1)
         return tdm_error_set(TDM_ERR_ARG, "%s: step %lld, expected >= 1 (1-based, after the "
                              "increment)", op, (long long)step);
@@ -116,27 +126,33 @@ static tdm_status adam_check(const char *op, const tdm_tensor *param, const tdm_
     return TDM_OK;
 }
 
-tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
-                         tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p) {
+tdm_status tdm_adam_step_amsgrad(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
+                                 tdm_tensor *exp_avg_sq, tdm_tensor *max_exp_avg_sq,
+                                 int64_t step, const tdm_adam_params *p) {
     const char *op = "adam_step";
-    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq);
-    TDM_TRY(adam_check(op, param, grad, exp_avg, exp_avg_sq, step, p));
+    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+    TDM_TRY(adam_check(op, param, grad, exp_avg, exp_avg_sq, &max_exp_avg_sq, step, p));
     const struct tdm_backend_ops *be = tdm_backend_of(param);
     if (!be->adam_step) return tdm_error_unsupported(op, be);
-    return be->adam_step(param, grad, exp_avg, exp_avg_sq, step, p);
+    return be->adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, p);
+}
+
+tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
+                         tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p) {
+    return tdm_adam_step_amsgrad(param, grad, exp_avg, exp_avg_sq, NULL, step, p);
 }
 
 tdm_status tdm_adam_step_captured(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
-                                  tdm_tensor *exp_avg_sq, const tdm_tensor *coef, int64_t at,
-                                  const tdm_adam_params *p) {
+                                  tdm_tensor *exp_avg_sq, tdm_tensor *max_exp_avg_sq,
+                                  const tdm_tensor *coef, int64_t at, const tdm_adam_params *p) {
     const char *op = "adam_step";
-    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq);
-    TDM_TRY(adam_check(op, param, grad, exp_avg, exp_avg_sq, 1, p));
+    TDM_PROFILE_OP(op, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+    TDM_TRY(adam_check(op, param, grad, exp_avg, exp_avg_sq, &max_exp_avg_sq, 1, p));
     TDM_TRY(check_coef(op, param, coef, at, 4));
     const struct tdm_backend_ops *be = tdm_backend_of(param);
     if (!be->adam_step_dev)
         return tdm_error_set(TDM_ERR_UNSUPPORTED, "%s: the %s backend cannot read its step count "
                              "on the device (cannot be captured)", op, be->name);
-    return be->adam_step_dev(param, grad, exp_avg, exp_avg_sq,
+    return be->adam_step_dev(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
                              (const double *)tdm_data_c(coef) + at, p);
 }

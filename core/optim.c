@@ -19,6 +19,7 @@ typedef struct {
     tdm_tensor *param;       // a reference
     tdm_tensor *buf;         // SGD momentum buffer, or Adam's exp_avg (NULL until first step)
     tdm_tensor *buf2;        // Adam's exp_avg_sq
+    tdm_tensor *buf3;        // Adam's max_exp_avg_sq (amsgrad only)
     int64_t step;            // Adam: steps taken; SGD: whether buf holds a value (0/1)
     bool fresh;              // buf/buf2 made during a graph capture and never written yet
 } opt_slot;
@@ -97,6 +98,7 @@ void tdm_optimizer_free(tdm_optimizer *o) {
         tdm_tensor_free(o->slots[i].param);
         tdm_tensor_free(o->slots[i].buf);
         tdm_tensor_free(o->slots[i].buf2);
+        tdm_tensor_free(o->slots[i].buf3);
     }
     free(o->slots);
     free(o);
@@ -127,20 +129,30 @@ static tdm_status state_like(tdm_tensor **slot, const tdm_tensor *param, bool *f
     return *slot ? TDM_OK : tdm_last_status();
 }
 
+// Adam's state: exp_avg, exp_avg_sq and, with amsgrad, max_exp_avg_sq (PyTorch's state keys).
+static tdm_status adam_state(const tdm_optimizer *o, opt_slot *sl) {
+    TDM_TRY(state_like(&sl->buf, sl->param, &sl->fresh));
+    TDM_TRY(state_like(&sl->buf2, sl->param, &sl->fresh));
+    return o->adam.amsgrad ? state_like(&sl->buf3, sl->param, &sl->fresh) : TDM_OK;
+}
+
 static tdm_status zero_fresh(opt_slot *sl) {
     if (!sl->fresh) return TDM_OK;
     const struct tdm_backend_ops *be = tdm_backend_of(sl->buf);
     TDM_TRY(be->memset_zero(tdm_data(sl->buf), tdm_tensor_nbytes(sl->buf), sl->buf->device.index));
-    if (sl->buf2)
-        TDM_TRY(be->memset_zero(tdm_data(sl->buf2), tdm_tensor_nbytes(sl->buf2),
-                                sl->buf2->device.index));
+    tdm_tensor *more[2] = {sl->buf2, sl->buf3};
+    for (int k = 0; k < 2; k++)
+        if (more[k])
+            TDM_TRY(be->memset_zero(tdm_data(more[k]), tdm_tensor_nbytes(more[k]),
+                                    more[k]->device.index));
     sl->fresh = false;
     return TDM_OK;
 }
 
 // ---- a step captured in a CUDA graph (PyTorch's capturable optimizers) ------------------------
 // The kernels read the per-step values from `coef` (device f64, K per stepped slot: sgd
-// {buf initialized, lr}, adam {lr/(1-b1^t), sqrt(1-b2^t), 1 - lr wd, fresh}); before each replay
+// {buf initialized, lr}, adam {lr/(1-b1^t), sqrt(1-b2^t), 1 - lr wd, fresh (m, v and, with
+// amsgrad, max_exp_avg_sq read as zeros)}); before each replay
 // the hook advances the host state exactly as the eager step does and writes those values,
 // computed by the eager step's own expressions (kernels/k_optim.cu's cuda_adam_step), so that a
 // replay equals the eager step bit for bit. The capture itself advances nothing: it runs nothing.
@@ -218,10 +230,9 @@ static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
             if (s == TDM_OK)
                 s = tdm_sgd_step_captured(sl->param, g, sl->buf, c->coef, (int64_t)i * k, &o->sgd);
         } else {
-            s = state_like(&sl->buf, sl->param, &sl->fresh);
-            if (s == TDM_OK) s = state_like(&sl->buf2, sl->param, &sl->fresh);
+            s = adam_state(o, sl);
             if (s == TDM_OK)
-                s = tdm_adam_step_captured(sl->param, g, sl->buf, sl->buf2, c->coef,
+                s = tdm_adam_step_captured(sl->param, g, sl->buf, sl->buf2, sl->buf3, c->coef,
                                            (int64_t)i * k, &o->adam);
         }
     }
@@ -256,9 +267,10 @@ tdm_status tdm_optimizer_step(tdm_optimizer *o) {
             if (s == TDM_OK) s = tdm_sgd_step(sl->param, g, sl->buf, sl->step > 0, &o->sgd);
             if (s == TDM_OK && o->sgd.momentum != 0) sl->step = 1;
         } else {
-            s = state_like(&sl->buf, sl->param, &sl->fresh);
-            if (s == TDM_OK) s = state_like(&sl->buf2, sl->param, &sl->fresh);
-            if (s == TDM_OK) s = tdm_adam_step(sl->param, g, sl->buf, sl->buf2, sl->step + 1, &o->adam);
+            s = adam_state(o, sl);
+            if (s == TDM_OK)
+                s = tdm_adam_step_amsgrad(sl->param, g, sl->buf, sl->buf2, sl->buf3, sl->step + 1,
+                                          &o->adam);
             if (s == TDM_OK) sl->step++;
         }
     }
@@ -271,11 +283,13 @@ void tdm_optimizer_zero_grad(tdm_optimizer *o) {
 }
 
 // ---- state files --------------------------------------------------------------------------------
-// "state.<i>.momentum_buffer" (SGD), "state.<i>.exp_avg", "state.<i>.exp_avg_sq" and
-// "state.<i>.step" (Adam; f32 scalar, as PyTorch keeps it), for the parameters that have state.
+// "state.<i>.momentum_buffer" (SGD), "state.<i>.exp_avg", "state.<i>.exp_avg_sq",
+// "state.<i>.max_exp_avg_sq" (amsgrad only) and "state.<i>.step" (Adam; f32 scalar, as PyTorch
+// keeps it), for the parameters that have state. An amsgrad optimizer refuses a file without
+// max_exp_avg_sq beside exp_avg; one without amsgrad ignores it (PyTorch's step never reads it).
 
 tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
-    int cap = 3 * o->n, n = 0;
+    int cap = 4 * o->n, n = 0;
     char (*names)[48] = calloc((size_t)(cap ? cap : 1), sizeof *names);
     const char **np = calloc((size_t)(cap ? cap : 1), sizeof *np);
     const tdm_tensor **tp = calloc((size_t)(cap ? cap : 1), sizeof *tp);
@@ -297,9 +311,9 @@ tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
             s = tdm_last_status();
             break;
         }
-        const char *keys[3] = {"exp_avg", "exp_avg_sq", "step"};
-        const tdm_tensor *vals[3] = {sl->buf, sl->buf2, steps[i]};
-        for (int k = 0; k < 3; k++) {
+        const char *keys[4] = {"exp_avg", "exp_avg_sq", "step", "max_exp_avg_sq"};
+        const tdm_tensor *vals[4] = {sl->buf, sl->buf2, steps[i], sl->buf3};
+        for (int k = 0; k < (sl->buf3 ? 4 : 3); k++) {
             snprintf(names[n], sizeof names[n], "state.%d.%s", i, keys[k]);
             np[n] = names[n];
             tp[n++] = vals[k];
@@ -333,13 +347,15 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
         s = tdm_error_set(TDM_ERR_FORMAT, "%s: not the state of a %s optimizer over %d parameters",
                           path, want, o->n);
     // Read everything first; replace the state only when all of it checked out.
-    tdm_tensor **nb = calloc((size_t)(2 * o->n + 1), sizeof *nb);
+    tdm_tensor **nb = calloc((size_t)(3 * o->n + 1), sizeof *nb);   // per slot: buf, buf2, buf3
     int64_t *nstep = calloc((size_t)(o->n + 1), sizeof *nstep);
     if (s == TDM_OK && (!nb || !nstep)) s = tdm_error_set(TDM_ERR_OOM, "%s: out of memory", path);
     for (int i = 0; s == TDM_OK && i < o->n; i++) {
         const tdm_tensor *p = o->slots[i].param;
-        const char *keys[2] = {o->kind == OPT_SGD ? "momentum_buffer" : "exp_avg", "exp_avg_sq"};
-        for (int k = 0; k < (o->kind == OPT_SGD ? 1 : 2) && s == TDM_OK; k++) {
+        const char *keys[3] = {o->kind == OPT_SGD ? "momentum_buffer" : "exp_avg", "exp_avg_sq",
+                               "max_exp_avg_sq"};
+        const int nk = o->kind == OPT_SGD ? 1 : o->adam.amsgrad ? 3 : 2;
+        for (int k = 0; k < nk && s == TDM_OK; k++) {
             char name[48];
             snprintf(name, sizeof name, "state.%d.%s", i, keys[k]);
             if (!tdm_safetensors_has(st, name)) continue;
@@ -353,10 +369,15 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
                 tdm_tensor_free(t);
                 break;
             }
-            nb[2 * i + k] = tdm_tensor_to(t, p->device, p->dtype);
+            nb[3 * i + k] = tdm_tensor_to(t, p->device, p->dtype);
             tdm_tensor_free(t);
-            if (!nb[2 * i + k]) s = tdm_last_status();
+            if (!nb[3 * i + k]) s = tdm_last_status();
         }
+        if (s == TDM_OK && o->kind == OPT_ADAM && (!nb[3 * i] != !nb[3 * i + 1] ||
+                                                  (nk == 3 && !nb[3 * i] != !nb[3 * i + 2])))
+            s = tdm_error_set(TDM_ERR_FORMAT, "%s: parameter %d's state is incomplete (Adam%s "
+                              "needs exp_avg, exp_avg_sq%s together)", path, i,
+                              nk == 3 ? " with amsgrad" : "", nk == 3 ? " and max_exp_avg_sq" : "");
         char name[48];
         snprintf(name, sizeof name, "state.%d.step", i);
         if (s == TDM_OK && o->kind == OPT_ADAM && tdm_safetensors_has(st, name)) {
@@ -373,13 +394,14 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
         if (s == TDM_OK) {
             tdm_tensor_free(sl->buf);
             tdm_tensor_free(sl->buf2);
-            sl->buf = nb[2 * i];
-            sl->buf2 = nb[2 * i + 1];
+            tdm_tensor_free(sl->buf3);
+            sl->buf = nb[3 * i];
+            sl->buf2 = nb[3 * i + 1];
+            sl->buf3 = nb[3 * i + 2];
             sl->step = o->kind == OPT_SGD ? (sl->buf != NULL) : nstep[i];
             sl->fresh = false;
         } else {
-            tdm_tensor_free(nb[2 * i]);
-            tdm_tensor_free(nb[2 * i + 1]);
+            for (int k = 0; k < 3; k++) tdm_tensor_free(nb[3 * i + k]);
         }
     }
     free(nb);

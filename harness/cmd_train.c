@@ -23,6 +23,7 @@ typedef struct {
     int64_t batch, steps, accumulate, segments, ranks;
     double lr, momentum, weight_decay;
     bool lr_set, momentum_set, wd_set, ranks_set;
+    bool maximize, amsgrad;   // torch.optim's maximize (all) and amsgrad (adam/adamw)
     bool graph;   // --graph: capture one step into a CUDA graph, replay it (tandem/graph.h)
     uint64_t seed;
 } train_args;
@@ -30,7 +31,8 @@ typedef struct {
 static void train_usage(FILE *f) {
     fprintf(f,
         "usage: bench train --model SPEC [--batch B] --steps N --opt sgd|adam|adamw --lr F\n"
-        "                   [--momentum F] [--weight-decay F] [--seed S] [--device cpu|cuda:N]\n"
+        "                   [--momentum F] [--weight-decay F] [--maximize] [--amsgrad]\n"
+        "                   [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
         "                   [--tf32 on|off] [--deterministic] [--graph]\n"
@@ -75,6 +77,8 @@ static void train_usage(FILE *f) {
         "                  top ops (docs/PROFILING.md)\n"
         "--opt defaults    sgd: momentum 0, weight decay 0; adam: wd 0; adamw: wd 1e-2;\n"
         "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
+        "--maximize        ascend the loss (PyTorch's maximize: the gradient negated first)\n"
+        "--amsgrad         adam/adamw: AMSGrad (normalise by the running maximum of exp_avg_sq)\n"
         "Exit: 0 done, 1 a failure while training, 2 bad arguments or input.\n");
 }
 
@@ -385,12 +389,15 @@ static tdm_optimizer *build_optimizer(const train_args *a, tdm_module *m) {
     tdm_module_parameters(m, params, np);
     tdm_optimizer *o;
     if (!strcmp(a->opt, "sgd")) {
-        tdm_sgd_params p = {.lr = a->lr, .momentum = a->momentum, .weight_decay = a->weight_decay};
+        tdm_sgd_params p = {.lr = a->lr, .momentum = a->momentum, .weight_decay = a->weight_decay,
+                            .maximize = a->maximize};
         o = tdm_optim_sgd(params, np, &p);
     } else {
         tdm_adam_params p = tdm_adam_defaults(!strcmp(a->opt, "adamw"));
         if (a->lr_set) p.lr = a->lr;
         if (a->wd_set) p.weight_decay = a->weight_decay;
+        p.maximize = a->maximize;
+        p.amsgrad = a->amsgrad;
         o = tdm_optim_adam(params, np, &p);
     }
     free(params);
@@ -543,6 +550,7 @@ int bench_train(int argc, char **argv) {
         {"data", required_argument, 0, 'D'},     {"dump", required_argument, 0, 'u'},
         {"tf32", required_argument, 0, 'T'},           {"deterministic", no_argument, 0, 'Z'},
         {"profile", required_argument, 0, 'P'},  {"graph", no_argument, 0, 'G'},
+        {"maximize", no_argument, 0, 'X'},       {"amsgrad", no_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0};
@@ -575,6 +583,8 @@ int bench_train(int argc, char **argv) {
         case 'Z': tdm_conv_algo_mode_set(TDM_CONV_ALGO_DETERMINISTIC); break;
         case 'P': a.profile = optarg; break;
         case 'G': a.graph = true; break;
+        case 'X': a.maximize = true; break;
+        case 'A': a.amsgrad = true; break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
@@ -585,6 +595,7 @@ int bench_train(int argc, char **argv) {
     bool sgd = !strcmp(a.opt, "sgd"), adamw = !strcmp(a.opt, "adamw");
     if (!sgd && !adamw && strcmp(a.opt, "adam")) return bad("--opt %s: expected sgd, adam or adamw", a.opt);
     if (sgd && !a.lr_set) return bad("%s--lr is required with --opt sgd", "");
+    if (sgd && a.amsgrad) return bad("%s--amsgrad needs --opt adam or adamw", "");
     if (strcmp(a.amp, "off") && strcmp(a.amp, "fp16") && strcmp(a.amp, "bf16"))
         return bad("--amp %s: expected off, fp16 or bf16", a.amp);
     tdm_device dev;

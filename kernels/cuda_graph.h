@@ -41,7 +41,8 @@ tdm_status cuda_write_async(void *dst, const void *src, size_t nbytes, int devic
 tdm_status cuda_sgd_step_dev(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
                              const double *coef, const tdm_sgd_params *p);
 tdm_status cuda_adam_step_dev(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
-                              tdm_tensor *v, const double *coef, const tdm_adam_params *p);
+                              tdm_tensor *v, tdm_tensor *vmax, const double *coef,
+                              const tdm_adam_params *p);
 tdm_status cuda_rand_fill_dev(tdm_tensor *t, bool normal, uint64_t seed, uint64_t offset,
                               const uint64_t *delta);
 tdm_status cuda_dropout_dev(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,

@@ -130,7 +130,7 @@ tdm_status cuda_embedding_backward(const tdm_tensor *gy, const tdm_tensor *idx,
 tdm_status cuda_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
                          bool buf_initialized, const tdm_sgd_params *p);
 tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
-                          tdm_tensor *v, int64_t step, const tdm_adam_params *p);
+                          tdm_tensor *v, tdm_tensor *vmax, int64_t step, const tdm_adam_params *p);
 tdm_status cuda_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
                                   tdm_tensor *found_inf);
 // x (outer, c, inner) of x_dt summed over outer and inner into out (c) of dt (x_dt is dt, or f32

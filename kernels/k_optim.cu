@@ -12,18 +12,19 @@
 #include "kernels/cuda_graph.h"
 
 // ---- sgd ---------------------------------------------------------------------------------------
-// d = grad + wd param; with momentum: buf = initialized ? momentum buf + (1 - dampening) d : d,
-// d = nesterov ? d + momentum buf : buf; param -= lr d.  in: param, grad[, buf]; out: param[, buf]
+// d = (maximize ? -grad : grad) + wd param; with momentum: buf = initialized ? momentum buf +
+// (1 - dampening) d : d, d = nesterov ? d + momentum buf : buf; param -= lr d.
+// in: param, grad[, buf]; out: param[, buf]
 // Captured (cuda_sgd_step_dev): initialized and lr are read on the device from coef = {initialized,
 // lr}, which core rewrites before each replay; the same arithmetic either way.
 template <bool MOM> struct sgd_fn {
     double lr, momentum, dampening, wd;
-    bool nesterov, initialized;
+    bool nesterov, initialized, maximize;
     const double *coef;   // NULL: the arguments above
     template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
         const bool init = coef ? coef[0] != 0 : initialized;
         const double rate = coef ? coef[1] : lr;
-        A d = in[1];
+        A d = maximize ? -in[1] : in[1];
         if (wd != 0) d += (A)wd * in[0];
         if (MOM) {
             const A b = init ? (A)momentum * in[2] + (A)(1 - dampening) * d : d;
@@ -44,12 +45,12 @@ static tdm_status sgd_launch(tdm_tensor *param, const tdm_tensor *grad, tdm_tens
             map_ptrs<T, 3, 2> ptr = {{cptr<T>(param), cptr<T>(grad), cptr<T>(buf)},
                                      {mptr<T>(param), mptr<T>(buf)}};
             sgd_fn<true> f = {p->lr, p->momentum, p->dampening, p->weight_decay, p->nesterov,
-                              buf_initialized, coef};
+                              buf_initialized, p->maximize, coef};
             return launch_map<T, 3, 2, sgd_fn<true>, double>(param->numel, ptr, f);
         }
         map_ptrs<T, 2, 1> ptr = {{cptr<T>(param), cptr<T>(grad)}, {mptr<T>(param)}};
         sgd_fn<false> f = {p->lr, p->momentum, p->dampening, p->weight_decay, p->nesterov,
-                           buf_initialized, coef};
+                           buf_initialized, p->maximize, coef};
         return launch_map<T, 2, 1, sgd_fn<false>, double>(param->numel, ptr, f);
     });
     return TDM_OK;
@@ -66,46 +67,61 @@ tdm_status cuda_sgd_step_dev(tdm_tensor *param, const tdm_tensor *grad, tdm_tens
 }
 
 // ---- adam / adamw --------------------------------------------------------------------------------
-// AdamW: param *= 1 - lr wd.  Adam: g = grad + wd param.  m = b1 m + (1-b1) g;
-// v = b2 v + (1-b2) g^2; param -= lr/(1-b1^step) m / (sqrt(v)/sqrt(1-b2^step) + eps).
-// in: param, grad, m, v; out: param, m, v.
+// g = maximize ? -grad : grad.  AdamW: param *= 1 - lr wd.  Adam: g += wd param.
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; amsgrad: vmax = max(vmax, v) (NaN wins, as
+// torch.maximum), used for v below; param -= lr/(1-b1^step) m / (sqrt(v)/sqrt(1-b2^step) + eps).
+// in: param, grad, m, v[, vmax]; out: param, m, v[, vmax].
 // Captured (cuda_adam_step_dev, PyTorch's capturable=True): the values that depend on the step
 // count and lr are read on the device from coef = {lr/(1-b1^step), sqrt(1-b2^step), 1 - lr wd,
 // fresh}, which core computes on the host as the eager step does and writes before each replay;
-// fresh = 1 reads m and v as zeros (state made during the capture, never written yet: b1*0 +
-// (1-b1) g is what the eager step computes from zeroed state, bit for bit).
-struct adam_fn {
+// fresh = 1 reads m, v and vmax as zeros (state made during the capture, never written yet:
+// b1*0 + (1-b1) g and max(0, v) are what the eager step computes from zeroed state, bit for bit).
+template <bool AMS> struct adam_fn {
     double decay, wd, b1, b2, step_size, bc2_sqrt, eps;
-    bool decoupled;
+    bool decoupled, maximize;
     const double *coef;   // NULL: the arguments above
     template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
         const double ss = coef ? coef[0] : step_size, bc2s = coef ? coef[1] : bc2_sqrt;
         const double dec = coef ? coef[2] : decay;
         const bool fresh = coef && coef[3] != 0;
-        A x = in[0], g = in[1];
+        A x = in[0], g = maximize ? -in[1] : in[1];
         if (decoupled) x *= (A)dec;
         else if (wd != 0) g += (A)wd * x;
         const A m0 = fresh ? (A)0 : in[2], v0 = fresh ? (A)0 : in[3];
         const A m = (A)b1 * m0 + (A)(1 - b1) * g;
         const A v = (A)b2 * v0 + (A)(1 - b2) * g * g;
-        out[0] = x - (A)ss * m / (k_sqrt(v) / (A)bc2s + (A)eps);
+        A den = v;
+        if (AMS) {   // (the indices stay inside the arrays of the AMS = false instance too)
+            den = k_max(v, fresh ? (A)0 : in[AMS ? 4 : 3]);
+            out[AMS ? 3 : 2] = den;
+        }
+        out[0] = x - (A)ss * m / (k_sqrt(den) / (A)bc2s + (A)eps);
         out[1] = m;
         out[2] = v;
     }
 };
 
 static tdm_status adam_launch(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
-                              tdm_tensor *v, const adam_fn &f) {
+                              tdm_tensor *v, tdm_tensor *vmax, const adam_fn<false> &f) {
+    if (param->numel == 0) return TDM_OK;
     TDM_DISPATCH_FLOAT(param->dtype, "adam_step", T, {
+        if (vmax) {
+            map_ptrs<T, 5, 4> ptr = {
+                {cptr<T>(param), cptr<T>(grad), cptr<T>(m), cptr<T>(v), cptr<T>(vmax)},
+                {mptr<T>(param), mptr<T>(m), mptr<T>(v), mptr<T>(vmax)}};
+            adam_fn<true> fa = {f.decay, f.wd, f.b1, f.b2, f.step_size, f.bc2_sqrt, f.eps,
+                                f.decoupled, f.maximize, f.coef};
+            return launch_map<T, 5, 4, adam_fn<true>, double>(param->numel, ptr, fa);
+        }
         map_ptrs<T, 4, 3> ptr = {{cptr<T>(param), cptr<T>(grad), cptr<T>(m), cptr<T>(v)},
                                  {mptr<T>(param), mptr<T>(m), mptr<T>(v)}};
-        return launch_map<T, 4, 3, adam_fn, double>(param->numel, ptr, f);
+        return launch_map<T, 4, 3, adam_fn<false>, double>(param->numel, ptr, f);
     });
     return TDM_OK;
 }
 
 tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
-                          tdm_tensor *v, int64_t step, const tdm_adam_params *p) {
+                          tdm_tensor *v, tdm_tensor *vmax, int64_t step, const tdm_adam_params *p) {
     if (param->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(param));
     TDM_TRY(tdm_cuda_capture_refuse(cuda_stream_current(), param->device.index, "adam_step",
@@ -113,18 +129,20 @@ tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor 
                                     "corrections) that every replay would repeat; use "
                                     "tdm_optimizer_step, which reads it on the device"));
     const double bc1 = 1 - pow(p->beta1, (double)step), bc2 = 1 - pow(p->beta2, (double)step);
-    adam_fn f = {1 - p->lr * p->weight_decay, p->weight_decay, p->beta1, p->beta2, p->lr / bc1,
-                 sqrt(bc2), p->eps, p->decoupled_weight_decay, NULL};
-    return adam_launch(param, grad, m, v, f);
+    adam_fn<false> f = {1 - p->lr * p->weight_decay, p->weight_decay, p->beta1, p->beta2,
+                        p->lr / bc1, sqrt(bc2), p->eps, p->decoupled_weight_decay, p->maximize,
+                        NULL};
+    return adam_launch(param, grad, m, v, vmax, f);
 }
 
 tdm_status cuda_adam_step_dev(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
-                              tdm_tensor *v, const double *coef, const tdm_adam_params *p) {
+                              tdm_tensor *v, tdm_tensor *vmax, const double *coef,
+                              const tdm_adam_params *p) {
     if (param->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(param));
-    adam_fn f = {0, p->weight_decay, p->beta1, p->beta2, 0, 0, p->eps, p->decoupled_weight_decay,
-                 coef};
-    return adam_launch(param, grad, m, v, f);
+    adam_fn<false> f = {0, p->weight_decay, p->beta1, p->beta2, 0, 0, p->eps,
+                        p->decoupled_weight_decay, p->maximize, coef};
+    return adam_launch(param, grad, m, v, vmax, f);
 }
 
 // ---- grad scaler: unscale in place, flag non-finite ---------------------------------------------

@@ -1,12 +1,12 @@
 /* ref_optim.c — reference optimizer updates, in place, in double: torch.optim's single-tensor
- * SGD and Adam/AdamW (foreach=False, maximize=False, amsgrad=False). */
+ * SGD and Adam/AdamW (foreach=False), with maximize and amsgrad. */
 #include <math.h>
 
 #include "ref/ref.h"
 
 // param, grad, buf (all the same shape; buf NULL when momentum == 0):
-// d = grad + wd * param;  with momentum: buf = initialized ? momentum * buf + (1 - dampening) * d
-// : d;  d = nesterov ? d + momentum * buf : buf;  param -= lr * d.
+// d = (maximize ? -grad : grad) + wd * param;  with momentum: buf = initialized ? momentum * buf
+// + (1 - dampening) * d : d;  d = nesterov ? d + momentum * buf : buf;  param -= lr * d.
 tdm_status ref_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *buf,
                         bool buf_initialized, const tdm_sgd_params *p) {
     int64_t n = param->numel;
@@ -15,7 +15,7 @@ tdm_status ref_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *b
     double *NP = ref_new(&A, n), *NB = ref_new(&A, n);
     if (A.failed) return ref_finish(&A);
     for (int64_t i = 0; i < n; i++) {
-        double d = G[i];
+        double d = p->maximize ? -G[i] : G[i];
         if (p->weight_decay != 0) d += p->weight_decay * P[i];
         if (p->momentum != 0) {
             NB[i] = buf_initialized ? p->momentum * B[i] + (1 - p->dampening) * d : d;
@@ -28,33 +28,39 @@ tdm_status ref_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *b
     return ref_finish(&A);
 }
 
-// param, grad, m (exp_avg), v (exp_avg_sq), all the same shape; step >= 1.
-// AdamW: param *= 1 - lr * wd.  Adam: g = grad + wd * param.  Then
-// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+// param, grad, m (exp_avg), v (exp_avg_sq), vmax (max_exp_avg_sq; NULL unless amsgrad), all the
+// same shape; step >= 1.  g = maximize ? -grad : grad.
+// AdamW: param *= 1 - lr * wd.  Adam: g += wd * param.  Then
+// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  amsgrad: vmax = max(vmax, v) (torch.maximum: NaN
+// wins), used for v below;
 // param -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
 tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m, tdm_tensor *v,
-                         int64_t step, const tdm_adam_params *p) {
+                         tdm_tensor *vmax, int64_t step, const tdm_adam_params *p) {
     int64_t n = param->numel;
     ref_arena A = {0};
     const double *P = ref_in(&A, param), *G = ref_in(&A, grad);
-    const double *M = ref_in(&A, m), *V = ref_in(&A, v);
+    const double *M = ref_in(&A, m), *V = ref_in(&A, v), *VM = ref_in(&A, vmax);
     double *NP = ref_new(&A, n), *NM = ref_new(&A, n), *NV = ref_new(&A, n);
+    double *NVM = vmax ? ref_new(&A, n) : NULL;
     if (A.failed) return ref_finish(&A);
     double bc1 = 1 - pow(p->beta1, (double)step), bc2 = 1 - pow(p->beta2, (double)step);
     double step_size = p->lr / bc1, bc2_sqrt = sqrt(bc2);
     for (int64_t i = 0; i < n; i++) {
-        double x = P[i], g = G[i];
+        double x = P[i], g = p->maximize ? -G[i] : G[i];
         if (p->decoupled_weight_decay)
             x *= 1 - p->lr * p->weight_decay;
         else if (p->weight_decay != 0)
             g += p->weight_decay * x;
         NM[i] = p->beta1 * M[i] + (1 - p->beta1) * g;
         NV[i] = p->beta2 * V[i] + (1 - p->beta2) * g * g;
-        NP[i] = x - step_size * NM[i] / (sqrt(NV[i]) / bc2_sqrt + p->eps);
+        double den = NV[i];
+        if (vmax) den = NVM[i] = NV[i] > VM[i] || isnan(NV[i]) ? NV[i] : VM[i];   // NaN wins
+        NP[i] = x - step_size * NM[i] / (sqrt(den) / bc2_sqrt + p->eps);
     }
     ref_store(&A, param, NP);
     ref_store(&A, m, NM);
     ref_store(&A, v, NV);
+    if (vmax) ref_store(&A, vmax, NVM);
     return ref_finish(&A);
 }
 

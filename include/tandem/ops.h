@@ -196,9 +196,11 @@ tdm_status tdm_embedding_backward(const tdm_tensor *gy, const tdm_tensor *indice
                                   tdm_tensor **gweight);
 
 // ---- optimizer updates (in place, torch.optim's single-tensor formulas) ---------------------
+// Zero-initialised params are PyTorch's defaults for every flag (maximize, amsgrad false).
 typedef struct {
     double lr, momentum, dampening, weight_decay;
     bool nesterov;
+    bool maximize;   // ascend: the gradient is negated first (before weight decay), as PyTorch
 } tdm_sgd_params;
 
 // momentum_buffer may be NULL when momentum == 0. *buffer_initialized says whether the buffer
@@ -209,11 +211,20 @@ tdm_status tdm_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay;
     bool decoupled_weight_decay;   // false: Adam (L2 into the gradient); true: AdamW
+    bool amsgrad;    // normalise by max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq) (AMSGrad)
+    bool maximize;   // ascend: the gradient is negated first (before weight decay), as PyTorch
 } tdm_adam_params;
 
-// step is 1-based, counted after the increment (the first update has step 1).
+// step is 1-based, counted after the increment (the first update has step 1). With p->amsgrad
+// the update needs a max_exp_avg_sq buffer: use tdm_adam_step_amsgrad (this one refuses it).
 tdm_status tdm_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
                          tdm_tensor *exp_avg_sq, int64_t step, const tdm_adam_params *p);
+// tdm_adam_step with the AMSGrad state: max_exp_avg_sq (param's shape, dtype and device; zeros
+// before the first step, as PyTorch creates it) is required when p->amsgrad and updated in place
+// to max(max_exp_avg_sq, exp_avg_sq); without p->amsgrad it is ignored (may be NULL).
+tdm_status tdm_adam_step_amsgrad(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *exp_avg,
+                                 tdm_tensor *exp_avg_sq, tdm_tensor *max_exp_avg_sq,
+                                 int64_t step, const tdm_adam_params *p);
 
 #ifdef __cplusplus
 }

@@ -17,15 +17,17 @@ typedef struct tdm_optimizer tdm_optimizer;
 tdm_optimizer *tdm_optim_sgd(tdm_tensor *const *params, int n, const tdm_sgd_params *p);
 // Adam (p->decoupled_weight_decay false) or AdamW (true).
 tdm_optimizer *tdm_optim_adam(tdm_tensor *const *params, int n, const tdm_adam_params *p);
-// Defaults: SGD lr required; Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0; AdamW wd 1e-2.
+// Defaults: SGD lr required; Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0; AdamW wd 1e-2;
+// maximize and amsgrad false (set them on the returned params).
 tdm_adam_params tdm_adam_defaults(bool adamw);
 
 tdm_status tdm_optimizer_step(tdm_optimizer *o);
 void tdm_optimizer_zero_grad(tdm_optimizer *o);   // set_to_none, PyTorch's default
 double tdm_optimizer_lr(const tdm_optimizer *o);
 void tdm_optimizer_set_lr(tdm_optimizer *o, double lr);
-// The state (momentum buffers, exp_avg, exp_avg_sq, step) under names "state.<i>.<key>", i the
-// parameter's index, as safetensors (atomic); load restores it for the same parameter list.
+// The state (momentum buffers, exp_avg, exp_avg_sq, max_exp_avg_sq with amsgrad, step) under
+// names "state.<i>.<key>", i the parameter's index, as safetensors (atomic); load restores it for
+// the same parameter list (an amsgrad optimizer refuses Adam state without max_exp_avg_sq).
 tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path);
 tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path);
 void tdm_optimizer_free(tdm_optimizer *o);

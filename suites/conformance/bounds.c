@@ -675,7 +675,8 @@ static tdm_status bound_sgd(bctx *b) {
         free(p); free(g); free(buf);
         return bound_oom();
     }
-    // Every quantity on absolute values; at most 6 roundings on the longest path.
+    // Every quantity on absolute values (maximize only flips the gradient's sign, exactly); at
+    // most 6 roundings on the longest path.
     for (int64_t i = 0; i < b->n; i++) {
         double dabs = fabs(g[i]) + fabs(wd * p[i]);
         double babs = buf ? fabs(mom * buf[i]) + fabs(1 - damp) * dabs : dabs;
@@ -701,29 +702,36 @@ static tdm_status bound_adam(bctx *b) {
         betas[0] = cJSON_GetArrayItem(bj, 0)->valuedouble;
         betas[1] = cJSON_GetArrayItem(bj, 1)->valuedouble;
     }
+    bool amsgrad, maximize;
+    TDM_TRY(tdm_attr_bool(c, "amsgrad", false, &amsgrad));
+    TDM_TRY(tdm_attr_bool(c, "maximize", false, &maximize));
     double *p = load(c->input[0]), *g = load(c->input[1]), *m = load(c->input[2]), *v = load(c->input[3]);
-    if (!p || !g || !m || !v) {
-        free(p); free(g); free(m); free(v);
+    double *vm = amsgrad ? load(c->input[4]) : NULL;
+    if (!p || !g || !m || !v || (amsgrad && !vm)) {
+        free(p); free(g); free(m); free(v); free(vm);
         return bound_oom();
     }
     const double u = b->u, b1 = betas[0], b2 = betas[1];
     double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step), ss = lr / bc1;
     for (int64_t i = 0; i < b->n; i++) {
-        double gt = adamw ? g[i] : g[i] + wd * p[i];
+        const double gi = maximize ? -g[i] : g[i];   // exact
+        double gt = adamw ? gi : gi + wd * p[i];
         double dg = adamw ? 0 : 2 * u * (fabs(g[i]) + fabs(wd * p[i]));
         double m1 = b1 * m[i] + (1 - b1) * gt, v1 = b2 * v[i] + (1 - b2) * gt * gt;
         double dm = 3 * u * (fabs(b1 * m[i]) + fabs((1 - b1) * gt)) + (1 - b1) * dg;
         double dv = 3 * u * (fabs(b2 * v[i]) + (1 - b2) * gt * gt) + (1 - b2) * 2 * fabs(gt) * dg;
-        double sq = sqrt(v1) / sqrt(bc2), den = sq + eps;
-        // sqrt(v): half v's relative error + 1 rounding; / sqrt(bc2) + 2; + eps: 1
-        double dden = (v1 > 0 ? sq * (0.5 * dv / v1 + 3 * u) : sqrt(dv / bc2)) + u * den;
+        // amsgrad: vh = max(vmax, v1), vmax exact (an input): max moves by at most v1's error
+        double vh = amsgrad && vm[i] > v1 ? vm[i] : v1;
+        double sq = sqrt(vh) / sqrt(bc2), den = sq + eps;
+        // sqrt(vh): half vh's relative error + 1 rounding; / sqrt(bc2) + 2; + eps: 1
+        double dden = (vh > 0 ? sq * (0.5 * dv / vh + 3 * u) : sqrt(dv / bc2)) + u * den;
         double upd = ss * m1 / den;
         double dupd = ss * (dm / den + fabs(m1) * dden / (den * den)) + 4 * u * fabs(upd);
         double pd = adamw ? p[i] * (1 - lr * wd) : p[i];
         double dp = (adamw ? 3 * u * fabs(pd) : 0) + u * fabs(pd - upd) + dupd;
-        b->err[i] = b->k == 0 ? dp : b->k == 1 ? dm : dv;
+        b->err[i] = b->k == 0 ? dp : b->k == 1 ? dm : dv;   // k == 3 (max_exp_avg_sq): dv too
     }
-    free(p); free(g); free(m); free(v);
+    free(p); free(g); free(m); free(v); free(vm);
     return TDM_OK;
 }
 

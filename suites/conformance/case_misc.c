@@ -148,13 +148,13 @@ static tdm_status run_sgd_step(const tdm_case *c, tdm_tensor *const *in,
     TDM_TRY(need(c, in, 1, "grad"));
     if (!tdm_attr_present(c, "lr"))
         return tdm_error_set(TDM_ERR_FORMAT, "%s: attr 'lr' is required", c->op);
-    tdm_sgd_params p;
+    tdm_sgd_params p = {0};
     TDM_TRY(tdm_attr_double(c, "lr", 0, &p.lr));
     TDM_TRY(tdm_attr_double(c, "momentum", 0, &p.momentum));
     TDM_TRY(tdm_attr_double(c, "dampening", 0, &p.dampening));
     TDM_TRY(tdm_attr_double(c, "weight_decay", 0, &p.weight_decay));
     TDM_TRY(tdm_attr_bool(c, "nesterov", false, &p.nesterov));
-    TDM_TRY(bool_must_be(c, "maximize", false));
+    TDM_TRY(tdm_attr_bool(c, "maximize", false, &p.maximize));
     // In place: step clones. Without a buffer, the first step starts one (uninitialized).
     tdm_tensor *param = tdm_tensor_clone(in[0]), *buf = NULL;
     if (!param) return tdm_last_status();
@@ -170,9 +170,10 @@ static tdm_status run_sgd_step(const tdm_case *c, tdm_tensor *const *in,
     return tdm_sgd_step(param, in[1], buf, initialized, &p);
 }
 
-// ---- adam_step, adamw_step: param, grad, exp_avg, exp_avg_sq; lr 1e-3, betas [0.9, 0.999],
-//      eps 1e-8, weight_decay 0 (adam) / 1e-2 (adamw), step (required), amsgrad false,
-//      maximize false --------------------------------------------------------------------------
+// ---- adam_step, adamw_step: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad only);
+//      lr 1e-3, betas [0.9, 0.999], eps 1e-8, weight_decay 0 (adam) / 1e-2 (adamw), step
+//      (required), amsgrad false, maximize false; outputs param, exp_avg, exp_avg_sq,
+//      max_exp_avg_sq (amsgrad only) ----------------------------------------------------------
 
 static tdm_status attr_betas(const tdm_case *c, double *b1, double *b2) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->attrs, "betas");
@@ -206,13 +207,19 @@ static tdm_status run_adam(const tdm_case *c, tdm_tensor *const *in, bool adamw,
     TDM_TRY(not_null(c, "lr"));
     TDM_TRY(not_null(c, "eps"));
     TDM_TRY(not_null(c, "weight_decay"));
-    TDM_TRY(bool_must_be(c, "amsgrad", false));
-    TDM_TRY(bool_must_be(c, "maximize", false));
-    // In place: step clones of the param and the state (outputs 0, 1, 2 = inputs 0, 2, 3).
-    const int from[3] = {0, 2, 3};
-    for (int k = 0; k < 3; k++)
+    TDM_TRY(tdm_attr_bool(c, "amsgrad", false, &p.amsgrad));
+    TDM_TRY(tdm_attr_bool(c, "maximize", false, &p.maximize));
+    if (p.amsgrad) TDM_TRY(need(c, in, 4, "max_exp_avg_sq"));
+    else if (in[4])
+        return tdm_error_set(TDM_ERR_FORMAT, "%s: input.4 (max_exp_avg_sq) without amsgrad",
+                             c->op);
+    // In place: step clones of the param and the state (outputs 0, 1, 2[, 3] = inputs 0, 2,
+    // 3[, 4]).
+    const int from[4] = {0, 2, 3, 4};
+    for (int k = 0; k < (p.amsgrad ? 4 : 3); k++)
         if (!(r->output[k] = tdm_tensor_clone(in[from[k]]))) return tdm_last_status();
-    return tdm_adam_step(r->output[0], in[1], r->output[1], r->output[2], step, &p);
+    return tdm_adam_step_amsgrad(r->output[0], in[1], r->output[1], r->output[2], r->output[3],
+                                 step, &p);
 }
 
 static tdm_status run_adam_step(const tdm_case *c, tdm_tensor *const *in,

@@ -307,7 +307,9 @@ static tdm_status gen_sgd(gen *g) {
     if (mom > 0 && !nesterov && coin(g)) attr_num(g, "dampening", 0.1);
     TDM_TRY(randn_in(g, 0, nd, sh));
     TDM_TRY(randn_in(g, 1, nd, sh));
-    return mom > 0 && coin(g) ? randn_in(g, 2, nd, sh) : TDM_OK;
+    TDM_TRY(mom > 0 && coin(g) ? randn_in(g, 2, nd, sh) : TDM_OK);
+    attr_bool(g, "maximize", coin(g));   // drawn last: the earlier draws are as before
+    return TDM_OK;
 }
 
 static tdm_status gen_adam(gen *g) {
@@ -321,7 +323,13 @@ static tdm_status gen_adam(gen *g) {
     TDM_TRY(randn_in(g, 0, nd, sh));
     TDM_TRY(randn_in(g, 1, nd, sh));
     TDM_TRY(randn_in(g, 2, nd, sh));
-    return rand_in(g, 3, nd, sh);   // exp_avg_sq >= 0
+    TDM_TRY(rand_in(g, 3, nd, sh));   // exp_avg_sq >= 0
+    // drawn last: the earlier draws are as before. max_exp_avg_sq is drawn like exp_avg_sq,
+    // independently, so that either side of max(max_exp_avg_sq, exp_avg_sq) wins somewhere.
+    attr_bool(g, "maximize", coin(g));
+    const bool amsgrad = coin(g);
+    attr_bool(g, "amsgrad", amsgrad);
+    return amsgrad ? rand_in(g, 4, nd, sh) : TDM_OK;
 }
 
 static const struct {

@@ -557,22 +557,41 @@ def cases_sgd_step(R):
         case("damp", lambda: [p(5, 3), g(5, 3), g(5, 3)],
              {"lr": 0.01, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}),
         case("n1", lambda: [p(1), g(1), g(1)], {"lr": 0.5, "momentum": 0.5}),
+        # maximize: the gradient negated before weight decay and momentum
+        case("max", lambda: [p(7, 13), g(7, 13), None], {"lr": 0.1, "maximize": True}),
+        case("maxmwd", lambda: [p(7, 13), g(7, 13), g(7, 13)],
+             {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01, "maximize": True}),
+        case("maxnest", lambda: [p(3, 4), g(3, 4), g(3, 4)],
+             {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.001, "maximize": True}),
+        case("maxfirst", lambda: [p(5, 3), g(5, 3), None],
+             {"lr": 0.01, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01, "maximize": True}),
     ]
 
 
 def _adam(adamw):
     def build(R):
-        def state(shape, step):
+        def state(shape, step, ams=False):
+            # param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad only; zeros at step 1 as
+            # PyTorch creates it, else >= exp_avg_sq: equal to it in about half the elements, so
+            # that the new exp_avg_sq wins the maximum in some and the old maximum in others)
             ins = [R.randn(*shape), R.randn(*shape, scale=0.1)]
             if step == 1:
-                return ins + [R.zeros(*shape), R.zeros(*shape)]
-            return ins + [R.randn(*shape, scale=0.05), R.rand(*shape, lo=0.001, hi=0.011)]
+                return ins + [R.zeros(*shape), R.zeros(*shape), R.zeros(*shape) if ams else None]
+            ins += [R.randn(*shape, scale=0.05), R.rand(*shape, lo=0.001, hi=0.011)]
+            return ins + [torch.maximum(ins[3], R.rand(*shape, lo=0.001, hi=0.011)) if ams else None]
         if adamw:
             return [
                 case("s1", lambda: state((7, 13), 1), {"step": 1}),
                 case("s10wd", lambda: state((7, 13), 10), {"lr": 0.01, "weight_decay": 0.1, "step": 10}),
                 case("s10wd0", lambda: state((4, 5), 10), {"betas": [0.8, 0.99], "eps": 1e-6, "weight_decay": 0.0, "step": 10}),
                 case("n1", lambda: state((1,), 2), {"lr": 0.1, "step": 2}),
+                case("ams1", lambda: state((7, 13), 1, True), {"amsgrad": True, "step": 1}),
+                case("ams10wd", lambda: state((7, 13), 10, True),
+                     {"lr": 0.01, "weight_decay": 0.1, "amsgrad": True, "step": 10}),
+                case("max10", lambda: state((7, 13), 10), {"lr": 0.01, "maximize": True, "step": 10}),
+                case("amsmax", lambda: state((4, 5), 10, True),
+                     {"betas": [0.8, 0.99], "eps": 1e-6, "weight_decay": 0.05, "amsgrad": True,
+                      "maximize": True, "step": 10}),
             ]
         return [
             case("s1", lambda: state((7, 13), 1), {"step": 1}),
@@ -580,6 +599,14 @@ def _adam(adamw):
             case("s10wd", lambda: state((7, 13), 10), {"lr": 0.01, "weight_decay": 0.01, "step": 10}),
             case("s10", lambda: state((4, 5), 10), {"betas": [0.8, 0.99], "eps": 1e-6, "step": 10}),
             case("n1", lambda: state((1,), 3), {"lr": 0.1, "step": 3}),
+            case("ams1", lambda: state((7, 13), 1, True), {"amsgrad": True, "step": 1}),
+            case("ams10wd", lambda: state((7, 13), 10, True),
+                 {"lr": 0.01, "weight_decay": 0.01, "amsgrad": True, "step": 10}),
+            case("max10", lambda: state((7, 13), 10),
+                 {"lr": 0.01, "weight_decay": 0.1, "maximize": True, "step": 10}),
+            case("amsmax", lambda: state((4, 5), 10, True),
+                 {"betas": [0.8, 0.99], "eps": 1e-6, "weight_decay": 0.1, "amsgrad": True,
+                  "maximize": True, "step": 10}),
         ]
     return build
 
@@ -629,7 +656,7 @@ def _sgd(xs, a):
     # independent check of the single-tensor formula
     lr, mom, damp = a["lr"], a.get("momentum", 0), a.get("dampening", 0)
     wd, nest = a.get("weight_decay", 0), a.get("nesterov", False)
-    d = xs[1] + wd * xs[0]
+    d = (-xs[1] if a.get("maximize", False) else xs[1]) + wd * xs[0]
     if mom:
         b2 = d.clone() if xs[2] is None else mom * xs[2] + (1 - damp) * d
         d = d + mom * b2 if nest else b2
@@ -644,7 +671,10 @@ def _sgd(xs, a):
 
 def _adam_fn(adamw):
     def f(xs, a):
-        p, g, m, v = (t.detach().clone() for t in xs)
+        p, g, m, v = (t.detach().clone() for t in xs[:4])
+        ams, maximize = a.get("amsgrad", False), a.get("maximize", False)
+        assert ams == (xs[4] is not None), "max_exp_avg_sq exactly with amsgrad"
+        vmax = xs[4].detach().clone() if ams else None
         step = a["step"]
         kw = {k: v_ for k, v_ in a.items() if k != "step"}
         if "betas" in kw:
@@ -654,21 +684,31 @@ def _adam_fn(adamw):
         opt.state[p]["step"] = torch.tensor(float(step - 1))    # torch.optim increments it first
         opt.state[p]["exp_avg"] = m
         opt.state[p]["exp_avg_sq"] = v
+        if ams:
+            opt.state[p]["max_exp_avg_sq"] = vmax
         opt.step()
         assert float(opt.state[p]["step"]) == step
         # independent check of the single-tensor formula
         lr, (b1, b2), eps = a.get("lr", 1e-3), tuple(a.get("betas", (0.9, 0.999))), a.get("eps", 1e-8)
         wd = a.get("weight_decay", 1e-2 if adamw else 0.0)
         P, G = xs[0].detach(), xs[1].detach()
+        if maximize:
+            G = -G
         if adamw:
             P = P * (1 - lr * wd)
         elif wd:
             G = G + wd * P
         M = b1 * xs[2] + (1 - b1) * G
         V = b2 * xs[3] + (1 - b2) * G * G
-        ref = P - (lr / (1 - b1 ** step)) * M / (V.sqrt() / math.sqrt(1 - b2 ** step) + eps)
+        VH = torch.maximum(xs[4].detach(), V) if ams else V
+        if ams and step > 1:   # both sides of the maximum occur
+            assert (V > xs[4]).any() and (V < xs[4]).any(), "amsgrad case without both branches"
+        ref = P - (lr / (1 - b1 ** step)) * M / (VH.sqrt() / math.sqrt(1 - b2 ** step) + eps)
         assert torch.allclose(p, ref, rtol=1e-12, atol=1e-15), "adam check"
         assert torch.allclose(m, M, rtol=1e-13, atol=1e-16) and torch.allclose(v, V, rtol=1e-13, atol=1e-16)
+        if ams:
+            assert torch.allclose(vmax, VH, rtol=1e-13, atol=1e-16)
+            return (p.detach(), m.detach(), v.detach(), vmax.detach())
         return (p.detach(), m.detach(), v.detach())
     return f
 
@@ -704,12 +744,15 @@ OPS = {
     "mean": (_reduce((65536,), {"dim": [-1]}), _reduce_fn(torch.mean), {"dim", "keepdim"}, set(), 1, (), True),
     "embedding": (cases_embedding, lambda xs, a: (F.embedding(*xs, **a),), {"padding_idx"}, set(), 2, (0,), True),
     "dropout": (cases_dropout, _dropout, {"p", "training", "seed", "offset"}, set(), 1, (), True),
-    "sgd_step": (cases_sgd_step, _sgd, {"lr", "momentum", "dampening", "weight_decay", "nesterov"},
+    "sgd_step": (cases_sgd_step, _sgd,
+                 {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"},
                  {"lr"}, 3, (), False),
-    "adam_step": (_adam(False), _adam_fn(False), {"lr", "betas", "eps", "weight_decay", "step"},
-                  {"step"}, 4, (), False),
-    "adamw_step": (_adam(True), _adam_fn(True), {"lr", "betas", "eps", "weight_decay", "step"},
-                   {"step"}, 4, (), False),
+    "adam_step": (_adam(False), _adam_fn(False),
+                  {"lr", "betas", "eps", "weight_decay", "step", "amsgrad", "maximize"},
+                  {"step"}, 5, (), False),
+    "adamw_step": (_adam(True), _adam_fn(True),
+                   {"lr", "betas", "eps", "weight_decay", "step", "amsgrad", "maximize"},
+                   {"step"}, 5, (), False),
 }
 
 

@@ -6,11 +6,13 @@
 # order on the same addresses' alignment: nothing in a replay differs from eager execution) — with
 # SGD + momentum, Adam, AdamW and dropout, whose per-step state (momentum initialized, step count,
 # Philox offsets) is read on the device and advanced before each replay. test_graph's gpu_sgd_momentum,
-# gpu_adam, gpu_adamw (each captured before any eager step) and gpu_random (generators: rand,
-# randn, dropout forward and backward) compare replays with eager steps bit for bit.
+# gpu_adam, gpu_adamw, gpu_sgd_maximize, gpu_adam_amsgrad, gpu_adamw_amsgrad (amsgrad + maximize;
+# each captured before any eager step) and gpu_random (generators: rand, randn, dropout forward
+# and backward) compare replays with eager steps bit for bit.
 tdm_test_executable(graph)
 add_test(NAME graph.cpu_refuses COMMAND test_graph cpu_refuses)
-foreach(t gpu_replay gpu_memory gpu_pinned gpu_sgd_momentum gpu_adam gpu_adamw gpu_random)
+foreach(t gpu_replay gpu_memory gpu_pinned gpu_sgd_momentum gpu_adam gpu_adamw gpu_sgd_maximize
+          gpu_adam_amsgrad gpu_adamw_amsgrad gpu_random)
   add_test(NAME graph.${t} COMMAND test_graph ${t})
   set_tests_properties(graph.${t} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 endforeach()
@@ -27,12 +29,15 @@ add_test(NAME graph.train_refuses_combinations COMMAND sh -c
 set(GSKIP "out=$(${GB} train --device cuda:0 --model mlp:4 --steps 1 --batch 2 --opt sgd --lr 0.1 2>&1) || case \"$out\" in *'no CUDA'*|*'CUDA backend'*) echo \"SKIP: $out\" | head -1; exit 77;; esac")
 add_test(NAME gpu.graph.train_matches_eager COMMAND sh -c
   "${GSKIP}; ${GB} ${GTRAIN} --device cuda:0 --dump ${GT}/eager >/dev/null && ${GB} ${GTRAIN} --device cuda:0 --graph --dump ${GT}/graph >/dev/null && $<TARGET_FILE:test_dump_compare> ${GT}/eager ${GT}/graph 0")
-# Adam and AdamW (step count on the device), and dropout (offsets on the device), captured = eager
+# Adam and AdamW (step count on the device; AdamW also with --amsgrad --maximize), and dropout
+# (offsets on the device), captured = eager
 set(GADAM "train --model mlp:64-128-10 --batch 32 --steps 8 --lr 0.01 --seed 3")
 set(GDROP "train --model cnn:1x4x4/flat-do0.5-fc8-relu-do0.25-fc3 --batch 4 --steps 8 --opt sgd --lr 0.1 --momentum 0.9 --seed 5")
-foreach(v adam adamw dropout)
+foreach(v adam adamw amsgrad dropout)
   if(v STREQUAL "dropout")
     set(cmd "${GDROP}")
+  elseif(v STREQUAL "amsgrad")   # AMSGrad's max_exp_avg_sq and maximize through --graph too
+    set(cmd "${GADAM} --opt adamw --amsgrad --maximize")
   else()
     set(cmd "${GADAM} --opt ${v}")
   endif()

@@ -4,11 +4,13 @@
  * result bit for bit, a host copy during the capture fails and makes the capture fail, and the
  * graph's private pool takes memory of its own and gives it all back once the graph is freed.
  * Capture-safe state (core/graph_impl.h): a captured optimizer step — SGD with momentum, Adam,
- * AdamW — captured before any eager step, and random draws from generators (rand, randn,
+ * AdamW, and with maximize (SGD + nesterov) and amsgrad + maximize (Adam, AdamW) — captured
+ * before any eager step, and random draws from generators (rand, randn,
  * dropout with its backward), replayed several times with fresh inputs, equal the same eager
  * steps bit for bit, and eager steps mixed in between continue the same sequence.
  * Usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned | gpu_sgd_momentum |
- *        gpu_adam | gpu_adamw | gpu_random */
+ *        gpu_adam | gpu_adamw | gpu_sgd_maximize | gpu_adam_amsgrad | gpu_adamw_amsgrad |
+ *        gpu_random */
 #include <stdlib.h>
 #include <string.h>
 
@@ -303,6 +305,31 @@ static tdm_optimizer *adamw(tdm_tensor **p) {
     return tdm_optim_adam(p, NP, &ap);
 }
 
+// maximize and amsgrad: max_exp_avg_sq made during the capture (fresh: read as zeros by the
+// first replay), beta2 0.9 so that exp_avg_sq falls below its maximum within the replays.
+static tdm_optimizer *sgd_maximize(tdm_tensor **p) {
+    tdm_sgd_params sp = {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true,
+                         .maximize = true};
+    return tdm_optim_sgd(p, NP, &sp);
+}
+
+static tdm_optimizer *adam_amsgrad(tdm_tensor **p) {
+    tdm_adam_params ap = tdm_adam_defaults(false);
+    ap.lr = 0.01;
+    ap.beta2 = 0.9;
+    ap.weight_decay = 0.05;
+    ap.amsgrad = ap.maximize = true;
+    return tdm_optim_adam(p, NP, &ap);
+}
+
+static tdm_optimizer *adamw_amsgrad(tdm_tensor **p) {
+    tdm_adam_params ap = tdm_adam_defaults(true);
+    ap.lr = 0.01;
+    ap.beta2 = 0.9;
+    ap.amsgrad = ap.maximize = true;
+    return tdm_optim_adam(p, NP, &ap);
+}
+
 // Draws from a generator in a captured step (rand, randn, dropout forward and backward) replay
 // the numbers of the eager steps from a twin generator, fresh at each replay; an eager step in
 // between continues the sequence; explicit (seed, offset) draws are refused under capture.
@@ -405,8 +432,15 @@ int main(int argc, char **argv) {
         return optimizer_capture_test("graph.gpu_sgd_momentum", sgd_momentum);
     if (!strcmp(t, "gpu_adam")) return optimizer_capture_test("graph.gpu_adam", adam);
     if (!strcmp(t, "gpu_adamw")) return optimizer_capture_test("graph.gpu_adamw", adamw);
+    if (!strcmp(t, "gpu_sgd_maximize"))
+        return optimizer_capture_test("graph.gpu_sgd_maximize", sgd_maximize);
+    if (!strcmp(t, "gpu_adam_amsgrad"))
+        return optimizer_capture_test("graph.gpu_adam_amsgrad", adam_amsgrad);
+    if (!strcmp(t, "gpu_adamw_amsgrad"))
+        return optimizer_capture_test("graph.gpu_adamw_amsgrad", adamw_amsgrad);
     if (!strcmp(t, "gpu_random")) return run_gpu_random();
     fprintf(stderr, "usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned | "
-                    "gpu_sgd_momentum | gpu_adam | gpu_adamw | gpu_random\n");
+                    "gpu_sgd_momentum | gpu_adam | gpu_adamw | gpu_sgd_maximize | "
+                    "gpu_adam_amsgrad | gpu_adamw_amsgrad | gpu_random\n");
     return 2;
 }

@@ -31,7 +31,7 @@ add_test(NAME train.checkpointing_changes_nothing COMMAND sh -c
 add_test(NAME train.synthetic_loss_falls COMMAND sh -c
   "${B} train --model mlp:32-64-10 --batch 32 --steps 60 --opt adam --lr 0.01 --seed 3 --dump ${T}/syn | grep -E 'loss [0-9.]+ -> [0-9.]+' && $<TARGET_FILE:test_loss_falls> ${T}/syn 0.5")
 add_test(NAME train.bad_arguments_exit_2 COMMAND sh -c
-  "for args in '--model mlp:10 --batch 4 --steps 1 --opt sgd --lr 0.1' '--model cnn:3x8x8/c8q3 --batch 4 --steps 1 --opt sgd --lr 0.1' '--model mlp:10-5 --batch 0 --steps 1 --opt sgd --lr 0.1' '--model mlp:7-5 --batch 4 --steps 1 --opt sgd --lr 0.1 --data ${MLP_GOLD}' '--model mlp:20-5 --batch 4 --steps 1 --opt rmsprop --lr 0.1' '--model mlp:20-5 --batch 6 --steps 1 --opt sgd --lr 0.1 --ranks 4'; do ${B} train $args; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $args\"; exit 1; }; done")
+  "for args in '--model mlp:10 --batch 4 --steps 1 --opt sgd --lr 0.1' '--model cnn:3x8x8/c8q3 --batch 4 --steps 1 --opt sgd --lr 0.1' '--model mlp:10-5 --batch 0 --steps 1 --opt sgd --lr 0.1' '--model mlp:7-5 --batch 4 --steps 1 --opt sgd --lr 0.1 --data ${MLP_GOLD}' '--model mlp:20-5 --batch 4 --steps 1 --opt rmsprop --lr 0.1' '--model mlp:20-5 --batch 6 --steps 1 --opt sgd --lr 0.1 --ranks 4' '--model mlp:20-5 --batch 4 --steps 1 --opt sgd --lr 0.1 --amsgrad'; do ${B} train $args; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $args\"; exit 1; }; done")
 set_tests_properties(train.bad_arguments_exit_2 PROPERTIES PASS_REGULAR_EXPRESSION "x has 20 features per sample but the model takes 7")
 tdm_test_executable(loss_falls)
 
@@ -89,3 +89,10 @@ set(GPU_SKIP "out=$(${B} train --device cuda:0 --model mlp:4 --steps 1 --batch 2
 add_test(NAME gpu.train.deterministic_bitwise COMMAND sh -c
   "${GPU_SKIP}; for r in 1 2; do ${B} ${TRAIN_CNN} --device cuda:0 --deterministic --dump ${T}/det$r >/dev/null || exit 1; done; $<TARGET_FILE:test_dump_compare> ${T}/det1 ${T}/det2 0")
 set_tests_properties(gpu.train.deterministic_bitwise PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# The optimizers' maximize and amsgrad (test_optim.c): trajectories against hand computation,
+# max_exp_avg_sq through save/load, the op's errors; on the cpu and (label gpu) on cuda:0.
+tdm_test_executable(optim)
+add_test(NAME optim.cpu COMMAND test_optim ${TEST_TMP} cpu)
+add_test(NAME gpu.optim.cuda0 COMMAND test_optim ${TEST_TMP} cuda:0)
+set_tests_properties(gpu.optim.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
