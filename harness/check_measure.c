@@ -244,7 +244,7 @@ static void props_health(cJSON *gpu, const tdm_device_props *p, bool under_load)
 static void measure_d2d(cJSON *figs, tdm_device d, bool quick, bool emu) {
     int64_t bytes = emu ? (1 << 20) : quick ? (256LL << 20) : (1LL << 30);
     int64_t n = bytes / 4;
-    int reps = emu ? 3 : quick ? 5 : 10, per = emu ? 1 : 4;
+    int reps = emu ? 3 : quick ? 9 : 10, per = emu ? 1 : 4;
     samples s = {.n = 0};
     const char *error = NULL;
     char msg[300];
@@ -290,7 +290,7 @@ typedef struct {
 static void measure_gemm(cJSON *gpu, cJSON *figs, tdm_device d, const gemm_prec *p, bool quick, bool emu,
                          bool read_health) {
     int64_t n = emu ? 64 : quick ? 4096 : 8192;
-    int reps = emu ? 2 : quick ? 5 : 10, per = emu ? 1 : (n >= 8192 ? 2 : 8);
+    int reps = emu ? 2 : quick ? 9 : 10, per = emu ? 1 : (n >= 8192 ? 2 : 8);
     samples s = {.n = 0};
     const char *error = NULL;
     char msg[400];
@@ -363,7 +363,7 @@ static void measure_gemm(cJSON *gpu, cJSON *figs, tdm_device d, const gemm_prec 
 static void measure_pcie(cJSON *gpu, cJSON *figs, tdm_device d, bool quick, bool emu) {
     int64_t bytes = emu ? (1 << 20) : quick ? (64LL << 20) : (256LL << 20);
     int64_t n = bytes / 4;
-    int reps = emu ? 3 : quick ? 5 : 10, per = emu ? 1 : 4;
+    int reps = emu ? 3 : quick ? 9 : 10, per = emu ? 1 : 4;
     tdm_tensor *h = tdm_tensor_empty_host(1, &n, TDM_DTYPE_F32, TDM_HOST_PINNED, d);
     tdm_tensor *h2 = tdm_tensor_empty_host(1, &n, TDM_DTYPE_F32, TDM_HOST_PINNED, d);
     tdm_tensor *g = tdm_tensor_zeros(1, &n, TDM_DTYPE_F32, d);
@@ -582,7 +582,7 @@ void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts 
     if (n < 2 || n > 16) return;
     bool emu = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(gpus, 0), "emulated"));
     int64_t bytes = emu ? (1 << 20) : o->quick ? (256LL << 20) : (1LL << 30);
-    int reps = emu ? 2 : o->quick ? 5 : 10;
+    int reps = emu ? 2 : o->quick ? 9 : 10;
     // all-reduce: busbw = S / t x 2 (n - 1) / n (nccl-tests)
     ar_run a = {.index = index, .n = n, .numel = bytes / 4};
     samples s = {.n = 0};
