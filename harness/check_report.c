@@ -26,7 +26,7 @@ static void esc(FILE *f, const char *s, bool as_html) {
 static cJSON *load_status(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/status.json", dir);
-    char *buf = bench_read_file(path, NULL);
+    char *buf = bench_read_file_max(path, 256u << 20, NULL);   // no status.json is this big
     cJSON *j = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
     return j;

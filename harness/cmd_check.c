@@ -333,7 +333,7 @@ int bench_check(int argc, char **argv) {
         return s ? 0 : 1;
     }
     if (from) {
-        char *text = bench_read_file(from, NULL);
+        char *text = bench_read_file_max(from, 256u << 20, NULL);   // no figures file is this big
         if (!text) {
             cJSON_Delete(expect);
             return bench_bad("check", "--from-figures %s: cannot read: %s", from, strerror(errno ? errno : EIO));

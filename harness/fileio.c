@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-char *bench_read_file(const char *path, size_t *len) {
+char *bench_read_file(const char *path, size_t *len) { return bench_read_file_max(path, SIZE_MAX, len); }
+
+char *bench_read_file_max(const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     char *buf = NULL;
@@ -29,6 +32,12 @@ char *bench_read_file(const char *path, size_t *len) {
         size_t k = fread(buf + n, 1, cap - n - 1, f);
         n += k;
         if (k == 0) break;
+        if (n >= max) {
+            free(buf);
+            fclose(f);
+            errno = EFBIG;
+            return NULL;
+        }
     }
     int err = ferror(f);
     fclose(f);
@@ -82,7 +91,7 @@ bool bench_find_source(const char *rel, const char *root_env, bool (*ok)(const c
 #ifdef TDM_PLOTS_DIR   // <source>/plots, as the bench target is compiled
     if (snprintf(out, len, "%s/../%s", TDM_PLOTS_DIR, rel) < (int)len && found(ok, out)) return true;
 #endif
-    for (int up = 0; slash && up < 5; up++) {
+    for (int up = 0; slash && up < 4; up++) {
         if (snprintf(out, len, "%s/%s", dir, rel) < (int)len && found(ok, out)) return true;
         if (!(slash = strrchr(dir, '/')) || slash == dir) break;
         *slash = '\0';
