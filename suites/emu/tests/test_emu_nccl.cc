@@ -177,6 +177,19 @@ static void run_ranks(int nranks, const std::function<void(int)> &fn) {
     for (auto &t : th) t.join();
 }
 
+// ncclCommGetAsyncError polled until it reports an error, for up to 5 s, as NCCL's async errors
+// are meant to be read: a fault is sticky, so a cudaStreamSynchronize after it returns at once
+// (as on a GPU), possibly before the rank's collective has finished and taken the failure as its
+// async error. *async stays ncclSuccess when none came.
+static ncclResult_t await_async_error(ncclComm_t comm, ncclResult_t *async) {
+    for (int i = 0; i < 500; i++) {
+        if (ncclResult_t r = ncclCommGetAsyncError(comm, async)) return r;
+        if (*async != ncclSuccess) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ncclSuccess;
+}
+
 // Device buffer helpers. Copies go on the rank's stream: cudaMemcpy (the legacy stream) is not
 // ordered with a non-blocking stream, and from pageable memory it returns once the bytes are
 // staged, not written (as on a GPU).
@@ -547,7 +560,7 @@ static int child(const char *name) {
         cudaError_t e = cudaStreamSynchronize(p.s[0]);
         CHECK(e != cudaSuccess, "the stream of a collective that timed out reports an error");
         ncclResult_t async = ncclSuccess;
-        NCCL_OK(ncclCommGetAsyncError(p.comm[0], &async));
+        NCCL_OK(await_async_error(p.comm[0], &async));
         CHECK(async != ncclSuccess, "the communicator reports an async error");
         NCCL_OK(ncclCommAbort(p.comm[0]));
         NCCL_OK(ncclCommAbort(p.comm[1]));
@@ -564,7 +577,7 @@ static int child(const char *name) {
             NCCL_OK(ncclAllReduce(buf, buf, rank ? 32 : 16, ncclFloat32, ncclSum, comm, s));
             CHECK(cudaStreamSynchronize(s) != cudaSuccess, "a mismatch is a fault");
             ncclResult_t async = ncclSuccess;
-            NCCL_OK(ncclCommGetAsyncError(comm, &async));
+            NCCL_OK(await_async_error(comm, &async));
             CHECK(async != ncclSuccess, "rank %d: async error after a mismatch", rank);
             NCCL_OK(ncclCommDestroy(comm));
             (void)cudaFree(buf);
