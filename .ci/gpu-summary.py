@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""gpu-summary.py — the JSON summary of a GPU session's checks (.ci/gpu-session test): the device,
-driver and library versions and the commit (from `bench env --json`), every CTest test's outcome
-(from ctest's JUnit file), and per op and dtype the cases run, failed and the worst error-to-bound
-ratio, from the `bench replay` (golden cases) and `bench conform` (randomized) logs on cuda:0.
+"""gpu-summary.py — the JSON summary of a GPU session's checks (.ci/gpu-session test, and the
+"details" of `first`'s summary.json): the device, driver and library versions and the commit (from
+`bench env --json`), every CTest test's outcome (from ctest's JUnit files, or, for a ctest stopped
+before it wrote one, from its log), and per op and dtype the cases run, failed and the worst
+error-to-bound ratio, from the `bench replay` (golden cases) and `bench conform` (randomized) logs.
 
-usage: gpu-summary.py OUTDIR   (reads OUTDIR/env.json, ctest.xml, replay.log, conform.log; prints
-JSON). Standard library only: it runs with the GPU machine's python3."""
+usage: gpu-summary.py OUTDIR   (reads OUTDIR/env.json, ctest*.xml, *.log, replay.log, conform.log;
+prints JSON). Standard library only: it runs with the GPU machine's python3."""
+import glob
 import json
 import os
 import re
@@ -23,20 +25,44 @@ def load_json(path):
         return {"error": f"{os.path.basename(path)}: {e}"}
 
 
-def ctest_outcomes(path):
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as e:
-        return {"error": f"ctest.xml: {e}"}
+# ctest's progress lines: " 3/24 Test #265: gpu.train.cnn-adam-bf16 ......***Skipped   0.05 sec"
+CTEST_LINE = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.*\s*(\*\*\*)?(Passed|Failed|Skipped|Timeout|"
+                        r"Not Run|Exception)")
+FROM_LOG = {"Passed": "passed", "Failed": "failed", "Skipped": "skipped", "Timeout": "timeout",
+            "Not Run": "notrun", "Exception": "failed"}
+
+
+def ctest_outcomes(d):
+    """{test: outcome} from every ctest*.xml in d, then any test only a log names (a ctest killed
+    before it wrote its JUnit file)."""
     names = {"run": "passed", "fail": "failed", "notrun": "skipped", "disabled": "disabled"}
-    out = {}
-    for tc in root.iter("testcase"):
-        status = tc.get("status", "")
-        if tc.find("failure") is not None:
-            status = "fail"
-        elif tc.find("skipped") is not None:
-            status = "notrun"
-        out[tc.get("name")] = names.get(status, status or "unknown")
+    out, errors = {}, []
+    for path in sorted(glob.glob(os.path.join(d, "ctest*.xml"))):
+        try:
+            root = ET.parse(path).getroot()
+        except (OSError, ET.ParseError) as e:
+            errors.append(f"{os.path.basename(path)}: {e}")
+            continue
+        for tc in root.iter("testcase"):
+            status = tc.get("status", "")
+            if tc.find("failure") is not None:
+                status = "fail"
+            elif tc.find("skipped") is not None:
+                status = "notrun"
+            out[tc.get("name")] = names.get(status, status or "unknown")
+    for path in sorted(glob.glob(os.path.join(d, "*.log"))):
+        try:
+            with open(path, errors="replace") as f:
+                for line in f:
+                    m = CTEST_LINE.match(line)
+                    if m and m.group(1) not in out:
+                        out[m.group(1)] = FROM_LOG[m.group(3)]
+        except OSError:
+            pass
+    if not out and errors:
+        return {"error": "; ".join(errors)}
+    if not out:
+        return {"error": "no ctest*.xml and no ctest log lines"}
     return out
 
 
@@ -72,7 +98,7 @@ def main():
     env = load_json(os.path.join(d, "env.json"))
     keys = ("host", "tandem_commit", "tandem_build", "nvidia_driver", "cuda_driver",
             "cuda_runtime", "cublas", "cudnn", "nccl", "gpus")
-    tests = ctest_outcomes(os.path.join(d, "ctest.xml"))
+    tests = ctest_outcomes(d)
     golden, golden_last = case_ratios(os.path.join(d, "replay.log"))
     conform, conform_last = case_ratios(os.path.join(d, "conform.log"))
     counts = {}
