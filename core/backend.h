@@ -186,6 +186,10 @@ struct tdm_backend_ops {
     // Makes the current stream wait for every all-reduce started so far and reports a failure
     // any of them had.
     tdm_status (*comm_wait)(void *comm);
+    // Optional: whether a member may live on the device as it is set up now (TDM_ERR_UNSUPPORTED
+    // and the reason otherwise: on cuda, the caching allocator turned off). Every rank asks
+    // before any makes its member, so that all refuse together rather than some wait forever.
+    tdm_status (*comm_check)(int device_index);
     // ---- profiling (core/profile.c; all optional) ----
     // A named range on the calling thread (NVTX on CUDA, for Nsight Systems); pop closes the
     // innermost. Called only while a profiling session runs or TANDEM_NVTX=1.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_impl.h"
 #include "core/tensor_impl.h"
 #include "tandem/backends.h"
 
@@ -18,11 +19,7 @@ static atomic_int conv_mode = TDM_CONV_ALGO_HEURISTIC;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void env_bool(const char *name, atomic_bool *flag) {
-    const char *v = getenv(name);
-    if (!v) return;
-    if (!strcmp(v, "1")) atomic_store(flag, true);
-    else if (!strcmp(v, "0")) atomic_store(flag, false);
-    else fprintf(stderr, "tandem: ignoring %s=%s (expected 0 or 1)\n", name, v);
+    atomic_store(flag, tdm_env_flag(name, atomic_load(flag)));
 }
 
 static void env_read(void) {
@@ -35,8 +32,9 @@ static void env_read(void) {
             atomic_store(&conv_mode, m);
             return;
         }
-    fprintf(stderr, "tandem: ignoring TANDEM_CONV_ALGO=%s (expected heuristic, benchmark, "
-            "deterministic or direct)\n", v);
+    fprintf(stderr, "tandem: ignoring TANDEM_CONV_ALGO=%s: expected heuristic, benchmark, "
+            "deterministic or direct; using %s\n", v,
+            tdm_conv_algo_mode_name((tdm_conv_algo_mode)atomic_load(&conv_mode)));
 }
 
 void tdm_tf32_set_allowed(tdm_tf32_scope scope, bool allow) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/env_impl.h"
 #include "core/tensor_impl.h"
 
 // ---- the cap on one allocation -----------------------------------------------------------
@@ -20,14 +21,9 @@ static void limits_read(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && (size_t)pages <= SIZE_MAX / (size_t)page)
         machine_memory = (size_t)pages * (size_t)page;
-    const char *v = getenv("TANDEM_MAX_ALLOC_BYTES");
-    if (!v) return;
-    char *end;
-    unsigned long long cap = strtoull(v, &end, 10);
-    if (*v < '0' || *v > '9' || *end || cap == 0)
-        fprintf(stderr, "tandem: ignoring TANDEM_MAX_ALLOC_BYTES=%s (expected a number of bytes)\n", v);
-    else if (cap < TDM_MAX_ALLOC_BYTES)   // it lowers the cap, never raises it
-        alloc_cap = (size_t)cap;
+    // it lowers the cap, never raises it
+    int64_t cap = tdm_env_i64("TANDEM_MAX_ALLOC_BYTES", 1, INT64_MAX, (int64_t)TDM_MAX_ALLOC_BYTES);
+    if ((uint64_t)cap < TDM_MAX_ALLOC_BYTES) alloc_cap = (size_t)cap;
 }
 
 tdm_status tdm_alloc_check(const char *what, int64_t count, size_t elem_size, bool host) {

@@ -1,12 +1,14 @@
 /* optim.c — optimizers over parameter lists (torch.optim's SGD, Adam, AdamW) stepping with the
  * fused update ops of ops.h, their state as safetensors, and the gradient scaler of mixed
  * precision (torch.cuda.amp.GradScaler's algorithm). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/env_impl.h"
 #include "core/graph_impl.h"
 #include "core/tensor_impl.h"
 #include "tandem/autograd.h"
@@ -342,8 +344,9 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
     const char *want = o->kind == OPT_SGD ? "sgd" : o->adam.decoupled_weight_decay ? "adamw" : "adam";
     const char *count = tdm_safetensors_metadata(st, "params");
     tdm_status s = TDM_OK;
-    if (!fmt || strcmp(fmt, "tandem-optimizer/1") || !kind || strcmp(kind, want) || !count ||
-        atoi(count) != o->n)
+    int64_t params = -1;
+    if (count && !tdm_parse_i64(count, 0, INT_MAX, &params)) params = -1;   // "2abc" is not 2
+    if (!fmt || strcmp(fmt, "tandem-optimizer/1") || !kind || strcmp(kind, want) || params != o->n)
         s = tdm_error_set(TDM_ERR_FORMAT, "%s: not the state of a %s optimizer over %d parameters",
                           path, want, o->n);
     // Read everything first; replace the state only when all of it checked out.
@@ -364,8 +367,13 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
                 s = tdm_last_status();
                 break;
             }
-            if (t->numel != p->numel || t->ndim != p->ndim) {
-                s = tdm_error_set(TDM_ERR_SHAPE, "%s: %s does not match parameter %d's shape", path, name, i);
+            bool same = t->ndim == p->ndim;   // every dim, as module loading checks them
+            for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == p->shape[d];
+            if (!same) {
+                char a[96], b[96];
+                s = tdm_error_set(TDM_ERR_SHAPE, "%s: %s has shape %s, parameter %d has %s", path,
+                                  name, tdm_shape_str(t->ndim, t->shape, a, sizeof a), i,
+                                  tdm_shape_str(p->ndim, p->shape, b, sizeof b));
                 tdm_tensor_free(t);
                 break;
             }
@@ -381,11 +389,21 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
         char name[48];
         snprintf(name, sizeof name, "state.%d.step", i);
         if (s == TDM_OK && o->kind == OPT_ADAM && tdm_safetensors_has(st, name)) {
+            // PyTorch keeps step as a float tensor: a count is a whole number from 0 to 2^53
+            // (every integer up to there is exact in a double); NaN, infinities, fractions and
+            // larger values are refused before the conversion to int64 (undefined for them).
             tdm_tensor *t = tdm_safetensors_get(st, name, TDM_CPU);
             double v = 0;
-            if (!t || t->numel != 1 || tdm_tensor_to_host_f64(t, &v) != TDM_OK || v < 0)
-                s = t ? tdm_error_set(TDM_ERR_FORMAT, "%s: bad %s", path, name) : tdm_last_status();
-            nstep[i] = (int64_t)v;
+            if (!t) {
+                s = tdm_last_status();
+            } else if (t->numel != 1 || tdm_tensor_to_host_f64(t, &v) != TDM_OK) {
+                s = tdm_error_set(TDM_ERR_FORMAT, "%s: %s is not one number", path, name);
+            } else if (!(v >= 0 && v <= 0x1p53) || v != floor(v)) {
+                s = tdm_error_set(TDM_ERR_FORMAT, "%s: %s is %.17g, not a step count (a whole "
+                                  "number from 0 to 2^53)", path, name, v);
+            } else {
+                nstep[i] = (int64_t)v;
+            }
             tdm_tensor_free(t);
         }
     }

@@ -10,8 +10,19 @@
  * communicator is made at attach (rank 0's unique id handed to the others through the group:
  * memory for threads, MPI_Bcast for processes) and a complete bucket's all-reduce is started on
  * the backend's side stream and not waited for: it overlaps with the rest of backward, and sync
- * makes the compute stream wait for it (TANDEM_DP_COMM=host keeps the host path). */
+ * makes the compute stream wait for it (TANDEM_DP_COMM=host keeps the host path).
+ *
+ * Several backwards before one sync (gradient accumulation): an all-reduce still running on the
+ * side stream writes the gradients the next backward adds into on the compute stream, so a
+ * backward whose hooks have started every bucket's all-reduce ends by making the compute stream
+ * wait for them (as DDP's reducer does at the end of each backward). A backward that left a
+ * bucket incomplete (a parameter without a gradient) was not seen to end: a later one adding into
+ * a bucket whose all-reduce it started is an error sync reports (DDP: "Expected to have finished
+ * reduction in the prior iteration"). tdm_dp_no_sync (DDP's no_sync) skips the all-reduces of the
+ * micro-batches before the last. */
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +30,7 @@
 #include <mpi.h>
 #endif
 
+#include "core/env_impl.h"
 #include "core/tensor_impl.h"
 #include "tandem/autograd.h"
 #include "tandem/parallel.h"
@@ -48,11 +60,18 @@ struct dp_rank {
     int64_t *offset;       // element offset of parameter order[i] in its bucket
     int *ready;            // per bucket: gradients completed since its last reduce
     bool *reduced;         // per bucket: all-reduced since the last sync
-    tdm_status failed;     // a failure inside a hook (reported by sync)
+    bool *unordered;       // per bucket: its device all-reduce is not yet ordered before the
+                           // compute stream (started in this backward, or one before it)
+    int pass_reduced;      // device all-reduces started by hooks since the last ordering
+    bool no_sync;          // tdm_dp_no_sync: hooks only accumulate
+    tdm_status failed;     // a failure inside a hook (reported by sync), and its message
+    char failed_msg[800];
     double comm_seconds;   // wall time spent in reduce_bucket since attach
     void *comm;            // the backend's communicator member, or NULL (host all-reduce)
     const struct tdm_backend_ops *comm_be;
     bool comm_wanted;      // set at attach: all parameters on one device with collectives
+    tdm_status comm_refused;   // and the backend's comm_check said no (its message below)
+    char comm_refusal[640];
 };
 
 struct tdm_dp_group {
@@ -103,6 +122,7 @@ static void rank_clear(dp_rank *r) {
     free(r->offset);
     free(r->ready);
     free(r->reduced);
+    free(r->unordered);
     memset(r, 0, sizeof *r);
 }
 
@@ -136,6 +156,10 @@ int tdm_dp_group_size(const tdm_dp_group *g) { return g->nranks; }
 
 void tdm_dp_set_overlap(tdm_dp_group *g, bool overlap) { g->overlap = overlap; }
 
+void tdm_dp_no_sync(tdm_dp_group *g, int rank, bool no_sync) {
+    if (rank >= 0 && rank < g->nranks) g->ranks[rank].no_sync = no_sync;
+}
+
 bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank) {
     return rank >= 0 && rank < g->nranks && g->ranks[rank].comm != NULL;
 }
@@ -144,8 +168,8 @@ int tdm_dp_group_rank(const tdm_dp_group *g) { return g->mpi ? g->self : 0; }
 int tdm_dp_launch_rank(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v && tdm_dp_mpi_launched()) return atoi(v);
+        if (getenv(vars[i]) && tdm_dp_mpi_launched())
+            return (int)tdm_env_i64(vars[i], 0, INT_MAX, 0);
     }
     return 0;
 }
@@ -161,8 +185,7 @@ static void dp_mpi_finalize(void) {
 bool tdm_dp_mpi_launched(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 1) return true;
+        if (getenv(vars[i]) && tdm_env_i64(vars[i], 1, INT_MAX, 1) > 1) return true;
     }
     return false;
 }
@@ -348,17 +371,50 @@ static tdm_status reduce_bucket_timed(dp_rank *r, int b) {
     return s;
 }
 
+// Keeps the rank's first failure and its message (sync reports it; later calls may set others).
+static void rank_fail(dp_rank *r, tdm_status s) {
+    if (s == TDM_OK || r->failed != TDM_OK) return;
+    r->failed = s;
+    snprintf(r->failed_msg, sizeof r->failed_msg, "%s", tdm_last_error());
+}
+
+// The compute stream waits for the device all-reduces started so far (stream order, no host
+// wait): the gradients they write may then be read or added into.
+static void order_device_reduces(dp_rank *r) {
+    rank_fail(r, r->comm_be->comm_wait(r->comm));
+    memset(r->unordered, 0, (size_t)r->g->n_buckets * sizeof *r->unordered);
+    r->pass_reduced = 0;
+}
+
 static void dp_grad_ready(tdm_tensor *leaf, void *ctx) {
     (void)leaf;
     dp_hook_ctx *h = ctx;
     dp_rank *r = h->rank;
+    const int b = h->bucket, nb = r->g->n_buckets;
+    if (r->no_sync) return;   // DDP's no_sync: the gradients accumulate here, reduced later
+    // This backward has added into a gradient of bucket b: too late if b's all-reduce from a
+    // previous backward was not ordered before it (that backward left a bucket incomplete)
+    if (r->comm && r->unordered[b])
+        rank_fail(r, tdm_error_set(
+            TDM_ERR_ARG, "data parallel: rank %d: a backward added into bucket %d's gradients "
+            "while the all-reduce a previous backward started on them may still run on the "
+            "device's side stream (not every bucket completed in that backward, as when a "
+            "parameter gets no gradient, so its end was not ordered); call tdm_dp_sync after "
+            "each backward, or tdm_dp_no_sync for the backwards before the last (PyTorch's "
+            "no_sync)",
+            r->rank, b));
     // A bucket is reduced each time all of its gradients are complete (with accumulation over
     // micro-batches that is once per backward: averaging is linear, so repeating it is exact).
     // Without overlap, sync reduces every bucket.
-    if (++r->ready[h->bucket] == r->g->buckets[h->bucket].count && r->g->overlap) {
-        r->ready[h->bucket] = 0;
-        tdm_status s = reduce_bucket(r, h->bucket);
-        if (s != TDM_OK && r->failed == TDM_OK) r->failed = s;
+    if (++r->ready[b] == r->g->buckets[b].count && r->g->overlap) {
+        r->ready[b] = 0;
+        rank_fail(r, reduce_bucket(r, b));
+        if (r->comm) {
+            r->unordered[b] = true;
+            // every bucket started: this backward is over; what follows on the compute stream
+            // (the next micro-batch's backward included) runs after the all-reduces
+            if (++r->pass_reduced == nb) order_device_reduces(r);
+        }
     }
 }
 
@@ -377,20 +433,43 @@ static bool comm_possible(const dp_rank *r) {
     return true;
 }
 
+// Whether the backend lets this rank's member live on its device now (r->comm_refused and the
+// message otherwise).
+static void comm_check(dp_rank *r) {
+    const struct tdm_backend_ops *be = r->params[0]->storage->backend;
+    r->comm_refused = be->comm_check ? be->comm_check(r->params[0]->device.index) : TDM_OK;
+    if (r->comm_refused != TDM_OK)
+        snprintf(r->comm_refusal, sizeof r->comm_refusal, "%s", tdm_last_error());
+}
+
 // Makes the rank's communicator member when every rank can (all agree, or all keep the host
 // path: one rank waiting in a collective init that another never joins would hang). Called by
 // every rank after the attach barrier.
 static tdm_status comm_attach(tdm_dp_group *g, dp_rank *r) {
     bool all = true;
+    int refused = -1;   // a rank whose backend refused its member
 #ifdef TDM_HAVE_MPI
     if (g->mpi) {
-        int mine = r->comm_wanted, every = 0;
-        MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        all = every != 0;
+        int mine[2] = {r->comm_wanted, r->comm_refused != TDM_OK ? r->rank : -1}, every[2];
+        MPI_Allreduce(&mine[0], &every[0], 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(&mine[1], &every[1], 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        all = every[0] != 0;
+        refused = every[1];
     } else
 #endif
-        for (int k = 0; k < g->nranks; k++) all = all && g->ranks[k].comm_wanted;
+        for (int k = 0; k < g->nranks; k++) {
+            all = all && g->ranks[k].comm_wanted;
+            if (g->ranks[k].comm_refused != TDM_OK && refused < 0) refused = k;
+        }
     if (!all) return TDM_OK;
+    // NCCL was to be used but a rank's device cannot host it: every rank fails (none waits in
+    // an init that another never joins), each saying why
+    if (r->comm_refused != TDM_OK)
+        return tdm_error_set(r->comm_refused, "%s", r->comm_refusal);
+    if (refused >= 0)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "data parallel: rank %d cannot use the device "
+                             "communicator (NCCL)%s%s", refused, g->mpi ? "" : ": ",
+                             g->mpi ? " (see its error)" : g->ranks[refused].comm_refusal);
     const struct tdm_backend_ops *be = r->params[0]->storage->backend;
     if (r->rank == 0) g->comm_id_status = be->comm_unique_id(g->comm_id);
 #ifdef TDM_HAVE_MPI
@@ -467,7 +546,9 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
     free(bk);
     r->ready = calloc((size_t)nb + 1, sizeof *r->ready);
     r->reduced = calloc((size_t)nb + 1, sizeof *r->reduced);
-    if (s == TDM_OK && (!r->ready || !r->reduced)) s = tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
+    r->unordered = calloc((size_t)nb + 1, sizeof *r->unordered);
+    if (s == TDM_OK && (!r->ready || !r->reduced || !r->unordered))
+        s = tdm_error_set(TDM_ERR_OOM, "data parallel: out of memory");
     for (int k = 0; s == TDM_OK && k < n; k++) {
         int b = 0;
         while (b + 1 < nb && g->buckets[b + 1].first <= k) b++;
@@ -475,6 +556,7 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
         tdm_tensor_set_grad_hook(r->params[r->order[k]], dp_grad_ready, &r->hooks[k]);
     }
     r->comm_wanted = s == TDM_OK && comm_possible(r);
+    if (r->comm_wanted) comm_check(r);
     group_barrier(g);   // every rank attached before any backward starts
 #ifdef TDM_HAVE_MPI
     if (g->mpi && s == TDM_OK) {   // every process must have built the same buckets
@@ -494,15 +576,12 @@ tdm_status tdm_dp_sync(tdm_dp_group *g, int rank) {
     dp_rank *r = &g->ranks[rank];
     for (int b = 0; b < g->n_buckets; b++) {
         if (!r->reduced[b] || r->ready[b] > 0) {   // never complete, or partly filled since
-            tdm_status s = reduce_bucket(r, b);
-            if (s != TDM_OK && r->failed == TDM_OK) r->failed = s;
+            rank_fail(r, reduce_bucket(r, b));
         }
     }
-    if (r->comm) {   // the compute stream waits for the side stream's all-reduces
-        tdm_status w = r->comm_be->comm_wait(r->comm);
-        if (w != TDM_OK && r->failed == TDM_OK) r->failed = w;
-    }
+    if (r->comm) order_device_reduces(r);   // the compute stream waits for the side stream
     tdm_status s = r->failed;
+    if (s != TDM_OK) tdm_error_set(s, "%s", r->failed_msg);
     memset(r->ready, 0, (size_t)g->n_buckets * sizeof *r->ready);
     memset(r->reduced, 0, (size_t)g->n_buckets * sizeof *r->reduced);
     r->failed = TDM_OK;
@@ -511,4 +590,19 @@ tdm_status tdm_dp_sync(tdm_dp_group *g, int rank) {
 
 double tdm_dp_comm_seconds(const tdm_dp_group *g, int rank) {
     return g && rank >= 0 && rank < g->nranks ? g->ranks[rank].comm_seconds : 0;
+}
+
+// The derivation (docs/suites/scaling.md). NCCL's ncclAvg over n ranks in f32: each rank's x_r
+// is multiplied by s = fl(1/n) = (1 + d0)/n and rounded, p_r = x_r s (1 + d_r) + e_r (|d| <= u,
+// |e_r| <= eta for an underflow), then the p_r are summed in some order (a ring chain, a tree):
+// |fl(sum p) - sum p| <= g(n-1) sum |p_r| (Higham's recursive-summation bound, g(k) = k u /
+// (1 - k u)). With m = (1/n) sum x_r and A = (1/n) sum |x_r|:
+//   |sum p - m| <= (2u + u^2) A + n eta,   sum |p_r| <= (1 + u)^2 A + n eta,
+//   |y - m|     <= (2u + u^2) A + n eta + g(n-1) ((1 + u)^2 A + n eta).
+// The host path (a double sum in rank order, divided, rounded to f32 once) is within u |m|, less.
+double tdm_dp_mean_bound_f32(int nranks, double mean_abs) {
+    const double u = 0x1p-24, eta = 0x1p-150;   // f32: unit roundoff, half the least subnormal
+    const double n = nranks < 1 ? 1 : nranks;
+    const double g = (n - 1) * u / (1 - (n - 1) * u);
+    return (2 * u + u * u) * mean_abs + n * eta + g * ((1 + u) * (1 + u) * mean_abs + n * eta);
 }

@@ -16,6 +16,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/env_impl.h"
+#include "core/files_impl.h"
 #include "core/profile_impl.h"
 #include "tandem/profile.h"
 
@@ -111,8 +113,7 @@ static void nvtx_pop(void) {
 
 // TANDEM_NVTX=1 turns NVTX ranges on from the start, without a session.
 __attribute__((constructor)) static void prof_read_env(void) {
-    const char *e = getenv("TANDEM_NVTX");
-    nvtx_env = e && !strcmp(e, "1");
+    nvtx_env = tdm_env_flag("TANDEM_NVTX", false);
     if (nvtx_env) atomic_fetch_or(&tdm_profile_flags, TDM_PROFILE_NVTX);
 }
 
@@ -562,23 +563,12 @@ char *tdm_profile_table_json(const tdm_profile *p) {
 
 // ---- the trace ---------------------------------------------------------------------------
 
-// Writes text to path: a temp file beside it, fsync, rename (the old file stays on failure).
+// Writes text to path: a temp file beside it, fsync, rename (the old file stays on failure; a
+// path that is a link, a FIFO or a device is refused, not replaced).
 static tdm_status write_atomic(const char *what, const char *path, const char *text) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return tdm_error_set(TDM_ERR_IO, "%s: %s: cannot write: %s", what, tmp, strerror(errno));
-    size_t n = strlen(text);
-    bool ok = fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0) ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) err = errno;
-        unlink(tmp);
-        return tdm_error_set(TDM_ERR_IO, "%s: %s: write failed (%s); the old file, if any, is intact",
-                             what, path, strerror(err));
-    }
-    return TDM_OK;
+    if (tdm_file_write_atomic(path, text, strlen(text)) == 0) return TDM_OK;
+    return tdm_error_set(TDM_ERR_IO, "%s: %s: write failed (%s); the old file, if any, is intact",
+                         what, path, tdm_file_strerror(errno));
 }
 
 static cJSON *event_base(cJSON *arr, const char *name, const char *ph, double ts_us, int pid,

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/files_impl.h"
 #include "core/tensor_impl.h"
 
 #define ST_MAX_HEADER (100u << 20)   // 100 MiB of JSON header is already absurd
@@ -170,25 +171,15 @@ tdm_safetensors *tdm_safetensors_open(const char *path) {
     st->path = strdup(path);
     // Opened without blocking, and checked to be a regular file before anything is read:
     // fopen of a FIFO waits for a writer forever (a device or a directory is no case either).
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        tdm_safetensors_close(st);
-        tdm_error_set(TDM_ERR_IO, "%s: cannot open: %s", path, strerror(err));
-        return NULL;
-    }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        tdm_safetensors_close(st);
-        tdm_error_set(TDM_ERR_IO, "%s: not a regular file", path);
-        return NULL;
-    }
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(st->f = fdopen(fd, "rb"))) {
+    int fd = tdm_file_open_read(path, &sb);
+    if (fd < 0 || !(st->f = fdopen(fd, "rb"))) {
         int err = errno;
-        close(fd);
+        if (fd >= 0) close(fd);
         tdm_safetensors_close(st);
-        tdm_error_set(TDM_ERR_IO, "%s: cannot open: %s", path, strerror(err));
+        bool type = err == EISDIR || (err >= TDM_EFILE_LINK && err <= TDM_EFILE_SOCKET);
+        tdm_error_set(TDM_ERR_IO, "%s: %s%s", path, type ? "" : "cannot open: ",
+                      tdm_file_strerror(err));
         return NULL;
     }
     uint64_t fsize = (uint64_t)sb.st_size;
@@ -365,12 +356,14 @@ tdm_status tdm_safetensors_save(const char *path, int n, const char *const *name
     size_t hlen = strlen(json), padded = (hlen + 7) / 8 * 8;
 
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    int fd = tdm_file_temp_open(path, tmp, sizeof tmp);   // refuses a link, FIFO, device there
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         int err = errno;
+        if (fd >= 0) close(fd), unlink(tmp);
         free(json);
-        return tdm_error_set(TDM_ERR_IO, "%s: cannot write: %s", tmp, strerror(err));
+        return tdm_error_set(TDM_ERR_IO, "%s: cannot write: %s", fd >= 0 ? tmp : path,
+                             tdm_file_strerror(err));
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
@@ -392,12 +385,12 @@ tdm_status tdm_safetensors_save(const char *path, int n, const char *const *name
     ok = ok && s == TDM_OK && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int err = errno;
     if (fclose(f) != 0) ok = false;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok || tdm_file_temp_commit(tmp, path) != 0) {
         if (ok) err = errno;
-        unlink(tmp);
+        else unlink(tmp);
         if (s != TDM_OK) return s;
         return tdm_error_set(TDM_ERR_IO, "%s: write failed (%s); the old file, if any, is intact",
-                             path, strerror(err));
+                             path, tdm_file_strerror(err));
     }
     return TDM_OK;
 }

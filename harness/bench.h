@@ -4,6 +4,7 @@
 #define TANDEM_BENCH_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -25,6 +26,12 @@ cJSON *bench_env_json(void);
 // Prints "bench CMD: <message>" on stderr and returns 2, the exit code of bad usage or input.
 int bench_bad(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *bench_git_commit(void);   // short hash bench was configured from, or "unknown"
+// Text from a results directory (names, reasons, GPU models) as report.html and report.md write
+// it (cmd_report.c): in HTML, & < > " ' as entities (control characters but line breaks and tabs
+// as spaces); in Markdown, its punctuation (\ ` * _ [ ] < > | ~ & #) backslash-escaped, control
+// characters and line breaks as spaces.
+void bench_html_text(FILE *f, const char *s);
+void bench_md_text(FILE *f, const char *s);
 // A results directory's context.json (cmd_run.c): format, tandem's version, commit and build, the
 // command line (argv without "bench"), the device, emulated (with the banner), the start time and
 // the machine's env (taken; NULL: null). The caller adds what its command knows and deletes it.

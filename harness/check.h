@@ -25,8 +25,15 @@
 #define CHECK_FIGURES_FORMAT "tandem-check-figures/1"
 #define CHECK_SECTION_FORMAT "tandem-check/1"
 
-// Exit codes of `bench check` (bench.h: 0, 1, 2), and the one of a check that judged no GPU.
-enum { CHECK_EXIT_PASS = 0, CHECK_EXIT_FAIL = 1, CHECK_EXIT_BAD = 2, CHECK_EXIT_NO_GPU = 3 };
+// Exit codes of `bench check` (bench.h: 0, 1, 2), the one of a check that judged no GPU, and the
+// one of a check that misses an expected check of a GPU (absent or not run) while nothing failed.
+enum {
+    CHECK_EXIT_PASS = 0,
+    CHECK_EXIT_FAIL = 1,
+    CHECK_EXIT_BAD = 2,
+    CHECK_EXIT_NO_GPU = 3,
+    CHECK_EXIT_INCOMPLETE = 4
+};
 
 // The words of a verdict, as printed and stored ("verdict" of each check).
 #define CHECK_PASS "PASS"
@@ -36,7 +43,15 @@ enum { CHECK_EXIT_PASS = 0, CHECK_EXIT_FAIL = 1, CHECK_EXIT_BAD = 2, CHECK_EXIT_
 #define CHECK_EMULATED "EMULATED"           // measured on the emulated device: not judged
 #define CHECK_NO_EXPECT "no expectation"    // unknown model (or precision): not judged
 #define CHECK_MISSING "missing"             // the reading is not there: reported, not guessed
-#define CHECK_NOT_RUN "not run"
+#define CHECK_NOT_RUN "not run"             // a GPU's check that was not measured: incomplete
+#define CHECK_ABSENT "absent"               // an expected check the figures do not hold: incomplete
+
+// The physical limit of a figure (docs/CHECK.md): the model's datasheet figure x the file's
+// "physical_limit": {"margin"} (default below); for a model the file does not know, or a figure it
+// does not give, CHECK_UNKNOWN_FACTOR x the fastest model of the file, else CHECK_FIGURE_CAP.
+#define CHECK_LIMIT_MARGIN 1.10
+#define CHECK_UNKNOWN_FACTOR 10.0
+#define CHECK_FIGURE_CAP 1e5  // GB/s or TFLOP/s: no GPU is within a factor of 10 of it
 
 // The checks whose figures are performance (judged against the model, and across siblings).
 extern const char *const check_perf_names[];   // NULL-terminated: "memory.d2d", "gemm.tf32", ...
@@ -51,6 +66,16 @@ cJSON *check_expect_parse(const char *text, const char *name, char *err, size_t 
 // The model entry for a device name ("NVIDIA A100-SXM4-80GB"): NULL when no model's `names`
 // match (case-insensitively, without the leading "NVIDIA ").
 const cJSON *check_expect_model(const cJSON *expect, const char *device_name);
+// The fastest a GPU of MODEL (NULL: unknown) can be on performance check NAME, in its unit (the
+// physical limit above); why says how it was found ("1.1 x the datasheet's 2039 GB/s").
+double check_expect_limit(const cJSON *expect, const cJSON *model, const char *name, char *why,
+                          size_t why_len);
+// PCIe per-direction rate, GB/s: GT/s x encoding / 8 x lanes (as suites/bench/transfer.c); NaN
+// for a generation outside 1..6 or a width outside 1..32.
+double check_pcie_gbps(double gen, double width);
+// Whether s can name a model or a device in an expectations file: UTF-8 text of at most 200
+// bytes, not blank, without control characters. why (may be NULL) says what is wrong.
+bool check_name_valid(const char *s, char *why, size_t why_len);
 // The default file: $TANDEM_CHECK_EXPECT, else suites/check/expectations.json as
 // check_find_source_path finds it.
 bool check_expect_default_path(char *out, size_t len);
@@ -59,10 +84,22 @@ bool check_expect_default_path(char *out, size_t len);
 bool check_find_source_path(const char *rel, char *out, size_t len);
 
 // --write-expect: an expectations object whose models' "checks" are the medians of the figures
-// of the GPUs in the check results directories DIRS (their status.json "check" sections), per
-// device name; GPUs that are emulated or had a FAIL are left out (said in err as a note). The
-// datasheet entries of BASE for the same models are kept. NULL with a message on bad input.
+// of the GPUs in the check results directories DIRS (their status.json "check" sections, judged
+// again against BASE), per model; a directory named twice (realpath) counts once; runs that are
+// emulated, incomplete ("complete" not true, write_errors) or failed (a host FAIL) and GPUs that
+// had a FAIL, miss an expected check or have no valid name are left out (said in err as a note).
+// The datasheet entries of BASE for the same models are kept. The result passes
+// check_expect_parse (the rule --expect applies) or is not returned. NULL with a message on bad
+// input.
 cJSON *check_expect_from_runs(const cJSON *base, char **dirs, int n, char *err, size_t err_len);
+
+// --from-figures: the figures in text (len bytes, from the file path), as strict JSON
+// (json_strict.h): a figures file as it is, or a status.json's "check" section, whose GPUs are
+// marked emulated when the status.json says "emulated" or, for a file named status.json, its
+// results directory does (emulated.h): an emulated run is never judged as GPU figures. NULL with a
+// message in err when it is not strict JSON. The caller deletes the result.
+cJSON *check_figures_parse(const char *text, size_t len, const char *path, char *err,
+                           size_t err_len);
 
 // ---- judging (pure) --------------------------------------------------------------------------
 
@@ -104,6 +141,17 @@ typedef struct {
     char logdir[4096];      // where the runs' outputs and dumps go
     double timeout_s;       // each child run's limit
 } check_run_opts;
+
+// Children and signals: check_signals_install() makes SIGINT, SIGTERM and SIGHUP kill the running
+// child and be remembered (check_interrupted() returns the signal, else 0); nothing starts after
+// one; check_signals_reraise() ends the process by it (when there was one). check_run_child runs
+// this program (argv[0] onwards) in a process group of its own that dies with this process, its
+// output into LOG (NULL: stdout to /dev/null), at most timeout_s seconds: its exit status, 124 on
+// the time limit, 128 + signal, -1 when it could not start; LAST gets the log's last line.
+void check_signals_install(void);
+int check_interrupted(void);
+void check_signals_reraise(void);
+int check_run_child(char *const argv[], const char *log, double timeout_s, char *last, size_t n);
 
 // The host's checks: the reference against the golden cases ({"numerics": {...}}).
 cJSON *check_run_host(const check_run_opts *o);

@@ -33,14 +33,6 @@ static const char *str_p(const cJSON *o, const char *k) {
     return v ? v : "?";
 }
 
-// PCIe per-direction rate, GB/s: GT/s x encoding / 8 x lanes (as suites/bench/transfer.c).
-static double pcie_gbps(double gen, double width) {
-    static const double gts[] = {2.5, 5, 8, 16, 32, 64};
-    static const double enc[] = {0.8, 0.8, 128.0 / 130, 128.0 / 130, 128.0 / 130, 242.0 / 256};
-    if (!(gen >= 1 && gen <= 6) || !(width >= 1)) return NAN;
-    return gts[(int)gen - 1] * enc[(int)gen - 1] / 8 * width;
-}
-
 // Adds one check line: measured and expected are numbers (NaN: null) or, when *_text is given,
 // strings; ratio NaN is null.
 static cJSON *add_line(cJSON *arr, const char *check, double measured, const char *measured_text,
@@ -83,21 +75,36 @@ static const char *by_threshold(double ratio, const cJSON *t) {
 
 // ---- numerics and training: the runs said pass or fail -------------------------------------------
 
+// A result other than pass, fail or error (the three a run gives) was not run: incomplete.
 static void judge_runs(cJSON *checks, const cJSON *numerics) {
     const cJSON *r;
     cJSON_ArrayForEach(r, numerics) {
         const char *res = str(r, "result");
-        const char *verdict = !res ? CHECK_MISSING
-                              : !strcmp(res, "pass") ? CHECK_PASS
+        const char *verdict = !res                                            ? CHECK_NOT_RUN
+                              : !strcmp(res, "pass")                          ? CHECK_PASS
                               : !strcmp(res, "fail") || !strcmp(res, "error") ? CHECK_FAIL
-                              : !strcmp(res, "needs a GPU") ? CHECK_NEEDS_GPU
-                              : CHECK_NOT_RUN;
+                                                                              : CHECK_NOT_RUN;
         const char *detail = str(r, "detail");
         add_line(checks, r->string, NAN, str(r, "measured") ? str(r, "measured") : res ? res : "?",
                  NULL, NAN, str(r, "expected") ? str(r, "expected") : "within the bounds", NAN,
                  verdict, "%s%s%s", res && !strcmp(res, "error") ? "could not run: " : "",
                  detail ? detail : "", "");
     }
+}
+
+// The numerics every GPU runs (check_measure.c): an absent one is listed, and counted.
+static void absent_runs(cJSON *checks, const cJSON *numerics) {
+    static const char *const names[] = {"numerics.golden", "numerics.conform"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (!item(numerics, names[k]))
+            add_line(checks, names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                     "expected, absent from the figures: not measured");
+    const cJSON *r;
+    bool train = false;
+    cJSON_ArrayForEach(r, numerics) train = train || !strncmp(r->string, "train.", 6);
+    if (!train)
+        add_line(checks, "train", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                 "expected, absent from the figures: no training run (train.*) was measured");
 }
 
 // ---- performance: against the model ---------------------------------------------------------------
@@ -122,7 +129,7 @@ static double datasheet(const cJSON *model, const cJSON *link, const char *name,
         gen = num(model, "pcie_gen");
         width = num(model, "pcie_width");
     }
-    double pcie = pcie_gbps(gen, width);
+    double pcie = check_pcie_gbps(gen, width);
     if (!strcmp(name, "memory.d2d")) {
         snprintf(why, len, "datasheet HBM bandwidth");
         return num(model, "hbm_GBps");
@@ -146,22 +153,40 @@ static double datasheet(const cJSON *model, const cJSON *link, const char *name,
     return pcie;
 }
 
+// Whether a performance check is measured on every GPU of a node of n GPUs: the multi.* ones on
+// 2 to 16 (check_run_multi), the others always.
+static bool perf_expected(const char *name, int n) {
+    return strncmp(name, "multi.", 6) || (n >= 2 && n <= 16);
+}
+
 static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, const cJSON *expect,
-                       bool emulated) {
+                       bool emulated, int n_gpus) {
     const cJSON *figs = item(gpu, "figures");
     for (int k = 0; check_perf_names[k]; k++) {
         const char *name = check_perf_names[k];
         const cJSON *f = item(figs, name);
-        if (!f) continue;   // not applicable here (one GPU: no multi.*)
+        if (!f) {
+            if (!emulated && perf_expected(name, n_gpus))
+                add_line(checks, name, NAN, NULL, perf_unit(name), NAN, NULL, NAN, CHECK_ABSENT,
+                         "expected, absent from the figures: not measured");
+            continue;  // else not applicable here (one GPU: no multi.*)
+        }
         double v = num(f, "value");
-        const char *unit = str(f, "unit") ? str(f, "unit") : perf_unit(name);
+        const char *unit = perf_unit(name);
         const char *extra = str(f, "note") ? str(f, "note") : "";
-        if (!isfinite(v)) {
+        if (!isfinite(v)) {  // a failed measurement is a FAIL; one that did not happen, incomplete
             const char *error = str(f, "error"), *why = str(f, "why");
             add_line(checks, name, NAN, NULL, unit, NAN, NULL, NAN,
-                     error ? CHECK_FAIL : why && !strcmp(why, CHECK_NEEDS_GPU) ? CHECK_NEEDS_GPU
-                                                                               : CHECK_NOT_RUN,
-                     "%s%s", error ? "the measurement failed: " : "", error ? error : why ? why : "");
+                     error      ? CHECK_FAIL
+                     : emulated ? CHECK_EMULATED
+                                : CHECK_NOT_RUN,
+                     "%s%s",
+                     error ? "the measurement failed: "
+                     : why ? ""
+                           : "no value and no error: not measured",
+                     error ? error
+                     : why ? why
+                           : "");
             continue;
         }
         if (emulated) {
@@ -170,7 +195,7 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
                      extra[0] ? "; " : "", extra);
             continue;
         }
-        char why[160] = "";
+        char why[160] = "", lwhy[160];
         double expected = NAN;
         const cJSON *thr = item(item(expect, "thresholds"), threshold_group(name));
         const cJSON *measured = item(item(model, "checks"), name);
@@ -180,6 +205,13 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
             snprintf(why, sizeof why, "the fleet's median (--write-expect)");
         } else if (model) {
             expected = datasheet(model, item(gpu, "link"), name, why, sizeof why);
+        }
+        double limit = check_expect_limit(expect, model, name, lwhy, sizeof lwhy);
+        if (v > limit) {  // no healthy part, however good, measures this: the timing is wrong
+            add_line(checks, name, v, NULL, unit, expected, NULL, v / expected, CHECK_FAIL,
+                     "faster than this GPU can be: a timing bug? (the physical limit is %s)%s%s",
+                     lwhy, extra[0] ? "; " : "", extra);
+            continue;
         }
         if (!model) {
             add_line(checks, name, v, NULL, unit, NAN, NULL, NAN, CHECK_NO_EXPECT,
@@ -203,7 +235,12 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
 
 static void judge_link(cJSON *checks, const cJSON *gpu, const cJSON *model, bool emulated) {
     const cJSON *link = item(gpu, "link");
-    if (!link) return;
+    if (!link || cJSON_IsNull(link)) {
+        if (!emulated)
+            add_line(checks, "pcie.link", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                     "expected, absent from the figures: not read");
+        return;
+    }
     double g = num(link, "pcie_gen"), w = num(link, "pcie_width");
     double gm = num(link, "pcie_gen_max"), wm = num(link, "pcie_width_max");
     if (emulated) {
@@ -221,7 +258,7 @@ static void judge_link(cJSON *checks, const cJSON *gpu, const cJSON *model, bool
     char m[32], e[32];
     snprintf(m, sizeof m, "gen%g x%g", g, w);
     snprintf(e, sizeof e, "gen%g x%g", gm, wm);
-    double ratio = pcie_gbps(g, w) / pcie_gbps(gm, wm);
+    double ratio = check_pcie_gbps(g, w) / check_pcie_gbps(gm, wm);
     bool under_load = cJSON_IsTrue(item(link, "under_load"));
     if (g < gm || w < wm) {
         add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, under_load ? CHECK_FAIL : CHECK_WARN,
@@ -257,7 +294,16 @@ static void throttle_names(double r, char *buf, size_t n) {
 }
 
 static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
+    static const char *const nvml_names[] = {"nvml.throttle",      "nvml.temperature",
+                                             "nvml.remapped_rows", "nvml.retired_pages",
+                                             "nvml.ecc",           "nvml.clocks"};
     const cJSON *h = item(gpu, "health");
+    if ((!h || cJSON_IsNull(h)) && !emulated) {
+        for (size_t k = 0; k < sizeof nvml_names / sizeof *nvml_names; k++)
+            add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                     "expected, absent from the figures (no \"health\"): not read");
+        return;
+    }
     if (!h) return;
     const char *why = str(h, "nvml");
     char miss[300];
@@ -265,10 +311,8 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
     if (emulated) snprintf(miss, sizeof miss, "the emulated device has no NVML");
     const char *missing = emulated ? CHECK_EMULATED : CHECK_MISSING;
     if (emulated) {   // no NVML there: whatever the emulator's properties say is not a GPU's
-        static const char *names[] = {"nvml.throttle", "nvml.temperature", "nvml.remapped_rows",
-                                      "nvml.retired_pages", "nvml.ecc", "nvml.clocks"};
-        for (size_t k = 0; k < sizeof names / sizeof *names; k++)
-            add_line(checks, names[k], NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+        for (size_t k = 0; k < sizeof nvml_names / sizeof *nvml_names; k++)
+            add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
         return;
     }
 
@@ -352,46 +396,294 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
 
 // ---- the outlier rule: each figure against the GPU's siblings ------------------------------------
 
-static void judge_outliers(cJSON *gpus_out, const cJSON *expect, cJSON *outliers) {
+typedef struct {
+    const char *name;  // the GPU's device name: siblings share it
+    double v;
+    int i;  // the GPU's place in gpus
+} sibling;
+
+static int cmp_sibling(const void *a, const void *b) {
+    const sibling *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->v > y->v) - (x->v < y->v);
+}
+
+// The median of the m sorted values x but the one at p (bench_median of the other m - 1).
+static double median_without(const sibling *x, int m, int p) {
+    int r = m - 1;
+#define AT(k) x[(k) < p ? (k) : (k) + 1].v
+    return r % 2 ? AT(r / 2) : 0.5 * (AT(r / 2 - 1) + AT(r / 2));
+#undef AT
+}
+
+// gp[n]: the judged GPUs, limit_ok[k * n + i]: whether GPU i's figure of check k is below its
+// physical limit (an impossible figure is a FAIL of its own, and no sibling's yardstick). Per
+// check: the GPUs sorted by name and figure, so each one's siblings' median is found in O(1):
+// O(n log n) per check, for nodes (or --from-figures files) of thousands of GPUs.
+static void judge_outliers(cJSON **gp, int n, const bool *limit_ok, const cJSON *expect,
+                           cJSON *outliers) {
     const cJSON *o = item(expect, "outlier");
-    int n = cJSON_GetArraySize(gpus_out);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v), *sib = malloc((size_t)(n ? n : 1) * sizeof *sib);
-    if (!v || !sib) goto done;
+    size_t m = (size_t)(n ? n : 1);
+    sibling *s = malloc(m * sizeof *s);
+    double *med = malloc(m * sizeof *med);
+    int *ns = malloc(m * sizeof *ns);
+    if (!s || !med || !ns) goto done;
     for (int k = 0; check_perf_names[k]; k++) {
         const char *name = check_perf_names[k];
         if (!strcmp(name, "multi.allreduce")) continue;   // one figure for the whole group
+        int c = 0;
         for (int i = 0; i < n; i++) {
-            const cJSON *g = cJSON_GetArrayItem(gpus_out, i);
-            v[i] = cJSON_IsTrue(item(g, "emulated")) ? NAN : num(item(item(g, "figures"), name), "value");
+            med[i] = NAN;
+            const char *ni = str(gp[i], "name");
+            double v = cJSON_IsTrue(item(gp[i], "emulated")) || !limit_ok[k * n + i]
+                           ? NAN
+                           : num(item(item(gp[i], "figures"), name), "value");
+            if (isfinite(v) && ni) s[c++] = (sibling){ni, v, i};
         }
-        for (int i = 0; i < n; i++) {
-            if (!isfinite(v[i])) continue;
-            cJSON *gi = cJSON_GetArrayItem(gpus_out, i);
-            const char *ni = str(gi, "name");
-            int ns = 0;
-            for (int j = 0; j < n; j++) {
-                const char *nj = str(cJSON_GetArrayItem(gpus_out, j), "name");
-                if (j != i && isfinite(v[j]) && ni && nj && !strcmp(ni, nj)) sib[ns++] = v[j];
+        qsort(s, (size_t)c, sizeof *s, cmp_sibling);
+        for (int a = 0, b; a < c; a = b) {
+            for (b = a + 1; b < c && !strcmp(s[a].name, s[b].name);) b++;
+            for (int p = a; b - a >= 2 && p < b; p++) {
+                med[s[p].i] = median_without(s + a, b - a, p - a);
+                ns[s[p].i] = b - a - 1;
             }
-            if (!ns) continue;
-            double med = bench_median(sib, ns), ratio = v[i] / med;
+        }
+        for (int i = 0; i < n; i++) {  // in the GPUs' order
+            if (!isfinite(med[i])) continue;
+            cJSON *gi = gp[i];
+            double v = num(item(item(gi, "figures"), name), "value"), ratio = v / med[i];
             const char *verdict = by_threshold(ratio, o);
             if (!strcmp(verdict, CHECK_PASS)) continue;
             char check[64];
             snprintf(check, sizeof check, "outlier.%s", name);
-            const char *dev = str(gi, "device") ? str(gi, "device") : "?";
-            cJSON *line = add_line(cJSON_GetObjectItemCaseSensitive(gi, "checks"), check, v[i], NULL, perf_unit(name), med, NULL,
-                                   ratio, verdict,
-                                   "%s is %.2f x the median of its %d sibling%s (%s); FAIL below %g, WARN below %g",
-                                   dev, ratio, ns, ns == 1 ? "" : "s", ni, num(o, "fail"), num(o, "warn"));
+            const char *dev = str_p(gi, "device"), *ni = str(gi, "name");
+            cJSON *line = add_line(cJSON_GetObjectItemCaseSensitive(gi, "checks"), check, v, NULL,
+                                   perf_unit(name), med[i], NULL, ratio, verdict,
+                                   "%s is %.2f x the median of its %d sibling%s (%s); FAIL below "
+                                   "%g, WARN below %g",
+                                   dev, ratio, ns[i], ns[i] == 1 ? "" : "s", ni, num(o, "fail"),
+                                   num(o, "warn"));
             cJSON *copy = cJSON_Duplicate(line, true);
             cJSON_AddStringToObject(copy, "device", dev);
             cJSON_AddItemToArray(outliers, copy);
         }
     }
 done:
-    free(v);
-    free(sib);
+    free(s);
+    free(med);
+    free(ns);
+}
+
+// ---- the figures: what cannot be true is bad input, named
+// ----------------------------------------
+
+static bool bad_in(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool bad_in(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+// Absent or null (not read), or a number in [lo, hi] (an integer when asked).
+static bool reading_ok(const cJSON *v, double lo, double hi, bool integer) {
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v)) return false;
+    double x = v->valuedouble;
+    return isfinite(x) && x >= lo && x <= hi && (!integer || x == floor(x));
+}
+
+// NVML's readings (check_measure.c props_health), each in the range NVML can report.
+static const struct {
+    const char *key;
+    double lo, hi;
+    bool integer;
+    const char *what;
+} health_fields[] = {
+    {"throttle_reasons", 0, 0x1ff, true,
+     "a bitmask of NVML's 9 known clocks-event reasons (an integer from 0 to 0x1ff)"},
+    {"temperature_c", -40, 150, false, "a GPU temperature (-40 to 150 C)"},
+    {"temperature_slowdown_c", -40, 150, false, "a GPU temperature (-40 to 150 C)"},
+    {"remapped_rows_correctable", 0, 4294967295.0, true, "a count of rows"},
+    {"remapped_rows_uncorrectable", 0, 4294967295.0, true, "a count of rows"},
+    {"remapped_rows_pending", 0, 1, true, "NVML's flag: 0 or 1"},
+    {"remapped_rows_failed", 0, 1, true, "NVML's flag: 0 or 1"},
+    {"retired_pages_sbe", 0, 4294967295.0, true, "a count of pages"},
+    {"retired_pages_dbe", 0, 4294967295.0, true, "a count of pages"},
+    {"retired_pages_pending", 0, 1, true, "NVML's flag: 0 or 1"},
+    {"ecc", 0, 1, true, "the ECC mode: 0 (off) or 1 (on)"},
+    {"ecc_uncorrected_volatile", 0, 9007199254740992.0, true, "a count of errors"},
+    {"ecc_uncorrected_aggregate", 0, 9007199254740992.0, true, "a count of errors"},
+    {"clock_sm_mhz", 0, 10000, false, "a clock (0 to 10000 MHz)"},
+    {"clock_sm_max_mhz", 0, 10000, false, "a clock (0 to 10000 MHz)"},
+    {"clock_mem_mhz", 0, 50000, false, "a clock (0 to 50000 MHz)"},
+    {"power_limit_w", 0, 10000, false, "a power limit (0 to 10000 W)"},
+};
+
+static bool valid_link(const cJSON *l, int i, char *err, size_t len) {
+    if (!l || cJSON_IsNull(l)) return true;
+    if (!cJSON_IsObject(l)) return bad_in(err, len, "gpus[%d].link: must be an object", i);
+    static const char *const gens[] = {"pcie_gen", "pcie_gen_max"};
+    static const char *const widths[] = {"pcie_width", "pcie_width_max"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *g = item(l, gens[k]), *w = item(l, widths[k]);
+        if (!reading_ok(g, 1, 6, true))
+            return bad_in(err, len, "gpus[%d].link.%s: not a PCIe generation (1 to 6)", i, gens[k]);
+        double x = cJSON_IsNumber(w) ? w->valuedouble : 1;
+        if (!reading_ok(w, 1, 32, true) || ((long)x & ((long)x - 1)))
+            return bad_in(err, len, "gpus[%d].link.%s: not a PCIe width (1, 2, 4, 8, 16 or 32)", i,
+                          widths[k]);
+    }
+    if (num(l, "pcie_gen") > num(l, "pcie_gen_max") ||
+        num(l, "pcie_width") > num(l, "pcie_width_max"))
+        return bad_in(err, len,
+                      "gpus[%d].link: the current link (gen%g x%g) is above its maximum "
+                      "(gen%g x%g): a misreading",
+                      i, num(l, "pcie_gen"), num(l, "pcie_width"), num(l, "pcie_gen_max"),
+                      num(l, "pcie_width_max"));
+    const cJSON *u = item(l, "under_load");
+    if (u && !cJSON_IsBool(u) && !cJSON_IsNull(u))
+        return bad_in(err, len, "gpus[%d].link.under_load: must be true or false", i);
+    return true;
+}
+
+static bool valid_health(const cJSON *h, int i, char *err, size_t len) {
+    if (!h || cJSON_IsNull(h)) return true;
+    if (!cJSON_IsObject(h)) return bad_in(err, len, "gpus[%d].health: must be an object", i);
+    for (size_t k = 0; k < sizeof health_fields / sizeof *health_fields; k++) {
+        const cJSON *v = item(h, health_fields[k].key);
+        if (!reading_ok(v, health_fields[k].lo, health_fields[k].hi, health_fields[k].integer)) {
+            char got[48] = "not a number";
+            if (cJSON_IsNumber(v)) snprintf(got, sizeof got, "%g", v->valuedouble);
+            return bad_in(err, len, "gpus[%d].health.%s: %s is not %s", i, health_fields[k].key,
+                          got, health_fields[k].what);
+        }
+    }
+    const cJSON *nv = item(h, "nvml");
+    if (nv && !cJSON_IsString(nv) && !cJSON_IsNull(nv))
+        return bad_in(err, len, "gpus[%d].health.nvml: must be a string", i);
+    return true;
+}
+
+// The runs' results (numerics): objects with a "result" string.
+static bool valid_runs(const cJSON *r, const char *where, char *err, size_t len) {
+    if (!r || cJSON_IsNull(r)) return true;
+    if (!cJSON_IsObject(r)) return bad_in(err, len, "%s.numerics: must be an object", where);
+    const cJSON *x;
+    cJSON_ArrayForEach(
+        x, r) if (!cJSON_IsObject(x) ||
+                  !cJSON_IsString(
+                      item(x, "result"))) return bad_in(err, len,
+                                                        "%s.numerics.%s: needs {\"result\": "
+                                                        "\"pass\", \"fail\" or "
+                                                        "\"error\"}",
+                                                        where, x->string);
+    return true;
+}
+
+static bool valid_figures(const cJSON *f, int i, char *err, size_t len) {
+    if (!f || cJSON_IsNull(f)) return true;
+    if (!cJSON_IsObject(f)) return bad_in(err, len, "gpus[%d].figures: must be an object", i);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, f) {
+        const cJSON *v = item(x, "value");
+        // a figure is measured (a finite rate above 0) or not (null): 1e999 is read as
+        // infinity, "fast", {} or a missing value are no figure at all
+        if (!cJSON_IsObject(x) || !v || !(cJSON_IsNull(v) || cJSON_IsNumber(v)))
+            return bad_in(err, len, "gpus[%d].figures.%s: needs {\"value\": number or null}", i,
+                          x->string);
+        if (cJSON_IsNumber(v) && !(isfinite(v->valuedouble) && v->valuedouble > 0))
+            return bad_in(err, len, "gpus[%d].figures.%s: value %g is not a finite rate above 0", i,
+                          x->string, v->valuedouble);
+        const cJSON *u = item(x, "unit");
+        bool perf = false;
+        for (int k = 0; check_perf_names[k]; k++)
+            perf = perf || !strcmp(x->string, check_perf_names[k]);
+        if (u && !cJSON_IsNull(u) &&
+            !(cJSON_IsString(u) && (!perf || !strcmp(u->valuestring, perf_unit(x->string)))))
+            return bad_in(err, len, "gpus[%d].figures.%s: unit must be \"%s\"", i, x->string,
+                          perf ? perf_unit(x->string) : "a string");
+        const cJSON *sm = item(x, "samples"), *e;
+        if (sm && !cJSON_IsArray(sm) && !cJSON_IsNull(sm))
+            return bad_in(err, len, "gpus[%d].figures.%s.samples: must be an array", i, x->string);
+        int k = 0;
+        const cJSON *arr = cJSON_IsArray(sm) ? sm : NULL;
+        cJSON_ArrayForEach(e, arr) {
+            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || !(e->valuedouble > 0))
+                return bad_in(err, len,
+                              "gpus[%d].figures.%s.samples[%d]: not a finite rate above 0", i,
+                              x->string, k);
+            k++;
+        }
+        static const char *const texts[] = {"error", "why", "note"};
+        for (size_t t = 0; t < sizeof texts / sizeof *texts; t++)
+            if (item(x, texts[t]) && !cJSON_IsString(item(x, texts[t])) &&
+                !cJSON_IsNull(item(x, texts[t])))
+                return bad_in(err, len, "gpus[%d].figures.%s.%s: must be a string", i, x->string,
+                              texts[t]);
+    }
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+// Figures that cannot be true are bad input (the caller exits 2), named: a non-finite or
+// non-numeric figure, a reading outside what NVML or a PCIe link can report, a GPU listed twice.
+static bool valid_input(const cJSON *figures, char *err, size_t len) {
+    const cJSON *gpus = item(figures, "gpus");
+    if (!cJSON_IsObject(figures) || !cJSON_IsArray(gpus))
+        return bad_in(err, len,
+                      "not check figures: needs an object with a \"gpus\" array (format "
+                      "%s, or a status.json \"check\" section)",
+                      CHECK_FIGURES_FORMAT);
+    int n = cJSON_GetArraySize(gpus), i = 0;
+    const char **devs = malloc((size_t)(n ? n : 1) * sizeof *devs);
+    if (!devs) return bad_in(err, len, "out of memory");
+    bool ok = true;
+    const cJSON *g;
+    char why[64];
+    cJSON_ArrayForEach(g, gpus) {
+        char where[32];
+        snprintf(where, sizeof where, "gpus[%d]", i);
+        const cJSON *name = item(g, "name"), *emu = item(g, "emulated");
+        if (!cJSON_IsObject(g) || !cJSON_IsString(item(g, "device")))
+            ok = bad_in(err, len, "gpus[%d]: needs an object with a \"device\" (\"cuda:N\")", i);
+        else if (!check_name_valid(str(g, "device"), why, sizeof why))
+            ok = bad_in(err, len, "gpus[%d].device: %s", i, why);
+        else if (name && !cJSON_IsNull(name) && !cJSON_IsString(name))
+            ok = bad_in(err, len, "gpus[%d].name: must be a string", i);
+        else if (cJSON_IsString(name) && name->valuestring[strspn(name->valuestring, " \t")] &&
+                 !check_name_valid(name->valuestring, why, sizeof why))  // blank: no model
+            ok = bad_in(err, len, "gpus[%d].name: %s", i, why);
+        else if (emu && !cJSON_IsBool(emu) && !cJSON_IsNull(emu))
+            ok = bad_in(err, len, "gpus[%d].emulated: must be true or false", i);
+        else
+            ok = valid_figures(item(g, "figures"), i, err, len) &&
+                 valid_link(item(g, "link"), i, err, len) &&
+                 valid_health(item(g, "health"), i, err, len) &&
+                 valid_runs(item(g, "numerics"), where, err, len);
+        if (!ok) break;
+        devs[i++] = str(g, "device");
+    }
+    if (ok) {  // one GPU twice would count twice, among its own siblings too
+        qsort(devs, (size_t)i, sizeof *devs, cmp_str);
+        for (int k = 1; ok && k < i; k++)
+            if (!strcmp(devs[k - 1], devs[k]))
+                ok = bad_in(err, len, "gpus: device \"%s\" is listed twice", devs[k]);
+    }
+    free(devs);
+    const cJSON *host = item(figures, "host");
+    if (ok && host && !cJSON_IsNull(host) && !cJSON_IsObject(host))
+        ok = bad_in(err, len, "host: must be an object");
+    if (ok) ok = valid_runs(item(host, "numerics"), "host", err, len);
+    const cJSON *ng = item(figures, "no_gpu");
+    if (ok && ng && !cJSON_IsString(ng) && !cJSON_IsNull(ng))
+        ok = bad_in(err, len, "no_gpu: must be a string");
+    return ok;
 }
 
 // ---- the whole ---------------------------------------------------------------------------------------
@@ -402,6 +694,7 @@ static const char *gpu_check_names[] = {
     "nvml.throttle", "nvml.temperature", "nvml.remapped_rows", "nvml.retired_pages", "nvml.ecc",
     "nvml.clocks", NULL};
 
+// c: PASS, WARN, FAIL, not judged, incomplete (absent or not run).
 static void count(const cJSON *checks, int *c) {
     const cJSON *x;
     cJSON_ArrayForEach(x, checks) {
@@ -410,39 +703,30 @@ static void count(const cJSON *checks, int *c) {
         if (!strcmp(v, CHECK_PASS)) c[0]++;
         else if (!strcmp(v, CHECK_WARN)) c[1]++;
         else if (!strcmp(v, CHECK_FAIL)) c[2]++;
+        else if (!strcmp(v, CHECK_ABSENT) || !strcmp(v, CHECK_NOT_RUN))
+            c[4]++;
         else c[3]++;
     }
 }
 
+// Appends " DEVICE CHECK" for each line of checks with one of the verdicts v1, v2 (the summary).
+static int list_lines(char *line, size_t size, int k, const char *dev, const cJSON *checks,
+                      const char *v1, const char *v2) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, checks) {
+        const char *v = str(x, "verdict");
+        if (!v || (strcmp(v, v1) && (!v2 || strcmp(v, v2)))) continue;
+        if (k >= (int)size - 80) {
+            if (k < (int)size - 5) k += snprintf(line + k, size - (size_t)k, " ...");
+            return (int)size;
+        }
+        k += snprintf(line + k, size - (size_t)k, " %s %s", dev, str_p(x, "check"));
+    }
+    return k;
+}
+
 cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t len) {
-    const cJSON *gpus = item(figures, "gpus");
-    if (!cJSON_IsObject(figures) || !cJSON_IsArray(gpus)) {
-        snprintf(err, len, "not check figures: needs an object with a \"gpus\" array (format %s, or "
-                 "a status.json \"check\" section)", CHECK_FIGURES_FORMAT);
-        return NULL;
-    }
-    int i = 0;
-    const cJSON *g;
-    cJSON_ArrayForEach(g, gpus) {
-        if (!cJSON_IsObject(g) || !cJSON_IsString(item(g, "device"))) {
-            snprintf(err, len, "gpus[%d]: needs an object with a \"device\" (\"cuda:N\")", i);
-            return NULL;
-        }
-        const cJSON *f = item(g, "figures");
-        if (f && !cJSON_IsObject(f)) {
-            snprintf(err, len, "gpus[%d].figures: must be an object", i);
-            return NULL;
-        }
-        const cJSON *x;
-        cJSON_ArrayForEach(x, f) {
-            const cJSON *v = item(x, "value");
-            if (!cJSON_IsObject(x) || !(cJSON_IsNumber(v) || cJSON_IsNull(v) || !v)) {
-                snprintf(err, len, "gpus[%d].figures.%s: needs {\"value\": number or null}", i, x->string);
-                return NULL;
-            }
-        }
-        i++;
-    }
+    if (!valid_input(figures, err, len)) return NULL;
     cJSON *out = cJSON_Duplicate(figures, true);
     cJSON_DeleteItemFromObjectCaseSensitive(out, "format");
     cJSON_DeleteItemFromObjectCaseSensitive(out, "summary");
@@ -450,9 +734,21 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
     cJSON_DeleteItemFromObjectCaseSensitive(out, "needs_gpu");
     cJSON_AddStringToObject(out, "format", CHECK_SECTION_FORMAT);
     cJSON *gpus_out = cJSON_GetObjectItemCaseSensitive(out, "gpus");
-    int c[4] = {0}, judged_gpus = 0, emulated_gpus = 0;
+    int n = cJSON_GetArraySize(gpus_out), np = 0;
+    while (check_perf_names[np]) np++;
+    cJSON **gp = malloc((size_t)(n ? n : 1) * sizeof *gp);
+    bool *limit_ok = malloc((size_t)(n ? n : 1) * (size_t)np * sizeof *limit_ok);
+    if (!gp || !limit_ok) {
+        free(gp);
+        free(limit_ok);
+        cJSON_Delete(out);
+        snprintf(err, len, "out of memory");
+        return NULL;
+    }
+    int c[5] = {0}, judged_gpus = 0, emulated_gpus = 0, gi = 0;
     cJSON *go;
     cJSON_ArrayForEach(go, gpus_out) {
+        gp[gi] = go;
         cJSON_DeleteItemFromObjectCaseSensitive(go, "checks");
         cJSON_DeleteItemFromObjectCaseSensitive(go, "model");
         bool emulated = cJSON_IsTrue(item(go, "emulated"));
@@ -460,18 +756,27 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
         const cJSON *model = emulated ? NULL : check_expect_model(expect, str(go, "name"));
         if (model) cJSON_AddStringToObject(go, "model", str(model, "model"));
         else cJSON_AddNullToObject(go, "model");
+        for (int k = 0; k < np; k++) {
+            char why[160];
+            double v = num(item(item(go, "figures"), check_perf_names[k]), "value");
+            limit_ok[k * n + gi] =
+                !(v > check_expect_limit(expect, model, check_perf_names[k], why, sizeof why));
+        }
         cJSON *checks = cJSON_AddArrayToObject(go, "checks");
         judge_runs(checks, item(go, "numerics"));
-        judge_perf(checks, go, model, expect, emulated);
+        absent_runs(checks, item(go, "numerics"));
+        judge_perf(checks, go, model, expect, emulated, n);
         judge_link(checks, go, model, emulated);
         judge_health(checks, go, emulated);
+        gi++;
     }
     cJSON *outliers = cJSON_AddArrayToObject(out, "outliers");
-    judge_outliers(gpus_out, expect, outliers);
+    judge_outliers(gp, n, limit_ok, expect, outliers);
+    free(limit_ok);
     cJSON_ArrayForEach(go, gpus_out) {
-        int gc[4] = {0};
+        int gc[5] = {0};
         count(item(go, "checks"), gc);
-        for (int k = 0; k < 4; k++) c[k] += gc[k];
+        for (int k = 0; k < 5; k++) c[k] += gc[k];
         if (!cJSON_IsTrue(item(go, "emulated")) && gc[0] + gc[1] + gc[2] > 0) judged_gpus++;
     }
     cJSON *host = cJSON_GetObjectItemCaseSensitive(out, "host");
@@ -481,27 +786,32 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
         judge_runs(hc, item(host, "numerics"));
         count(hc, c);
     }
-    if (cJSON_GetArraySize(gpus_out) == 0) {   // say what a GPU would have been checked for
+    if (n == 0) {  // say what a GPU would have been checked for
         cJSON *ng = cJSON_AddArrayToObject(out, "needs_gpu");
         for (int k = 0; gpu_check_names[k]; k++)
             add_line(ng, gpu_check_names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_NEEDS_GPU, "%s",
                      k ? "" : str(figures, "no_gpu") ? str(figures, "no_gpu") : "no GPU");
         c[3] += cJSON_GetArraySize(ng);
     }
-    int exit_code = c[2] ? CHECK_EXIT_FAIL : judged_gpus ? CHECK_EXIT_PASS : CHECK_EXIT_NO_GPU;
+    // a FAIL first; then what was expected and not measured (never a PASS); then no GPU at all
+    int exit_code = c[2]          ? CHECK_EXIT_FAIL
+                    : c[4]        ? CHECK_EXIT_INCOMPLETE
+                    : judged_gpus ? CHECK_EXIT_PASS
+                                  : CHECK_EXIT_NO_GPU;
     char line[600];
-    if (c[2]) {
-        int k = snprintf(line, sizeof line, "FAIL: %d check%s failed:", c[2], c[2] == 1 ? "" : "s");
-        cJSON_ArrayForEach(go, gpus_out) {
-            const cJSON *x;
-            cJSON_ArrayForEach(x, item(go, "checks")) if (!strcmp(str(x, "verdict"), CHECK_FAIL) &&
-                                                          k < (int)sizeof line - 80) k +=
-                snprintf(line + k, sizeof line - (size_t)k, " %s %s", str(go, "device"), str(x, "check"));
-        }
-        const cJSON *x;
-        cJSON_ArrayForEach(x, item(host, "checks")) if (!strcmp(str(x, "verdict"), CHECK_FAIL) &&
-                                                        k < (int)sizeof line - 80) k +=
-            snprintf(line + k, sizeof line - (size_t)k, " host %s", str(x, "check"));
+    if (c[2] || c[4]) {
+        const char *v1 = c[2] ? CHECK_FAIL : CHECK_ABSENT, *v2 = c[2] ? NULL : CHECK_NOT_RUN;
+        int k = c[2] ? snprintf(line, sizeof line, "FAIL: %d check%s failed:", c[2],
+                                c[2] == 1 ? "" : "s")
+                     : snprintf(line, sizeof line,
+                                "INCOMPLETE: %d expected check%s not measured "
+                                "(nothing failed, %d PASS, %d WARN):",
+                                c[4], c[4] == 1 ? " was" : "s were", c[0], c[1]);
+        for (int i = 0; i < n && k < (int)sizeof line; i++)
+            k = list_lines(line, sizeof line, k, str_p(gp[i], "device"), item(gp[i], "checks"), v1,
+                           v2);
+        if (k < (int)sizeof line)
+            list_lines(line, sizeof line, k, "host", item(host, "checks"), v1, v2);
     } else if (!judged_gpus && emulated_gpus)
         snprintf(line, sizeof line,
                  "NO GPU JUDGED: %d emulated device%s (not a GPU): numerics judged, speed not judged; "
@@ -513,11 +823,13 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
     else
         snprintf(line, sizeof line, "PASS: %d GPU%s, every check passed (%d PASS, %d WARN, %d not judged)",
                  judged_gpus, judged_gpus == 1 ? "" : "s", c[0], c[1], c[3]);
+    free(gp);
     cJSON *s = cJSON_AddObjectToObject(out, "summary");
     cJSON_AddNumberToObject(s, "pass", c[0]);
     cJSON_AddNumberToObject(s, "warn", c[1]);
     cJSON_AddNumberToObject(s, "fail", c[2]);
     cJSON_AddNumberToObject(s, "not_judged", c[3]);
+    cJSON_AddNumberToObject(s, "incomplete", c[4]);
     cJSON_AddNumberToObject(s, "judged_gpus", judged_gpus);
     cJSON_AddNumberToObject(s, "outliers", cJSON_GetArraySize(outliers));
     cJSON_AddNumberToObject(s, "exit", exit_code);
@@ -538,8 +850,26 @@ static void fmt_value(const cJSON *c, const char *key, char *buf, size_t n) {
     if (cJSON_IsString(v)) snprintf(buf, n, "%s", v->valuestring);
     else if (cJSON_IsNumber(v)) {
         double x = v->valuedouble;
-        snprintf(buf, n, fabs(x) >= 100 || x == floor(x) ? "%.0f%s%s" : "%.3g%s%s", x, unit ? " " : "", unit ? unit : "");
+        snprintf(buf, n,
+                 fabs(x) >= 1e7                    ? "%.3g%s%s"
+                 : fabs(x) >= 100 || x == floor(x) ? "%.0f%s%s"
+                                                   : "%.3g%s%s",
+                 x, unit ? " " : "", unit ? unit : "");
     } else snprintf(buf, n, "-");
+}
+
+// One line of text, with every control character of the figures' strings (a terminal escape in a
+// hostile detail or note) printed as '?'.
+static void emit(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(FILE *f, const char *fmt, ...) {
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    for (char *p = buf; *p; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\n') || *p == 0x7f) *p = '?';
+    fputs(buf, f);
 }
 
 static void print_line(FILE *f, const char *dev, const cJSON *c) {
@@ -547,10 +877,10 @@ static void print_line(FILE *f, const char *dev, const cJSON *c) {
     fmt_value(c, "measured", m, sizeof m);
     fmt_value(c, "expected", e, sizeof e);
     double ratio = num(c, "ratio");
-    if (isfinite(ratio)) snprintf(r, sizeof r, "%.2f", ratio);
+    if (isfinite(ratio)) snprintf(r, sizeof r, fabs(ratio) < 1000 ? "%.2f" : "%.3g", ratio);
     const char *note = str(c, "note");
-    fprintf(f, "%-7s %-22s %-24s %-24s %5s  %-14s%s%s\n", dev, str(c, "check"), m, e, r,
-            str(c, "verdict"), note && note[0] ? "  " : "", note ? note : "");
+    emit(f, "%-7s %-22s %-24s %-24s %5s  %-14s%s%s\n", dev, str_p(c, "check"), m, e, r,
+         str_p(c, "verdict"), note && note[0] ? "  " : "", note ? note : "");
 }
 
 void check_print_text(FILE *f, const cJSON *j) {
@@ -561,10 +891,14 @@ void check_print_text(FILE *f, const cJSON *j) {
     const cJSON *g;
     cJSON_ArrayForEach(g, item(j, "gpus")) {
         const char *model = str(g, "model");
-        fprintf(f, "%s: %s%s%s%s\n", str(g, "device"),
-                cJSON_IsTrue(item(g, "emulated")) ? "EMULATED on the CPU (suites/emu): not a GPU, " : "",
-                str(g, "name") ? str(g, "name") : "?", model ? ", model " : "",
-                model ? model : cJSON_IsTrue(item(g, "emulated")) ? "" : " (no model expectation: numerics and its siblings only)");
+        emit(f, "%s: %s%s%s%s\n", str_p(g, "device"),
+             cJSON_IsTrue(item(g, "emulated")) ? "EMULATED on the CPU (suites/emu): not a GPU, "
+                                               : "",
+             str(g, "name") ? str(g, "name") : "?", model ? ", model " : "",
+             model ? model
+             : cJSON_IsTrue(item(g, "emulated"))
+                 ? ""
+                 : " (no model expectation: numerics and its siblings only)");
         cJSON_ArrayForEach(c, item(g, "checks")) print_line(f, str_p(g, "device"), c);
     }
     cJSON_ArrayForEach(c, item(j, "needs_gpu")) print_line(f, "cuda", c);
@@ -573,8 +907,8 @@ void check_print_text(FILE *f, const cJSON *j) {
         int no = cJSON_GetArraySize(item(j, "outliers"));
         if (!no) fprintf(f, "node: no GPU far below its siblings\n");
         cJSON_ArrayForEach(c, item(j, "outliers"))
-            fprintf(f, "node: OUTLIER %s %s: %s\n", str_p(c, "device"), str_p(c, "check"),
-                    str_p(c, "note"));
+            emit(f, "node: OUTLIER %s %s: %s\n", str_p(c, "device"), str_p(c, "check"),
+                 str_p(c, "note"));
     }
-    fprintf(f, "%s\n", str_p(item(j, "summary"), "line"));
+    emit(f, "%s\n", str_p(item(j, "summary"), "line"));
 }

@@ -7,38 +7,81 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "check.h"
 #include "fileio.h"
 
+/* Text from status.json (check names, GPU names and models, verdicts, figures, notes), escaped
+ * as bench report escapes everything from a results directory. */
 static void esc(FILE *f, const char *s, bool as_html) {
-    for (; s && *s; s++) {
-        if (as_html && *s == '&') fputs("&amp;", f);
-        else if (as_html && *s == '<') fputs("&lt;", f);
-        else if (as_html && *s == '>') fputs("&gt;", f);
-        else if (as_html && *s == '"') fputs("&quot;", f);
-        else if (!as_html && (*s == '|' || *s == '\\' || *s == '*' || *s == '_' || *s == '`')) {
-            fputc('\\', f);
-            fputc(*s, f);
-        } else fputc((unsigned char)*s < 0x20 ? ' ' : *s, f);
-    }
+    if (as_html)
+        bench_html_text(f, s);
+    else
+        bench_md_text(f, s);
 }
 
 static cJSON *load_status(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/status.json", dir);
-    char *buf = bench_read_file_max(path, 256u << 20, NULL);   // no status.json is this big
+    char *buf = bench_read_file_max(path, 256u << 20, NULL);  // no status.json is this big
     cJSON *j = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
     return j;
 }
 
-static const cJSON *find_check(const cJSON *checks, const char *name) {
+// ---------------------------------------------------------------------------------------------
+// the checks of one column (host, a GPU, needs_gpu) sorted by name, for the table's lookups: a
+// status.json may list any number of checks, and every one gets its row
+
+typedef struct {
+    const char *name;
+    const cJSON *check;
+    int seq;  // the order first met: in the column, or over all columns
+} named_check;
+
+static int cmp_named(const void *a, const void *b) {
+    const named_check *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int cmp_seq(const void *a, const void *b) {
+    const named_check *x = a, *y = b;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+typedef struct {
+    named_check *v;
+    int n;
+} column;
+
+/* The named checks of LIST (an array of {"check": name, ...}), sorted by name then order. */
+static bool column_of(const cJSON *list, column *out) {
+    out->n = 0;
+    out->v = malloc(((size_t)cJSON_GetArraySize(list) + 1) * sizeof *out->v);
+    if (!out->v) return false;
     const cJSON *c;
-    cJSON_ArrayForEach(c, checks) {
+    cJSON_ArrayForEach(c, list) {
         const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "check"));
-        if (n && !strcmp(n, name)) return c;
+        if (!n) continue;
+        out->v[out->n] = (named_check){n, c, out->n};
+        out->n++;
     }
-    return NULL;
+    qsort(out->v, (size_t)out->n, sizeof *out->v, cmp_named);
+    return true;
+}
+
+/* The first check of the column named NAME, or NULL. */
+static const cJSON *find_check(const column *col, const char *name) {
+    int lo = 0, hi = col->n;  // the first entry not below name
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strcmp(col->v[mid].name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < col->n && !strcmp(col->v[lo].name, name) ? col->v[lo].check : NULL;
 }
 
 static void cell(FILE *f, const cJSON *c, bool as_html) {
@@ -50,10 +93,15 @@ static void cell(FILE *f, const cJSON *c, bool as_html) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "measured");
     const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "unit"));
     char mb[128] = "";
-    if (cJSON_IsNumber(m)) snprintf(mb, sizeof mb, "%.4g%s%s", m->valuedouble, unit ? " " : "", unit ? unit : "");
-    else if (cJSON_IsString(m)) snprintf(mb, sizeof mb, "%s", m->valuestring);
-    const char *cls = !v ? "na" : !strcmp(v, CHECK_PASS) ? "pass" : !strcmp(v, CHECK_WARN) ? "warn"
-                                  : !strcmp(v, CHECK_FAIL) ? "fail" : "na";
+    if (cJSON_IsNumber(m))
+        snprintf(mb, sizeof mb, "%.4g%s%s", m->valuedouble, unit ? " " : "", unit ? unit : "");
+    else if (cJSON_IsString(m))
+        snprintf(mb, sizeof mb, "%s", m->valuestring);
+    const char *cls = !v                       ? "na"
+                      : !strcmp(v, CHECK_PASS) ? "pass"
+                      : !strcmp(v, CHECK_WARN) ? "warn"
+                      : !strcmp(v, CHECK_FAIL) ? "fail"
+                                               : "na";
     if (as_html) {
         fprintf(f, "<td class=\"chk-%s\" title=\"", cls);
         esc(f, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "note")), true);
@@ -78,48 +126,68 @@ static void cell(FILE *f, const cJSON *c, bool as_html) {
     }
 }
 
+static const cJSON *item(const cJSON *o, const char *name) {
+    return cJSON_GetObjectItemCaseSensitive(o, name);
+}
+
 bool check_report_table(FILE *f, const char *dir, bool as_html) {
     cJSON *st = load_status(dir);
-    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(st, "check");
+    const cJSON *ch = item(st, "check");
     if (!cJSON_IsObject(ch)) {
         cJSON_Delete(st);
         return false;
     }
-    const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(ch, "gpus");
-    const cJSON *host = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "host"), "checks");
-    const cJSON *needs = cJSON_GetObjectItemCaseSensitive(ch, "needs_gpu");
-    const char *line = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "summary"), "line"));
+    const cJSON *gpus = item(ch, "gpus");
+    const char *line = cJSON_GetStringValue(item(item(ch, "summary"), "line"));
     int ng = cJSON_GetArraySize(gpus);
-    // the rows: every check name in the order first met (host, then each GPU, then needs_gpu)
-    const char *names[256];
-    int nn = 0;
-    const cJSON *lists[66];
-    int nl = 0;
-    lists[nl++] = host;
-    const cJSON *g;
-    cJSON_ArrayForEach(g, gpus) if (nl < 65) lists[nl++] = cJSON_GetObjectItemCaseSensitive(g, "checks");
-    lists[nl++] = needs;
-    for (int l = 0; l < nl; l++) {
-        const cJSON *c;
-        cJSON_ArrayForEach(c, lists[l]) {
-            const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "check"));
-            bool seen = !n;
-            for (int k = 0; k < nn && !seen; k++) seen = !strcmp(names[k], n);
-            if (!seen && nn < 256) names[nn++] = n;
+    // the columns: host, each GPU, then needs_gpu (shown when there is no GPU)
+    int ncol = ng + 2;
+    column *cols = calloc((size_t)ncol, sizeof *cols);
+    bool ok = cols != NULL;
+    const cJSON *gpu = gpus ? gpus->child : NULL;
+    for (int k = 0; k < ncol && ok; k++) {
+        const cJSON *list = item(item(ch, "host"), "checks");
+        if (k == ncol - 1) {
+            list = item(ch, "needs_gpu");
+        } else if (k > 0) {
+            list = item(gpu, "checks");
+            gpu = gpu->next;
         }
+        ok = column_of(list, &cols[k]);
+    }
+    // the rows: every check name once, in the order first met (host, each GPU, needs_gpu)
+    int total = 0, nn = 0;
+    for (int k = 0; k < ncol && ok; k++) total += cols[k].n;
+    named_check *rows = ok ? malloc(((size_t)total + 1) * sizeof *rows) : NULL;
+    ok = ok && rows;
+    if (ok) {
+        for (int k = 0, base = 0; k < ncol; base += cols[k].n, k++)
+            for (int i = 0; i < cols[k].n; i++) {
+                rows[base + i] = cols[k].v[i];
+                rows[base + i].seq += base;  // the column's start + the check's place in it
+            }
+        qsort(rows, (size_t)total, sizeof *rows, cmp_named);
+        for (int i = 0; i < total; i++)
+            if (i == 0 || strcmp(rows[i].name, rows[i - 1].name)) rows[nn++] = rows[i];
+        qsort(rows, (size_t)nn, sizeof *rows, cmp_seq);
     }
     if (as_html) {
-        fputs("<style>.chk td{text-align:center;font-size:90%}.chk-pass{background:#d9f2d9}"
-              ".chk-warn{background:#fff1c2}.chk-fail{background:#f8c9c9}.chk-na{background:#eee;color:#555}"
-              "</style>\n<h2 id=\"check\">bench check: verdict</h2>\n<p><b>", f);
+        fputs(
+            "<style>.chk td{text-align:center;font-size:90%}.chk-pass{background:#d9f2d9}"
+            ".chk-warn{background:#fff1c2}.chk-fail{background:#f8c9c9}"
+            ".chk-na{background:#eee;color:#555}</style>\n"
+            "<h2 id=\"check\">bench check: verdict</h2>\n<p><b>",
+            f);
         esc(f, line, true);
         fputs("</b></p>\n<table class=\"chk\"><tr><th>check</th><th>host</th>", f);
+        const cJSON *g;
         cJSON_ArrayForEach(g, gpus) {
             fputs("<th>", f);
-            esc(f, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "device")), true);
+            esc(f, cJSON_GetStringValue(item(g, "device")), true);
             fputs("<br><small>", f);
-            const char *model = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "model"));
-            esc(f, model ? model : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "emulated")) ? "EMULATED" : "no model", true);
+            const char *model = cJSON_GetStringValue(item(g, "model"));
+            bool emulated = cJSON_IsTrue(item(g, "emulated"));
+            esc(f, model ? model : emulated ? "EMULATED" : "no model", true);
             fputs("</small></th>", f);
         }
         if (!ng) fputs("<th>GPU</th>", f);
@@ -128,9 +196,10 @@ bool check_report_table(FILE *f, const char *dir, bool as_html) {
         fputs("## bench check: verdict\n\n**", f);
         esc(f, line, false);
         fputs("**\n\n| check | host |", f);
+        const cJSON *g;
         cJSON_ArrayForEach(g, gpus) {
             fputs(" ", f);
-            esc(f, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "device")), false);
+            esc(f, cJSON_GetStringValue(item(g, "device")), false);
             fputs(" |", f);
         }
         if (!ng) fputs(" GPU |", f);
@@ -138,20 +207,39 @@ bool check_report_table(FILE *f, const char *dir, bool as_html) {
         for (int i = 0; i < (ng ? ng : 1); i++) fputs(" --- |", f);
         fputs("\n", f);
     }
-    for (int k = 0; k < nn; k++) {
+    for (int r = 0; r < nn; r++) {
         fputs(as_html ? "<tr><td style=\"text-align:left\">" : "| ", f);
-        esc(f, names[k], as_html);
+        esc(f, rows[r].name, as_html);
         fputs(as_html ? "</td>" : " |", f);
-        cell(f, find_check(host, names[k]), as_html);
-        cJSON_ArrayForEach(g, gpus) cell(f, find_check(cJSON_GetObjectItemCaseSensitive(g, "checks"), names[k]), as_html);
-        if (!ng) cell(f, find_check(needs, names[k]), as_html);
+        for (int k = 0; k < ncol; k++)
+            if (k < ncol - 1 || !ng) cell(f, find_check(&cols[k], rows[r].name), as_html);
         fputs(as_html ? "</tr>\n" : "\n", f);
     }
-    fputs(as_html ? "</table>\n<p class=\"note\">Hover a cell for its expectation and rule (docs/CHECK.md); "
-                    "status.json's \"check\" has every figure.</p>\n"
-                  : "\nEach cell: the verdict and the measured figure; status.json's \"check\" has the "
-                    "expectations and rules (docs/CHECK.md).\n\n",
-          f);
+    if (as_html) {
+        fputs("</table>\n", f);
+        if (!ok)
+            fputs(
+                "<p class=\"note\"><b>Out of memory: the table lacks rows; status.json's "
+                "\"check\" has every check.</b></p>\n",
+                f);
+        fprintf(f,
+                "<p class=\"note\">%d check%s. Hover a cell for its expectation and rule "
+                "(docs/CHECK.md); status.json's \"check\" has every figure.</p>\n",
+                nn, nn == 1 ? "" : "s");
+    } else {
+        if (!ok)
+            fputs(
+                "\n**Out of memory: the table lacks rows; status.json's \"check\" has every "
+                "check.**\n",
+                f);
+        fprintf(f,
+                "\n%d check%s. Each cell: the verdict and the measured figure; status.json's "
+                "\"check\" has the expectations and rules (docs/CHECK.md).\n\n",
+                nn, nn == 1 ? "" : "s");
+    }
+    for (int k = 0; cols && k < ncol; k++) free(cols[k].v);
+    free(cols);
+    free(rows);
     cJSON_Delete(st);
     return true;
 }

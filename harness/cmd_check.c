@@ -2,9 +2,10 @@
  * measured, expected, ratio, PASS/WARN/FAIL — against what its model should deliver
  * (suites/check/expectations.json, or a fleet's own), the GPUs against each other, and the exit
  * status says it: 0 all pass, 1 any FAIL, 2 bad input, 3 no GPU judged (none there, or only the
- * emulated device). docs/CHECK.md. The measurements are check_measure.c's, the verdicts
- * check_judge.c's (a pure function: --from-figures judges recorded figures); --out writes a
- * results directory in `bench run`'s format with a "check" section in status.json. */
+ * emulated device), 4 incomplete (an expected check of a GPU was not measured). docs/CHECK.md.
+ * The measurements are check_measure.c's, the verdicts check_judge.c's (a pure function:
+ * --from-figures judges recorded figures); --out writes a results directory in `bench run`'s
+ * format with a "check" section in status.json. */
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
@@ -25,6 +26,7 @@
 #include "check.h"
 #include "fileio.h"
 #include "stats.h"
+#include "core/files_impl.h"   // tdm_file_type_errno
 #include "tandem/tandem.h"
 
 static void check_usage(FILE *f) {
@@ -57,9 +59,11 @@ static void check_usage(FILE *f) {
             "  Without a GPU the host's check runs (the reference against the golden cases) and\n"
             "  every GPU check says \"needs a GPU\"; on the emulated device (a -DTDM_CUDA_EMU=ON\n"
             "  build) numerics are judged and every speed is labelled EMULATED, not judged.\n"
-            "  Exit: 0 every check on every GPU passed (WARN allowed), 1 a FAIL (or a results\n"
-            "  file that could not be written), 2 bad input, 3 no GPU was judged (none, or only\n"
-            "  the emulated device) and nothing failed.\n");
+            "  Exit: 0 every check on every GPU passed (WARN allowed), 1 a FAIL (a figure above\n"
+            "  the GPU's physical limit is one; or a results file that could not be written),\n"
+            "  2 bad input, 3 no GPU was judged (none, or only the emulated device) and nothing\n"
+            "  failed, 4 incomplete: a check every GPU gets was not measured (absent from the\n"
+            "  figures, or not run) and nothing failed.\n");
 }
 
 // ---- files ------------------------------------------------------------------------------------
@@ -73,7 +77,7 @@ static void write_one(writer *w, const char *file, const char *data) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", w->dir, file);
     if (data && bench_write_atomic(path, data, strlen(data)) == 0) return;
-    const char *why = data ? strerror(errno) : "out of memory";
+    const char *why = data ? bench_strerror(errno) : "out of memory";
     fprintf(stderr, "bench check: cannot write %s: %s (the results are not complete)\n", path, why);
     struct stat sb;
     cJSON *e = cJSON_CreateObject();
@@ -82,18 +86,6 @@ static void write_one(writer *w, const char *file, const char *data) {
     cJSON_AddNumberToObject(e, "failures", 1);
     cJSON_AddBoolToObject(e, "present", stat(path, &sb) == 0);
     cJSON_AddItemToArray(w->errors, e);
-}
-
-static int mkdir_p(const char *path) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-            *s = '/';
-        }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 // Removes a folder of the runs' logs (files and folders of files) and the folder.
@@ -110,6 +102,84 @@ static void rm_tree(const char *path) {
     }
     if (d) closedir(d);
     rmdir(path);
+}
+
+// ---- setup: what must hold before anything runs ------------------------------------------------
+
+// The files a check writes into --out DIR (besides logs/).
+static const char *const out_files[] = {"context.json", "check.csv", "check.samples.csv",
+                                        "status.json", "report.html", "report.md", NULL};
+
+// Whether the golden data the child runs read are there: the cases (the host's check and
+// numerics.golden replay them) and, with a GPU, the training trajectories. A wrong data root
+// (TANDEM_DOCS_ROOT) is bad input, found before anything runs, not a failed check per run.
+static bool golden_missing(int n_gpus, char *why, size_t len) {
+    char dir[4096];
+    if (!check_find_source_path("suites/golden/cases", dir, sizeof dir)) {
+        const char *root = getenv("TANDEM_DOCS_ROOT");
+        snprintf(why, len, "the golden cases (suites/golden/cases) were not found%s%.500s",
+                 root && *root ? " under TANDEM_DOCS_ROOT=" : "", root && *root ? root : "");
+        return true;
+    }
+    DIR *d = opendir(dir);
+    int cases = 0;
+    for (struct dirent *e; d && !cases && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        cases += l > 12 && !strcmp(e->d_name + l - 12, ".safetensors");
+    }
+    if (d) closedir(d);
+    if (!cases) {
+        snprintf(why, len, "the golden cases: %.3000s holds no case file (*.safetensors)%s", dir,
+                 d ? "" : ": cannot read it");
+        return true;
+    }
+    if (n_gpus && !check_find_source_path("suites/golden/train", dir, sizeof dir)) {
+        snprintf(why, len, "the golden training trajectories (suites/golden/train) were not found");
+        return true;
+    }
+    return false;
+}
+
+// Whether logdir is a place the child runs can write their logs (and conform its failing cases)
+// without writing through anything: a directory of its own (not a symbolic link to one), writable
+// (a file is created and removed), holding no symbolic link, FIFO, device or socket (a log opened
+// there would truncate a link's target or block on a FIFO). why says what is wrong.
+static bool logdir_unusable(const char *logdir, char *why, size_t len) {
+    struct stat sb;
+    if (lstat(logdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        int err = errno;
+        snprintf(why, len, "%.4000s: %s", logdir,
+                 lstat(logdir, &sb) != 0 ? strerror(err) : S_ISLNK(sb.st_mode)
+                     ? "a symbolic link, not a directory of its own"
+                     : "not a directory");
+        return true;
+    }
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.tandem-check-probe.%ld", logdir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(why, len, "%.4000s: cannot write there: %s", logdir, strerror(errno));
+        return true;
+    }
+    close(fd);
+    unlink(probe);
+    DIR *d = opendir(logdir);
+    if (!d) {
+        snprintf(why, len, "%.4000s: cannot read it: %s", logdir, strerror(errno));
+        return true;
+    }
+    bool bad = false;
+    for (struct dirent *e; !bad && (e = readdir(d));) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", logdir, e->d_name);
+        if (lstat(p, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+            snprintf(why, len, "%.4000s: %s: remove it (the runs write their logs there)", p,
+                     bench_strerror(tdm_file_type_errno(&sb)));
+            bad = true;
+        }
+    }
+    closedir(d);
+    return bad;
 }
 
 // ---- the results directory -----------------------------------------------------------------
@@ -228,16 +298,9 @@ static int write_results(const char *dir, int argc, char **argv, const cJSON *ju
     cJSON_Delete(w.errors);
     if (lost) return 1;
 
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {   // the report, as `bench report` writes it (its stdout is its own)
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 1);
-        execl("/proc/self/exe", "bench", "report", "--no-plots", dir, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    // the report, as `bench report` writes it (its stdout is its own), a child like the checks'
+    char *rargv[] = {"bench", "report", "--no-plots", (char *)dir, NULL};
+    if (check_run_child(rargv, NULL, 600, NULL, 0) != 0) {
         fprintf(stderr, "bench check: `bench report %s` failed: the results are there, the report is not\n", dir);
         return 1;
     }
@@ -333,20 +396,23 @@ int bench_check(int argc, char **argv) {
         return s ? 0 : 1;
     }
     if (from) {
-        char *text = bench_read_file_max(from, 256u << 20, NULL);   // no figures file is this big
+        size_t text_len = 0;
+        // no figures file is this big
+        char *text = bench_read_file_max(from, 256u << 20, &text_len);
         if (!text) {
             cJSON_Delete(expect);
-            return bench_bad("check", "--from-figures %s: cannot read: %s", from, strerror(errno ? errno : EIO));
+            return bench_bad("check", "--from-figures %s: cannot read: %s", from,
+                             bench_strerror(errno ? errno : EIO));
         }
-        cJSON *f = cJSON_Parse(text);
+        // strict JSON; a status.json gives its "check" section (its GPUs emulated when it says so)
+        cJSON *f = check_figures_parse(text, text_len, from, err, sizeof err);
         free(text);
         if (!f) {
             cJSON_Delete(expect);
-            return bench_bad("check", "--from-figures %s: not JSON", from);
+            return bench_bad("check", "--from-figures %s: %s", from, err);
         }
-        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(f, "check");   // a status.json
         fprintf(stderr, "bench check: judging %s against the expectations %s\n", from, expect_path);
-        int rc = judge_and_print(cJSON_IsObject(sec) ? sec : f, expect, json, NULL);
+        int rc = judge_and_print(f, expect, json, NULL);
         if (rc == 2) fprintf(stderr, "bench check: (in %s)\n", from);
         cJSON_Delete(f);
         cJSON_Delete(expect);
@@ -379,6 +445,11 @@ int bench_check(int argc, char **argv) {
         }
     }
     tdm_error_clear();
+    // Setup errors are bad input (exit 2), found before anything runs: not a failed check per run.
+    if (golden_missing(n, err, sizeof err)) {
+        cJSON_Delete(expect);
+        return bench_bad("check", "%s: set TANDEM_DOCS_ROOT to the source tree", err);
+    }
     if (out) {
         char sp[4200];
         snprintf(sp, sizeof sp, "%s/status.json", out);
@@ -386,16 +457,26 @@ int bench_check(int argc, char **argv) {
             cJSON_Delete(expect);
             return bench_bad("check", "--out %s: holds results already (status.json): give a new directory", out);
         }
-        if (mkdir_p(out) != 0) {
+        if (bench_mkdir_p(out) != 0) {
             cJSON_Delete(expect);
             return bench_bad("check", "--out %s: cannot create it: %s", out, strerror(errno));
         }
+        for (int i = 0; out_files[i]; i++) {   // nothing written there may be written through
+            snprintf(sp, sizeof sp, "%s/%s", out, out_files[i]);
+            if (bench_check_target(sp) != 0) {
+                cJSON_Delete(expect);
+                return bench_bad("check", "--out %s: %s: %s", out, out_files[i],
+                                 bench_strerror(errno));
+            }
+        }
     }
     check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200};
+    check_signals_install();   // from here, an interruption kills the child and ends the check
     bool temp_logs = !out;
     if (out) {
         snprintf(o.logdir, sizeof o.logdir, "%s/logs", out);
-        if (mkdir_p(o.logdir) != 0) {
+        struct stat sb;
+        if (lstat(o.logdir, &sb) != 0 && mkdir(o.logdir, 0777) != 0 && errno != EEXIST) {
             cJSON_Delete(expect);
             return bench_bad("check", "--out %s: cannot create logs/: %s", out, strerror(errno));
         }
@@ -404,9 +485,15 @@ int bench_check(int argc, char **argv) {
         snprintf(o.logdir, sizeof o.logdir, "%s/tandem-check-XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (!mkdtemp(o.logdir)) {
             cJSON_Delete(expect);
-            fprintf(stderr, "bench check: cannot make a folder for the runs' logs (%s): %s\n", o.logdir, strerror(errno));
-            return 1;
+            return bench_bad("check", "cannot make a folder for the runs' logs (%s): %s", o.logdir,
+                             strerror(errno));
         }
+    }
+    char why[4600];
+    if (logdir_unusable(o.logdir, why, sizeof why)) {
+        if (temp_logs) rm_tree(o.logdir);
+        cJSON_Delete(expect);
+        return bench_bad("check", "%s: %s", out ? "--out" : "the runs' logs", why);
     }
     char started[32];
     utc_now(started, sizeof started);
@@ -427,24 +514,31 @@ int bench_check(int argc, char **argv) {
     cJSON_AddItemToObject(fig, "host", check_run_host(&o));
     cJSON *gpus = cJSON_AddArrayToObject(fig, "gpus");
     bool emulated = false;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !check_interrupted(); i++) {
         fprintf(stderr, "bench check: cuda:%d: numerics, training, memory, GEMM, PCIe, NVML ...\n", index[i]);
         cJSON *g = check_run_gpu(index[i], &o);
         emulated = emulated || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "emulated"));
         cJSON_AddItemToArray(gpus, g);
     }
-    if (n >= 2) {
+    if (n >= 2 && !check_interrupted()) {
         fprintf(stderr, "bench check: %d GPUs: all-reduce and peer copies ...\n", n);
         check_run_multi(gpus, index, n, &o);
     }
     cJSON *judged = NULL;
-    int rc = judge_and_print(fig, expect, json, &judged);
+    int rc = check_interrupted() ? 128 + check_interrupted()
+                                 : judge_and_print(fig, expect, json, &judged);
     if (judged && out) {
         char dev[64];
         if (n == 1) snprintf(dev, sizeof dev, "cuda:%d", index[0]);
         else snprintf(dev, sizeof dev, "%s", n ? "cuda:all" : "none");
         if (write_results(out, argc, argv, judged, dev, emulated, started) != 0 && rc != 2) rc = CHECK_EXIT_FAIL;
         else fprintf(say, "results: %s (report.html, report.md, status.json)\n", out);
+    }
+    if (check_interrupted()) {   // its child killed, nothing (more) judged or written
+        fprintf(stderr, "bench check: interrupted by signal %d (%s)%s%s\n", check_interrupted(),
+                strsignal(check_interrupted()), out ? ": no results; the logs so far are in " : "",
+                out ? o.logdir : "");
+        rc = 128 + check_interrupted();
     }
     if (temp_logs) {
         if (rc == CHECK_EXIT_FAIL) fprintf(say, "the runs' logs are kept in %s\n", o.logdir);
@@ -453,5 +547,6 @@ int bench_check(int argc, char **argv) {
     cJSON_Delete(judged);
     cJSON_Delete(fig);
     cJSON_Delete(expect);
+    check_signals_reraise();
     return rc;
 }

@@ -8,11 +8,14 @@
  * higher, everything else (times) lower. A fleet (3 runs or more, one per node): per benchmark
  * and metric, each node's median against the fleet's median, a node flagged as an outlier when
  * it is off by more than the threshold and outside the range of the other nodes' medians.
+ * A change too large to be real (a median --max-change times the other's or more, 10 by default:
+ * a timing bug, or runs of different machines, sizes or builds) is "suspect": named in a warning,
+ * never called faster (nor slower), and the exit is 1, so that no one takes it for an improvement.
  * A run on the emulated CUDA device (emulated.h) is refused, whichever side or fleet member it is:
  * its timings measure the emulator, and no emulated figure goes into a comparison.
  * Exit: 0, 1 when a benchmark is significantly slower (two runs) or a node is a slow outlier
- * (fleet) — so CI can gate on it —, 2 on bad arguments, an unreadable results directory or an
- * emulated run. */
+ * (fleet), or a change is suspect — so CI can gate on it —, 2 on bad arguments, an unreadable
+ * results directory or an emulated run. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -28,6 +31,7 @@
 #include "bench.h"
 #include "emulated.h"
 #include "fileio.h"
+#include "json_strict.h"
 #include "stats.h"
 
 // ---- one run's samples ---------------------------------------------------------------------
@@ -160,7 +164,7 @@ static const char *const col_names[N_COLS] = {"suite", "benchmark", "param",
 
 static int load_samples(run_data *r, const char *path) {
     char *text = bench_read_file(path, NULL);
-    if (!text) return fail("%s: cannot read: %s", path, strerror(errno));
+    if (!text) return fail("%s: cannot read: %s", path, bench_strerror(errno));
     int rc = 0, lineno = 0, col[N_COLS];
     enum { MAX_FIELDS = 64 };
     char *f[MAX_FIELDS];
@@ -238,13 +242,15 @@ static int load_context(run_data *r) {
     snprintf(r->about, sizeof r->about, "no context.json");
     struct stat sb;
     if (stat(path, &sb) != 0) return 0;   // a directory written by hand: samples are enough
-    char *text = bench_read_file(path, NULL);
-    if (!text) return fail("%s: cannot read: %s", path, strerror(errno));
-    cJSON *c = cJSON_Parse(text);
+    size_t len = 0;
+    char *text = bench_read_file(path, &len);
+    if (!text) return fail("%s: cannot read: %s", path, bench_strerror(errno));
+    char why[300] = "not an object";
+    cJSON *c = bench_json_parse_strict(text, len, false, why, sizeof why);
     free(text);
     if (!c || !cJSON_IsObject(c)) {
         cJSON_Delete(c);
-        return fail("%s: not valid JSON", path);
+        return fail("%s: not valid JSON: %s", path, why);
     }
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(c, "format");
     if (!cJSON_IsString(fmt) || strncmp(fmt->valuestring, "tandem-results/", 15) != 0) {
@@ -391,9 +397,39 @@ static void name_list_add(char *buf, size_t n, int count, const series *s) {
 
 static bool higher_is_better(const series *s) { return strstr(s->unit, "/s") != NULL; }
 
+// A change too large to be real: one median max_change times the other or more (or one of them
+// zero, or below zero, where the other is not): no code change makes a benchmark that much
+// faster, while a timing bug, or runs of different machines, sizes or builds, do.
+static bool implausible(double base, double cur, double max_change) {
+    if (base == 0 && cur == 0) return false;
+    if (!(base > 0 && cur > 0)) return true;
+    double r = cur / base;
+    return !(r < max_change && r > 1 / max_change);
+}
+
+// The warning that names a suspect change (on stderr; the first 10, then a count).
+static void warn_suspect(int n, const char *who, const series *s, double base, double cur,
+                         double max_change) {
+    if (n > 10) return;
+    char name[512];
+    series_name(s, name, sizeof name);
+    if (n == 10) {
+        fprintf(stderr,
+                "bench compare: warning: more changes too large to be real (see the "
+                "table: suspect)\n");
+        return;
+    }
+    fprintf(stderr,
+            "bench compare: warning: %s%s%s %s: %.4g against %.4g is a change by %gx or more: too "
+            "large to be real (a timing bug, or runs of different machines, sizes or builds?); "
+            "not called faster or slower\n",
+            who ? who : "", who ? ": " : "", name, s->metric, cur, base, max_change);
+}
+
 // ---- two runs ------------------------------------------------------------------------------
 
-static int compare_two(run_data *base, run_data *cur, double threshold, double alpha) {
+static int compare_two(run_data *base, run_data *cur, double threshold, double alpha,
+                       double max_change) {
     printf("base: %s  (%s)\n", base->dir, base->about);
     printf("new:  %s  (%s)\n", cur->dir, cur->about);
     printf("change = median(new) / median(base) - 1; p: Mann-Whitney U test, two-sided, over the "
@@ -408,7 +444,7 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
         fprintf(stderr, "bench compare: out of memory\n");
         return 2;
     }
-    int n_slower = 0, n_faster = 0, n_same = 0, n_low_power = 0, only_base = 0;
+    int n_slower = 0, n_faster = 0, n_same = 0, n_suspect = 0, n_low_power = 0, only_base = 0;
     int low_nb = 0, low_nn = 0;
     char only_base_names[512] = "";
     for (int i = 0; i < base->n; i++) {
@@ -426,13 +462,17 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
         double change = b->median != 0 ? c->median / b->median - 1
                         : c->median == 0 ? 0 : NAN;
         const char *verdict = "same";
-        if (u.p < alpha && isfinite(change) && fabs(change) >= threshold) {
+        if (implausible(b->median, c->median, max_change)) {
+            verdict = "suspect";
+            warn_suspect(++n_suspect, NULL, b, b->median, c->median, max_change);
+        } else if (u.p < alpha && isfinite(change) && fabs(change) >= threshold) {
             bool better = higher_is_better(b) ? change > 0 : change < 0;
             verdict = better ? "faster" : "slower";
         }
         if (!strcmp(verdict, "slower")) n_slower++;
         else if (!strcmp(verdict, "faster")) n_faster++;
-        else n_same++;
+        else if (strcmp(verdict, "suspect"))
+            n_same++;
         if (bench_utest_min_p(b->n, c->n) >= alpha) {
             n_low_power++;
             low_nb = b->n;
@@ -464,8 +504,10 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
     if (t.n) table_print(&t);
     table_free(&t);
 
-    int compared = n_slower + n_faster + n_same;
-    printf("\n%d compared: %d slower, %d faster, %d same\n", compared, n_slower, n_faster, n_same);
+    int compared = n_slower + n_faster + n_same + n_suspect;
+    printf("\n%d compared: %d slower, %d faster, %d same", compared, n_slower, n_faster, n_same);
+    if (n_suspect) printf(", %d suspect", n_suspect);
+    printf("\n");
     if (only_base)
         printf("only in base (%d): %s%s\n", only_base, only_base_names,
                only_base > 5 ? ", ..." : "");
@@ -481,17 +523,22 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
                 cur->dir);
         return 2;
     }
+    if (n_suspect)
+        printf(
+            "SUSPECT: %d benchmark%s changed by %gx or more, too much to be real: not called "
+            "faster or slower; check that the runs time the same thing on comparable machines\n",
+            n_suspect, n_suspect == 1 ? "" : "s", max_change);
     if (n_slower) {
         printf("REGRESSION: %d benchmark%s significantly slower by %g%% or more\n", n_slower,
                n_slower == 1 ? "" : "s", 100 * threshold);
         return 1;
     }
-    return 0;
+    return n_suspect ? 1 : 0;
 }
 
 // ---- a fleet -------------------------------------------------------------------------------
 
-static int compare_fleet(run_data *runs, int nruns, double threshold) {
+static int compare_fleet(run_data *runs, int nruns, double threshold, double max_change) {
     // the same label twice (two runs of one host): name those runs by their directory
     bool *dup = calloc((size_t)nruns, sizeof *dup);
     if (!dup) {
@@ -512,7 +559,7 @@ static int compare_fleet(run_data *runs, int nruns, double threshold) {
     table t = {.ncols = 8,
                .head = {"node", "benchmark", "metric", "node", "fleet", "off", "others", "verdict"},
                .right = {false, false, false, true, true, true, true, false}};
-    int n_keys = 0, n_few = 0, n_slow = 0, n_fast = 0;
+    int n_keys = 0, n_few = 0, n_slow = 0, n_fast = 0, n_suspect = 0;
     double *med = malloc((size_t)nruns * sizeof *med);
     int *who = malloc((size_t)nruns * sizeof *who);
     if (!med || !who) {
@@ -550,20 +597,36 @@ static int compare_fleet(run_data *runs, int nruns, double threshold) {
                         if (med[j] > hi) hi = med[j];
                     }
                 double off = fleet != 0 ? med[i] / fleet - 1 : NAN;
-                if (!(isfinite(off) && fabs(off) > threshold && (med[i] < lo || med[i] > hi)))
+                bool suspect = implausible(fleet, med[i], max_change);  // in range or not
+                if (!suspect &&
+                    !(isfinite(off) && fabs(off) > threshold && (med[i] < lo || med[i] > hi)))
                     continue;
                 bool slow = higher_is_better(key) ? off < 0 : off > 0;
-                if (slow) n_slow++;
+                if (suspect)
+                    warn_suspect(++n_suspect, runs[who[i]].label, key, fleet, med[i], max_change);
+                else if (slow)
+                    n_slow++;
                 else n_fast++;
                 char name[512], metric[128], nv[32], fv[32], ov[32], range[64];
                 series_name(key, name, sizeof name);
                 metric_name(key, metric, sizeof metric);
                 snprintf(nv, sizeof nv, "%.4g", med[i]);
                 snprintf(fv, sizeof fv, "%.4g", fleet);
-                snprintf(ov, sizeof ov, "%+.1f%%", 100 * off);
+                if (isfinite(off))
+                    snprintf(ov, sizeof ov, "%+.1f%%", 100 * off);
+                else
+                    snprintf(ov, sizeof ov, "n/a");
                 snprintf(range, sizeof range, "%.4g..%.4g", lo, hi);
-                char *cells[] = {runs[who[i]].label, name, metric, nv, fv, ov, range,
-                                 slow ? "slower" : "faster"};
+                char *cells[] = {runs[who[i]].label,
+                                 name,
+                                 metric,
+                                 nv,
+                                 fv,
+                                 ov,
+                                 range,
+                                 suspect ? "suspect"
+                                 : slow  ? "slower"
+                                         : "faster"};
                 if (table_row(&t, cells) != 0) rc = 2;
             }
         }
@@ -578,19 +641,26 @@ static int compare_fleet(run_data *runs, int nruns, double threshold) {
     if (t.n) table_print(&t);
     else printf("no outliers\n");
     table_free(&t);
-    printf("\n%d benchmark metrics over %d runs: %d outlier%s (%d slower, %d faster)\n", n_keys,
+    printf("\n%d benchmark metrics over %d runs: %d outlier%s (%d slower, %d faster)", n_keys,
            nruns, n_slow + n_fast, n_slow + n_fast == 1 ? "" : "s", n_slow, n_fast);
+    if (n_suspect) printf(", %d suspect", n_suspect);
+    printf("\n");
     if (n_few) printf("not compared: %d benchmark metrics found in fewer than 3 runs\n", n_few);
     if (!n_keys) {
         fprintf(stderr, "bench compare: no benchmark is in 3 or more of the runs\n");
         return 2;
     }
+    if (n_suspect)
+        printf(
+            "SUSPECT: %d node figure%s %gx or more off the fleet's median, too much to be "
+            "real: not called faster or slower; check that run\n",
+            n_suspect, n_suspect == 1 ? "" : "s", max_change);
     if (n_slow) {
         printf("SLOW NODE%s: %d benchmark metric%s slower than the fleet by more than %g%%\n",
                n_slow == 1 ? "" : "S", n_slow, n_slow == 1 ? "" : "s", 100 * threshold);
         return 1;
     }
-    return 0;
+    return n_suspect ? 1 : 0;
 }
 
 // ---- the command ---------------------------------------------------------------------------
@@ -611,23 +681,27 @@ static void compare_usage(FILE *f) {
             "  throttled GPU).\n"
             "  --threshold PCT  smallest change that counts, in percent (default 5)\n"
             "  --alpha A        significance level of the U test (default 0.05)\n"
+            "  --max-change F   a median F times the other's or more is too large to be real:\n"
+            "                   \"suspect\", named in a warning, never called faster (default 10)\n"
             "  Exit: 0 no regression; 1 a benchmark significantly slower by PCT or more (fleet:\n"
-            "  a slow outlier), for CI to gate on; 2 bad arguments, an unreadable directory, or\n"
-            "  a run on the emulated CUDA device (the emulator's timings: never compared).\n");
+            "  a slow outlier), or a suspect change, for CI to gate on; 2 bad arguments, an\n"
+            "  unreadable directory, or a run on the emulated CUDA device (the emulator's\n"
+            "  timings: never compared).\n");
 }
 
 int bench_compare(int argc, char **argv) {
     static const struct option opts[] = {{"threshold", required_argument, 0, 't'},
                                          {"alpha", required_argument, 0, 'a'},
                                          {"fleet", no_argument, 0, 'f'},
+                                         {"max-change", required_argument, 0, 'm'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    double threshold = 0.05, alpha = 0.05;
+    double threshold = 0.05, alpha = 0.05, max_change = 10;
     bool fleet = false;
     int c;
     char *end;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:a:fh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:a:m:fh", opts, NULL)) != -1) {
         switch (c) {
         case 't':
             threshold = strtod(optarg, &end);
@@ -643,6 +717,16 @@ int bench_compare(int argc, char **argv) {
             alpha = strtod(optarg, &end);
             if (end == optarg || *end != '\0' || !(alpha > 0 && alpha < 1)) {
                 fprintf(stderr, "bench compare: --alpha '%s': expected a number in (0, 1)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'm':
+            max_change = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(max_change > 1 && max_change <= 1e12)) {
+                fprintf(stderr,
+                        "bench compare: --max-change '%s': expected a factor above 1 "
+                        "(10: a median 10x the other's is suspect)\n",
                         optarg);
                 return 2;
             }
@@ -683,8 +767,9 @@ int bench_compare(int argc, char **argv) {
                 fleet ? "fleet member" : i ? "NEW" : "BASE", runs[i].dir, runs[i].emulated_why);
         rc = 2;
     }
-    if (!rc) rc = fleet ? compare_fleet(runs, ndirs, threshold)
-                        : compare_two(&runs[0], &runs[1], threshold, alpha);
+    if (!rc)
+        rc = fleet ? compare_fleet(runs, ndirs, threshold, max_change)
+                   : compare_two(&runs[0], &runs[1], threshold, alpha, max_change);
     for (int i = 0; i < loaded; i++) run_free(&runs[i]);
     free(runs);
     return rc;

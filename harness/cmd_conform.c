@@ -186,6 +186,10 @@ int bench_conform(int argc, char **argv) {
         return 2;
     }
     struct stat sb;
+    if (fail_dir && !fail_dir[0]) {   // "" would put the case files in "/"
+        fprintf(stderr, "bench conform: --failures '': give a directory\n");
+        return 2;
+    }
     if (fail_dir && stat(fail_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "bench conform: --failures %s: not a directory\n", fail_dir);
         return 2;

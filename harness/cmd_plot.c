@@ -23,6 +23,7 @@
 #include "cmd_plot.h"
 #include "emulated.h"
 #include "fileio.h"
+#include "json_strict.h"
 
 // ---------------------------------------------------------------------------------------------
 // small helpers: strings that grow, whole files
@@ -133,7 +134,7 @@ static int load_csv(const char *cmd, const char *path, const char *suite, bench_
     size_t len;
     char *text = bench_read_file(path, &len);
     if (!text) {
-        fprintf(stderr, "bench %s: %s: %s\n", cmd, path, strerror(errno));
+        fprintf(stderr, "bench %s: %s: %s\n", cmd, path, bench_strerror(errno));
         return 2;
     }
     if (memchr(text, '\0', len)) {
@@ -253,7 +254,7 @@ static int load_json(const char *cmd, const char *dir, const char *name, cJSON *
     char *text = bench_read_file(path, &len);
     if (!text) {
         if (errno == ENOENT) return 0;
-        fprintf(stderr, "bench %s: %s: %s\n", cmd, path, strerror(errno));
+        fprintf(stderr, "bench %s: %s: %s\n", cmd, path, bench_strerror(errno));
         return 2;
     }
     *out = cJSON_ParseWithLength(text, len);
@@ -502,6 +503,18 @@ static int add_figure(bench_figure **figs, int *n, const bench_row *r, bool bars
     sb_add(&name, "-");
     slug(&name, r->metric);
     if (suffix) sb_add(&name, "-bars");
+    // a file name with room for ".png.tmp<pid>.gp" (long names cut), and no other figure's:
+    // -2, -3, ... where two metrics spell the same (GB/s and GB_per_s) or were cut alike
+    if (name.p && name.len > BENCH_FIGURE_NAME_MAX) name.p[name.len = BENCH_FIGURE_NAME_MAX] = 0;
+    size_t base = name.len;
+    for (int k = 2, taken = 1; taken && name.p; k++) {
+        taken = 0;
+        for (int i = 0; i < *n; i++) taken |= !strcmp(p[i].name, name.p);
+        if (taken) {
+            name.len = base;
+            sb_add(&name, "-%d", k);
+        }
+    }
     f->suite = xstrdup(r->suite);
     f->metric = xstrdup(r->metric);
     f->unit = xstrdup(r->unit);
@@ -566,22 +579,28 @@ int bench_figures_plan(const bench_results *runs, int n, bench_figure **figs, in
 // ---------------------------------------------------------------------------------------------
 // gnuplot: finding it and its scripts, running it
 
-/* The gnuplot program: $GNUPLOT, or gnuplot on PATH. */
+/* An absolute spelling of PATH in OUT (the current directory put before a relative one): gnuplot
+ * runs in the figures' directory, where a relative path would mean something else. */
+static bool absolute(const char *path, char *out, size_t len) {
+    char cwd[PATH_MAX];
+    if (path[0] == '/') return snprintf(out, len, "%s", path) < (int)len;
+    return getcwd(cwd, sizeof cwd) && snprintf(out, len, "%s/%s", cwd, path) < (int)len;
+}
+
+/* The gnuplot program: $GNUPLOT, or gnuplot on PATH; as an absolute path. */
 static bool find_gnuplot(char *out, size_t len) {
     const char *g = getenv("GNUPLOT");
     if (!g || !*g) g = "gnuplot";
-    if (strchr(g, '/')) {
-        snprintf(out, len, "%s", g);
-        return access(g, X_OK) == 0;
-    }
+    if (strchr(g, '/')) return absolute(g, out, len) && access(out, X_OK) == 0;
     const char *path = getenv("PATH");
     if (!path) path = "/usr/local/bin:/usr/bin:/bin";
     while (*path) {
         const char *c = strchr(path, ':');
         size_t l = c ? (size_t)(c - path) : strlen(path);
-        if (l && snprintf(out, len, "%.*s/%s", (int)l, path, g) < (int)len &&
-            access(out, X_OK) == 0)
-            return true;
+        char p[PATH_MAX];
+        if (l && snprintf(p, sizeof p, "%.*s/%s", (int)l, path, g) < (int)sizeof p &&
+            access(p, X_OK) == 0)
+            return absolute(p, out, len);
         path += l + (c ? 1 : 0);
     }
     return false;
@@ -594,24 +613,41 @@ static bool has_scripts(const char *dir) {
 }
 
 /* The directory of lines.gp and bars.gp: $TANDEM_PLOTS_DIR, else plots/ as bench_find_source
- * finds it (an install's, the source tree's, or one beside the program). */
+ * finds it (an install's, the source tree's, or one beside the program); as an absolute path:
+ * gnuplot runs in the figures' directory, and `load` never reads a path from '/' as a command. */
 static bool find_scripts(char *out, size_t len) {
     const char *env = getenv("TANDEM_PLOTS_DIR");
+    char found[PATH_MAX];
     if (env && *env) {
-        snprintf(out, len, "%s", env);
-        return has_scripts(out);
+        snprintf(found, sizeof found, "%s", env);
+        if (!has_scripts(found)) return false;
+    } else if (!bench_find_source("plots", NULL, has_scripts, found, sizeof found)) {
+        return false;
     }
-    return bench_find_source("plots", NULL, has_scripts, out, len);
+    return absolute(found, out, len);
 }
 
-/* Runs `gnuplot -e ASSIGN SCRIPT`; on failure prints gnuplot's output under the message. */
-static int run_gnuplot(const char *cmd, const char *gp, const char *script, const char *assign,
-                       const char *what) {
+/* A file name as gnuplot must be given it: a relative one starts with "./", so that it can never
+ * be a pipe ('<cmd' to read, '|cmd' to write), a special file ('-', '+', '++', '') or an option. */
+static void gp_file(char *buf, size_t len, const char *path) {
+    snprintf(buf, len, "%s%s", path[0] == '/' ? "" : "./", path);
+}
+
+/* Runs `gnuplot VARS SCRIPT` in the directory DIR (VARS: the name there of the file of the
+ * figure's variables; SCRIPT: an absolute path); on failure prints gnuplot's output under the
+ * message. gnuplot works in DIR, so the files it reads and writes are named by bench's own names
+ * (infile, outfile: [A-Za-z0-9._-]): the directory's path, which may hold anything (quotes, a line
+ * break, '|'), is never in a gnuplot string. */
+static int run_gnuplot(const char *cmd, const char *gp, const char *dir, const char *vars,
+                       const char *script, const char *what) {
     FILE *log = tmpfile();
     if (!log) {
         fprintf(stderr, "bench %s: cannot make a temporary file: %s\n", cmd, strerror(errno));
         return 1;
     }
+    char vars_arg[PATH_MAX + 2], script_arg[PATH_MAX + 2];
+    gp_file(vars_arg, sizeof vars_arg, vars);
+    gp_file(script_arg, sizeof script_arg, script);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -625,7 +661,11 @@ static int run_gnuplot(const char *cmd, const char *gp, const char *script, cons
         if (null >= 0) dup2(null, 0);
         dup2(fileno(log), 1);
         dup2(fileno(log), 2);
-        execl(gp, gp, "-e", assign, script, (char *)NULL);
+        if (chdir(dir) != 0) {
+            fprintf(stderr, "cd %s: %s\n", dir, strerror(errno));
+            _exit(127);
+        }
+        execl(gp, gp, vars_arg, script_arg, (char *)NULL);
         fprintf(stderr, "exec %s: %s\n", gp, strerror(errno));
         _exit(127);
     }
@@ -654,63 +694,97 @@ static int run_gnuplot(const char *cmd, const char *gp, const char *script, cons
     return rc;
 }
 
-/* A gnuplot single-quoted string: ' doubled, control characters as spaces. */
-static void gp_str(sbuf *b, const char *var, const char *s) {
-    sb_add(b, "%s='", var);
-    for (; *s; s++) {
-        if (*s == '\'')
-            sb_add(b, "''");
-        else if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            sb_add(b, " ");
-        else
-            sb_add(b, "%c", *s);
+/* Text from the results as gnuplot is given it: control characters (line breaks included) as
+ * spaces, bytes that are not UTF-8 as '?' (an SVG must be UTF-8), and each ' doubled when QUOTE
+ * (inside a single-quoted string). */
+static void gp_text(sbuf *b, const char *s, bool quote) {
+    for (size_t n = strlen(s); n;) {
+        size_t ok = bench_utf8_invalid_at(s, n);  // a run of UTF-8, then a byte that is not
+        for (size_t i = 0; i < ok; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (c < 0x20 || c == 0x7f)
+                sb_add(b, " ");
+            else if (c == '\'' && quote)
+                sb_add(b, "''");
+            else
+                sb_add(b, "%c", c);
+        }
+        if (ok < n) {
+            sb_add(b, "?");
+            ok++;
+        }
+        s += ok;
+        n -= ok;
     }
-    sb_add(b, "'; ");
 }
 
-/* A double-quoted string in a gnuplot data file: " as ', control characters as spaces. */
-static void dat_str(sbuf *b, const char *s) {
-    sb_add(b, "\"");
-    for (; *s; s++) {
-        if (*s == '"')
-            sb_add(b, "'");
-        else if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            sb_add(b, " ");
-        else
-            sb_add(b, "%c", *s);
+/* A variable assignment of the figure's file of variables: VAR = S as a gnuplot single-quoted
+ * string, the one kind of string constant in which gnuplot substitutes nothing (no backslash
+ * escapes, no `backquotes`, no @macros): only '' means '. One a line: the line ends with the
+ * closing quote, never with a backslash (a continuation). */
+static void gp_str(sbuf *b, const char *var, const char *s) {
+    sb_add(b, "%s='", var);
+    gp_text(b, s, true);
+    sb_add(b, "'\n");
+}
+
+/* A path as a variable (gp_file's spelling). */
+static void gp_path(sbuf *b, const char *var, const char *path) {
+    char buf[PATH_MAX + 2];
+    gp_file(buf, sizeof buf, path);
+    gp_str(b, var, buf);
+}
+
+/* A comment line of the data file: "# " and the text (names from the results, made one line:
+ * a line break in a directory's name would start a data line). */
+static void dat_comment(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void dat_comment(sbuf *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    char *text = k >= 0 ? malloc((size_t)k + 1) : NULL;
+    if (text) vsnprintf(text, (size_t)k + 1, fmt, ap2);
+    va_end(ap2);
+    va_end(ap);
+    if (!text) {
+        b->oom = true;
+        return;
     }
-    sb_add(b, "\"");
+    sb_add(b, "# ");
+    gp_text(b, text, false);
+    sb_add(b, "\n");
+    free(text);
 }
 
 static int write_atomic(const char *cmd, const char *path, const char *data, size_t len) {
     if (bench_write_atomic(path, data, len) == 0) return 0;
-    fprintf(stderr, "bench %s: %s: %s\n", cmd, path, strerror(errno));
+    fprintf(stderr, "bench %s: %s: %s\n", cmd, path, bench_strerror(errno));
     return 2;
 }
 
 static int mkdir_p(const char *cmd, const char *dir) {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) {
-        fprintf(stderr, "bench %s: %s: path too long\n", cmd, dir);
+    if (bench_mkdir_p(dir) == 0) return 0;
+    fprintf(stderr, "bench %s: cannot make the directory '%s': %s\n", cmd, dir, strerror(errno));
+    return 2;
+}
+
+/* Readies TMP, the file gnuplot draws OUT into: OUT must be absent or a regular file (it is
+ * replaced, never written through), and TMP is made new, empty and regular (O_EXCL|O_NOFOLLOW:
+ * whatever had its name is removed first), so gnuplot's fopen writes no link's target. */
+static int gp_output_ready(const char *cmd, const char *tmp, const char *out) {
+    if (bench_check_target(out) != 0) {
+        fprintf(stderr, "bench %s: %s: %s\n", cmd, out, bench_strerror(errno));
         return 2;
-    }
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char c = *s;
-            *s = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                fprintf(stderr, "bench %s: cannot make %s: %s\n", cmd, p, strerror(errno));
-                return 2;
-            }
-            *s = c;
-            if (!c) break;
-        }
     }
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "bench %s: %s: not a directory\n", cmd, dir);
-        return 2;
+    if (lstat(tmp, &sb) == 0 && !S_ISDIR(sb.st_mode)) unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        fprintf(stderr, "bench %s: %s: %s\n", cmd, tmp, strerror(errno));
+        return 1;
     }
+    close(fd);
     return 0;
 }
 
@@ -789,9 +863,10 @@ static void plot_title(sbuf *a, const bench_results *runs, int n, const bench_fi
 static void dat_emulated(sbuf *dat, const bench_results *runs, int n) {
     for (int i = 0; i < n; i++)
         if (runs[i].emulated)
-            sb_add(dat, "# (emulated) %s: timings of the emulated CUDA device on the CPU, not GPU "
-                        "figures\n",
-                   runs[i].label);
+            dat_comment(dat,
+                        "(emulated) %s: timings of the emulated CUDA device on the CPU, not GPU "
+                        "figures",
+                        runs[i].label);
 }
 
 /* Times in ns are drawn in the unit that keeps their numbers short (us, ms, s): the factor from
@@ -865,8 +940,8 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
     gp_str(a, "ylabel", ylabel);
     free(xl.p);
 
-    sb_add(dat, "# tandem bench plot: %s %s (%s), one block per series: x median min max\n",
-           f->suite, f->metric, unit);
+    dat_comment(dat, "tandem bench plot: %s %s (%s), one block per series: x median min max",
+                f->suite, f->metric, unit);
     dat_emulated(dat, runs, n);
     static const int point_types[] = {7, 5, 9, 11, 13, 15};
     int n_series = 0;
@@ -898,8 +973,9 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
             if (np == 0 || rc) continue;
             qsort(pts, (size_t)np, sizeof *pts, cmp_point);
             n_series++;
-            sb_add(dat, "%s# series %d: %s%s%s\n", n_series > 1 ? "\n\n" : "", n_series, keys[q],
-                   n > 1 ? " - " : "", n > 1 ? runs[i].label : "");
+            if (n_series > 1) sb_add(dat, "\n\n");
+            dat_comment(dat, "series %d: %s%s%s", n_series, keys[q], n > 1 ? " - " : "",
+                        n > 1 ? runs[i].label : "");
             for (int k = 0; k < np; k++) {
                 sb_add(dat, "%.10g %.10g %.10g %.10g\n", pts[k].x, pts[k].median, pts[k].min,
                        pts[k].max);
@@ -915,11 +991,11 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
                      n > 1 ? runs[i].label : "");
             snprintf(var, sizeof var, "t%d", n_series);
             gp_str(a, var, title);
-            sb_add(a, "c%d=%d; d%d=%d; p%d=%d; ", n_series, q + 1, n_series, i + 1, n_series,
+            sb_add(a, "c%d=%d\nd%d=%d\np%d=%d\n", n_series, q + 1, n_series, i + 1, n_series,
                    point_types[i % 6]);
         }
     free(pts);
-    sb_add(a, "n=%d; logx=%d; logy=%d; ", n_series, xpos && xhi >= 50 * xlo ? 1 : 0,
+    sb_add(a, "n=%d\nlogx=%d\nlogy=%d\n", n_series, xpos && xhi >= 50 * xlo ? 1 : 0,
            ypos && yhi >= 100 * ylo ? 1 : 0);
     for (int q = 0; q < n_keys; q++) free(keys[q]);
     for (int q = 0; q < n_xnames; q++) free(xnames[q]);
@@ -933,20 +1009,22 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
     char ylabel[256];
     const char *unit;
     double scale = time_scale(runs, n, f, &unit), ylo = INFINITY, yhi = 0;
+    int n_bars = 0;
     bench_metric_label(f->metric, unit, ylabel, sizeof ylabel);
     plot_title(a, runs, n, f, NULL);
     gp_str(a, "ylabel", ylabel);
-    sb_add(dat, "# tandem bench plot: %s %s (%s); label then median min max of each run:", f->suite,
-           f->metric, unit);
-    for (int i = 0; i < n; i++) sb_add(dat, " %s", runs[i].label);
-    sb_add(dat, "\n");
+    dat_comment(dat,
+                "tandem bench plot: %s %s (%s); a row per benchmark: its number k (its label, "
+                "the variable b<k>, in the comment above it), then median min max of each run:",
+                f->suite, f->metric, unit);
+    for (int i = 0; i < n; i++) dat_comment(dat, "  run %d: %s", i + 1, runs[i].label);
     dat_emulated(dat, runs, n);
     for (int i = 0; i < n; i++) {
         char var[32];
         snprintf(var, sizeof var, "t%d", i + 1);
         gp_str(a, var, runs[i].label);
     }
-    sb_add(a, "nruns=%d; ", n);
+    sb_add(a, "nruns=%d\n", n);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < runs[i].n_rows; k++) {
             const bench_row *r = &runs[i].rows[k];
@@ -959,9 +1037,15 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
                            !strcmp(o->benchmark, r->benchmark) && !strcmp(o->param, r->param);
                 }
             if (seen) continue;
+            // the label as a variable b<k>, never a string in the data file: gnuplot reads
+            // backslash escapes inside a data file's quotes, so a name could end its string
             sbuf label = {0};
+            char var[32];
             sb_add(&label, "%s%s%s", r->benchmark, *r->param ? " " : "", r->param);
-            dat_str(dat, label.p ? label.p : "?");
+            snprintf(var, sizeof var, "b%d", ++n_bars);
+            gp_str(a, var, label.p ? label.p : "?");
+            dat_comment(dat, "%d: %s", n_bars, label.p ? label.p : "?");
+            sb_add(dat, "%d", n_bars);
             free(label.p);
             for (int j = 0; j < n; j++) {
                 const bench_row *m = NULL;
@@ -983,7 +1067,7 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
             }
             sb_add(dat, "\n");
         }
-    sb_add(a, "logy=%d; ", ylo > 0 && yhi >= 100 * ylo ? 1 : 0);
+    sb_add(a, "logy=%d\n", ylo > 0 && yhi >= 100 * ylo ? 1 : 0);
     return dat->oom || a->oom ? 1 : 0;
 }
 
@@ -1019,16 +1103,17 @@ int bench_plot_draw(const char *cmd, const bench_results *runs, int n, const ben
         }
         // A suite's own script, plots/<suite>.gp, draws its line figures when it exists: it gets
         // lines.gp's variables plus kind ('lines'), metric, runs and scripts (and may set colours
-        // and styles, then load lines.gp from `scripts`). Bar charts are bars.gp's.
+        // and styles, then load lines.gp from `scripts`). Bar charts are bars.gp's. (A CSV named
+        // lines.csv or bars.csv is drawn by lines.gp like any suite without a script.)
         char own[PATH_MAX];
-        if (!rc && !f->bars &&
+        if (!rc && !f->bars && strcmp(f->suite, "lines") && strcmp(f->suite, "bars") &&
             snprintf(own, sizeof own, "%s/%s.gp", scripts, f->suite) < (int)sizeof own &&
             !strchr(f->suite, '/') && access(own, R_OK) == 0) {
             snprintf(script, sizeof script, "%s", own);
             gp_str(&a, "kind", f->bars ? "bars" : "lines");
             gp_str(&a, "metric", f->metric);
             gp_str(&a, "scripts", scripts);
-            sb_add(&a, "runs=%d; ", n);
+            sb_add(&a, "runs=%d\n", n);
             if (a.oom) {
                 fprintf(stderr, "bench %s: out of memory\n", cmd);
                 rc = 1;
@@ -1037,20 +1122,33 @@ int bench_plot_draw(const char *cmd, const bench_results *runs, int n, const ben
         if (!rc) rc = write_atomic(cmd, dpath, dat.p, dat.len);
         static const char *const fmts[] = {"png", "svg"};
         for (int k = 0; k < 2 && !rc; k++) {
-            char out[PATH_MAX], tmp[PATH_MAX + 32], what[PATH_MAX + 8];
-            snprintf(out, sizeof out, "%s/%s.%s", outdir, f->name, fmts[k]);
-            snprintf(tmp, sizeof tmp, "%s.tmp%ld", out, (long)getpid());
-            snprintf(what, sizeof what, "%s", out);
+            // names in outdir (where gnuplot runs) and their paths from here
+            char oname[NAME_MAX + 1], tname[NAME_MAX + 32], vname[NAME_MAX + 40],
+                dname[NAME_MAX + 8];
+            snprintf(oname, sizeof oname, "%s.%s", f->name, fmts[k]);
+            snprintf(tname, sizeof tname, "%s.tmp%ld", oname, (long)getpid());
+            snprintf(vname, sizeof vname, "%s.gp", tname);
+            snprintf(dname, sizeof dname, "%s.dat", f->name);
+            char out[PATH_MAX], tmp[PATH_MAX + 32], vars[PATH_MAX + 40];
+            snprintf(out, sizeof out, "%s/%s", outdir, oname);
+            snprintf(tmp, sizeof tmp, "%s/%s", outdir, tname);
+            snprintf(vars, sizeof vars, "%s/%s", outdir, vname);
+            // the variables go to gnuplot in a file, not on its command line (-e), which one
+            // argument's limit (128 KiB) would cap: many series, or long names, still draw
             sbuf all = {0};
+            sb_add(&all, "# tandem bench plot: the variables of %s\n", oname);
             sb_add(&all, "%s", a.p);
-            gp_str(&all, "infile", dpath);
-            gp_str(&all, "outfile", tmp);
+            gp_path(&all, "infile", dname);
+            gp_path(&all, "outfile", tname);
             gp_str(&all, "fmt", fmts[k]);
             if (all.oom) {
                 fprintf(stderr, "bench %s: out of memory\n", cmd);
                 rc = 1;
             } else {
-                rc = run_gnuplot(cmd, gp, script, all.p, what);
+                rc = gp_output_ready(cmd, tmp, out);
+                if (!rc) rc = write_atomic(cmd, vars, all.p, all.len);
+                if (!rc) rc = run_gnuplot(cmd, gp, outdir, vname, script, out);
+                unlink(vars);
             }
             free(all.p);
             struct stat sb;
@@ -1058,8 +1156,8 @@ int bench_plot_draw(const char *cmd, const bench_results *runs, int n, const ben
                 fprintf(stderr, "bench %s: gnuplot wrote nothing to %s\n", cmd, out);
                 rc = 1;
             }
-            if (!rc && rename(tmp, out) != 0) {
-                fprintf(stderr, "bench %s: %s: %s\n", cmd, out, strerror(errno));
+            if (!rc && bench_commit_temp(tmp, out) != 0) {
+                fprintf(stderr, "bench %s: %s: %s\n", cmd, out, bench_strerror(errno));
                 rc = 1;
             }
             if (rc) unlink(tmp);
@@ -1084,8 +1182,9 @@ static void plot_usage(FILE *f) {
         "  min..max whiskers, a line per benchmark; benchmarks without a numeric x, or measured\n"
         "  at one x only (--quick), as bars.\n"
         "  Files: <out>/<suite>-<metric>.png, .svg and .dat (the data as plotted), the metric\n"
-        "  spelled for file names (GB/s -> GB_per_s); <suite>-<metric>-bars.* when a metric has\n"
-        "  both kinds. One DIR: <out> is DIR/plots. Several DIRs go side by side in one figure,\n"
+        "  spelled for file names (GB/s -> GB_per_s; at most 200 characters, -2, -3 added to a\n"
+        "  name that repeats another); <suite>-<metric>-bars.* when a metric has both kinds.\n"
+        "  One DIR: <out> is DIR/plots. Several DIRs go side by side in one figure,\n"
         "  a series per run labelled by its directory name and device; --out is then required.\n"
         "  --out DIR   where the figures go (made when missing)\n"
         "  --quiet     no line per figure\n"

@@ -42,8 +42,10 @@ void bench_results_label(bench_results *runs, int n);
 typedef struct {
     char *suite, *metric, *unit;
     bool bars;
-    char *name;  // file name without extension: ops-GB_per_s, ops-samples_per_s-bars
+    char *name;  // file name without extension: ops-GB_per_s, ops-samples_per_s-bars; at most
+                 // BENCH_FIGURE_NAME_MAX characters of [A-Za-z0-9._-], unique among the figures
 } bench_figure;
+#define BENCH_FIGURE_NAME_MAX 200
 
 /* The figures that the runs' results make, in suite then CSV order. Returns 0, or 1 when out of
  * memory. Free with bench_figures_free. */

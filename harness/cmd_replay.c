@@ -2,6 +2,7 @@
  * forward (and backward when it has grad_output.0) and compares every output and gradient with
  * the expected values within the op's rounding-error bound. Exit 0 all pass, 1 any mismatch,
  * 2 bad input (a file that cannot be read or run, a bad argument). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "bench.h"
 #include "case.h"
+#include "core/files_impl.h"   // tdm_file_check_target
 
 static void replay_usage(FILE *f) {
     fprintf(f,
@@ -64,6 +66,11 @@ static int check_actual_paths(const char *dir, int n, char *const *paths) {
         struct stat ob;
         snprintf(out, sizeof out, "%s/%s", dir, file_name(paths[i]));
         bool exists = stat(out, &ob) == 0;
+        if (tdm_file_check_target(out) != 0) {   // a link, a FIFO, a device: never written through
+            rc = bench_bad("replay", "--write-actual %s: %s: %s", dir, out,
+                           tdm_file_strerror(errno));
+            break;
+        }
         for (int j = 0; !rc && j < n; j++) {
             bool same_in = have[i] && have[j] && in[i].st_dev == in[j].st_dev &&
                            in[i].st_ino == in[j].st_ino;

@@ -73,6 +73,13 @@ static void md(FILE *f, const char *s) {
     }
 }
 
+void bench_html_text(FILE *f, const char *s) {
+    html(f, s);
+}
+void bench_md_text(FILE *f, const char *s) {
+    md(f, s);
+}
+
 /* A figure in a table: 4 significant digits, whole numbers from 1000 up; "" for NaN. */
 static const char *num(double v, char *buf, size_t len) {
     if (!isfinite(v))
@@ -842,7 +849,7 @@ static int write_html(FILE *f, const report *r) {
                 snprintf(path, sizeof path, "%s/plots/%s.png", run->dir, g->name);
                 unsigned char *png = (unsigned char *)bench_read_file(path, &len);
                 if (!png) {
-                    fprintf(stderr, "bench report: %s: %s\n", path, strerror(errno));
+                    fprintf(stderr, "bench report: %s: %s\n", path, bench_strerror(errno));
                     return 2;
                 }
                 fputs("<img src=\"data:image/png;base64,", f);
@@ -1134,7 +1141,8 @@ static int write_md(FILE *f, const report *r) {
     return 0;
 }
 
-/* Writes DIR/NAME through a temporary file renamed into place. */
+/* Writes DIR/NAME through a temporary file renamed into place (a NAME that is a link, a FIFO or a
+ * device is refused, never written through: fileio.h). */
 static int write_doc(const char *dir, const char *name, int (*body)(FILE *, const report *),
                      const report *r) {
     char path[PATH_MAX], tmp[PATH_MAX + 32];
@@ -1142,18 +1150,19 @@ static int write_doc(const char *dir, const char *name, int (*body)(FILE *, cons
         fprintf(stderr, "bench report: %s: path too long\n", dir);
         return 2;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    int fd = bench_open_temp(path, tmp, sizeof tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        fprintf(stderr, "bench report: %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "bench report: %s: %s\n", fd >= 0 ? tmp : path, bench_strerror(errno));
+        if (fd >= 0) close(fd), unlink(tmp);
         return 2;
     }
     int rc = body(f, r);
-    bool ok = !ferror(f);
+    bool ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok &= fclose(f) == 0;
     if (!rc && !ok) fprintf(stderr, "bench report: %s: write error\n", tmp);
-    if (!rc && ok && rename(tmp, path) != 0) {
-        fprintf(stderr, "bench report: %s: %s\n", path, strerror(errno));
+    if (!rc && ok && bench_commit_temp(tmp, path) != 0) {
+        fprintf(stderr, "bench report: %s: %s\n", path, bench_strerror(errno));
         ok = false;
     }
     if (rc || !ok) {

@@ -38,6 +38,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench.h"
+#include "core/files_impl.h"   // tdm_file_temp_commit, tdm_file_type_errno
 #include "emulated.h"
 #include "fileio.h"
 #include "gbench_shim.h"
@@ -114,7 +115,7 @@ static int write_result(write_log *w, const char *file, const char *data, size_t
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", w->dir, file);
     if (bench_write_atomic(path, data, n) == 0) return 0;
-    write_log_add(w, file, strerror(errno));
+    write_log_add(w, file, bench_strerror(errno));
     return -1;
 }
 
@@ -665,7 +666,7 @@ static void finish_suite_json(run_ctx *r, const char *suite, const char *gbout) 
         write_log_add(&r->wl, file, "Google Benchmark's JSON does not parse");
         return;
     }
-    if (file_is_synced_copy(gbout, text, n) && rename(gbout, final) == 0) return;
+    if (file_is_synced_copy(gbout, text, n) && tdm_file_temp_commit(gbout, final) == 0) return;
     write_result(&r->wl, file, text, n);
 }
 
@@ -725,8 +726,12 @@ static int profile_suite(const char *dir, const char *suite, const char *filter,
     char pdir[4200], gbout[4200], err[512];
     snprintf(pdir, sizeof pdir, "%s/profiles", dir);
     snprintf(gbout, sizeof gbout, "%s/.%s.profile.gbench.json.tmp", dir, suite);
-    if (mkdir(pdir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "bench run: --profile: cannot create %s: %s\n", pdir, strerror(errno));
+    struct stat sb;
+    if (mkdir(pdir, 0777) != 0 &&
+        (errno != EEXIST || lstat(pdir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        fprintf(stderr, "bench run: --profile: cannot create %s: %s\n", pdir,
+                errno == EEXIST ? "it is there and not a directory (a link is not followed)"
+                                : strerror(errno));
         return -1;
     }
     profile_ctx pc = {dir, suite, wl, 0};
@@ -823,9 +828,13 @@ static void run_usage(FILE *f) {
         "                  on the emulated CUDA device (a -DTDM_CUDA_EMU=ON build) every\n"
         "                  benchmark runs and is verified, and the results are marked emulated:\n"
         "                  its timings are the emulator's, not GPU figures\n"
-        "--repetitions N   timed repetitions per benchmark (default 5); statistics over them\n"
+        "--repetitions N   timed repetitions per benchmark (default 9, the fewest that bench\n"
+        "                  compare and Google Benchmark's compare.py advise for their U test;\n"
+        "                  each costs --min-time or more); statistics over them\n"
         "--min-time S      seconds each repetition runs at least (default 0.5)\n"
-        "--quick           3 repetitions, --min-time 0.01, the smallest sizes only\n"
+        "--quick           3 repetitions, --min-time 0.01, the smallest sizes only: a quick\n"
+        "                  look, too few repetitions for bench compare to call a change\n"
+        "                  significant (add --repetitions 9 for that)\n"
         "--flush-l2        cold figures: flush the caches (the GPU's L2; the CPU's last-level\n"
         "                  cache) before every timed iteration, outside the timed region\n"
         "--out DIR         results directory (default results/<host>-<device>-<UTC time>);\n"
@@ -907,21 +916,36 @@ static void remove_flat_dir(const char *path) {
     rmdir(path);
 }
 
-static int mkdir_p(const char *path) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
+// The files this run writes into DIR (an existing directory may hold anything): each must be
+// absent or a regular file, and profiles/ and the peer's folder absent or a directory (not a
+// link to one), so that nothing is written through a link, into a FIFO or a device. 0, or 2
+// with the path named (bad input, before anything runs).
+static int check_out_targets(const char *dir, const suite_plan *plans, int n, bool profile,
+                             bool peer) {
+    char path[4400];
+    const char *fixed[] = {"context.json", "status.json"};
+    for (int i = 0; i < 2 + 4 * n; i++) {
+        const char *s = i < 2 ? NULL : plans[(i - 2) / 4].suite->name;
+        static const char *const fmt[] = {"%s/%s.json", "%s/%s.csv", "%s/%s.samples.csv",
+                                          "%s/.%s.gbench.json.tmp"};
+        if (i < 2) snprintf(path, sizeof path, "%s/%s", dir, fixed[i]);
+        else snprintf(path, sizeof path, fmt[(i - 2) % 4], dir, s);
+        if (bench_check_target(path) != 0) {
+            fprintf(stderr, "bench run: --out %s: %s: %s (nothing was run)\n", dir, path,
+                    bench_strerror(errno));
+            return 2;
+        }
     }
-    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
-    struct stat sb;
-    if (stat(tmp, &sb) != 0) return -1;
-    if (!S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
+    const char *subdirs[] = {profile ? "profiles" : NULL, peer ? BENCH_PEER_DIR : NULL};
+    for (int i = 0; i < 2; i++) {
+        struct stat sb;
+        if (!subdirs[i]) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, subdirs[i]);
+        if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "bench run: --out %s: %s: %s, not a directory (nothing was run)\n",
+                    dir, path, bench_strerror(tdm_file_type_errno(&sb)));
+            return 2;
+        }
     }
     return 0;
 }
@@ -954,7 +978,7 @@ int bench_run(int argc, char **argv) {
                                          {"profile", no_argument, 0, 'R'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    run_args a = {.repetitions = 5, .min_time = 0.5};
+    run_args a = {.repetitions = 9, .min_time = 0.5};   // 9: what a U test needs (compare.py)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -1118,7 +1142,7 @@ int bench_run(int argc, char **argv) {
         char probe[4200];
         snprintf(probe, sizeof probe, "%s/status.json", dir);
         if (rc) {
-        } else if (mkdir_p(dir) != 0) {
+        } else if (bench_mkdir_p(dir) != 0) {
             fprintf(stderr, "bench run: --out %s: cannot create the directory: %s\n", dir,
                     strerror(errno));
             rc = 2;
@@ -1131,6 +1155,8 @@ int bench_run(int argc, char **argv) {
         } else if (access(dir, W_OK) != 0) {
             fprintf(stderr, "bench run: --out %s: not writable: %s\n", dir, strerror(errno));
             rc = 2;
+        } else {
+            rc = check_out_targets(dir, r.plans, r.n_plans, a.profile, a.peer.peer != NULL);
         }
     }
     if (rc) {

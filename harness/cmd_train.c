@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "core/env_impl.h"      // tdm_env_i64
+#include "core/files_impl.h"    // tdm_file_check_target
 #include "core/tensor_impl.h"   // tdm_error_set, TDM_TRY
 #include "tandem/tandem.h"
 
@@ -52,7 +54,8 @@ static void train_usage(FILE *f) {
         "                  step i uses rows [i*B, (i+1)*B) modulo samples, no shuffle. Without it:\n"
         "                  a seeded synthetic task (y = argmax of a random linear map of x)\n"
         "--init FILE       parameters by state dict name (a golden training file's init.* too)\n"
-        "--dump FILE       writes the final state dict and `loss` (steps,) f32, atomically\n"
+        "--dump FILE       writes the final state dict and `loss` (steps,) f32, atomically (a\n"
+        "                  link, FIFO or device at FILE is refused before training, exit 2)\n"
         "--amp fp16        autocast to f16 with a gradient scaler; bf16: autocast, no scaler\n"
         "--ranks N         data parallel: N replicas (threads on the cpu) on B/N rows each, their\n"
         "                  gradients averaged (all-reduced in buckets during backward) every step.\n"
@@ -79,7 +82,8 @@ static void train_usage(FILE *f) {
         "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
         "--maximize        ascend the loss (PyTorch's maximize: the gradient negated first)\n"
         "--amsgrad         adam/adamw: AMSGrad (normalise by the running maximum of exp_avg_sq)\n"
-        "Exit: 0 done, 1 a failure while training, 2 bad arguments or input.\n");
+        "Exit: 0 done, 1 a failure while training (a loss that is NaN or infinite ends the run\n"
+        "there: nothing dumped), 2 bad arguments or input (--init weights that are not finite).\n");
 }
 
 #define bad(...) bench_bad("train", __VA_ARGS__)
@@ -102,13 +106,16 @@ static bool parse_f64(const char *s, double *out) {
 
 // An output file must be writable before the training that produces it, not found unwritable
 // after it: the temp file the atomic writers put beside it (path.tmp.<pid>) is created and
-// removed, so a missing folder, a read-only place or a directory given as the file fail at once.
+// removed, so a missing folder, a read-only place or a directory given as the file fail at once;
+// and a path that is a symbolic link, a FIFO or a device (--dump /dev/null) is refused: the
+// writers never replace one (core/files_impl.h).
 static int check_output(const char *flag, const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return bad("%s %s: is a directory", flag, path);
+    if (tdm_file_check_target(path) != 0)
+        return bad("%s %s: %s: give the path of a regular file to write", flag, path,
+                   tdm_file_strerror(errno));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EEXIST) return bad("%s %s: cannot write: %s", flag, path, strerror(errno));
     if (fd >= 0) {
         close(fd);
@@ -359,6 +366,35 @@ typedef struct {
 
 #define PROFILE_STEPS 3   // --profile: steps profiled after the warm-up step
 
+// Every floating state entry of m (on the cpu) holds finite values, or an error naming the first
+// entry that does not (its name as in the file: prefix + state name), the element and the value.
+// A NaN or infinite weight (in the file, or a finite f64 beyond the model's dtype) can only make
+// a NaN loss: `bench train --init` refuses it as bad input.
+static tdm_status check_finite_state(tdm_module *m, const char *path, const char *prefix) {
+    int n = tdm_module_state(m, NULL, NULL, 0);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    tdm_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+    tdm_status s = names && ts ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "--init: out of memory");
+    if (s == TDM_OK) tdm_module_state(m, names, ts, n);
+    for (int i = 0; s == TDM_OK && i < n; i++) {
+        tdm_dtype dt = tdm_tensor_dtype(ts[i]);
+        if (!tdm_dtype_is_float(dt)) continue;   // num_batches_tracked
+        int64_t k = tdm_tensor_numel(ts[i]);
+        double *v = malloc((size_t)(k ? k : 1) * sizeof *v);
+        if (!v) s = tdm_error_set(TDM_ERR_OOM, "--init: out of memory");
+        else s = tdm_tensor_to_host_f64(ts[i], v);
+        for (int64_t j = 0; s == TDM_OK && j < k; j++)
+            if (!isfinite(v[j]))
+                s = tdm_error_set(TDM_ERR_FORMAT, "--init %s: tensor '%s%s' holds %g at element "
+                                  "%lld (as %s): the weights must be finite", path, prefix,
+                                  names[i], v[j], (long long)j, tdm_dtype_name(dt));
+        free(v);
+    }
+    free(names);
+    free(ts);
+    return s;
+}
+
 static tdm_module *build_model(const train_args *a, tdm_device dev) {
     tdm_module *m = tdm_nn_from_spec(a->model);
     if (!m) return NULL;
@@ -369,6 +405,7 @@ static tdm_module *build_model(const train_args *a, tdm_device dev) {
         bool golden = fmt && !strcmp(fmt, "tandem-train/1");
         tdm_safetensors_close(st);
         s = st ? tdm_module_load(m, a->init, golden ? "init." : "", true) : tdm_last_status();
+        if (s == TDM_OK) s = check_finite_state(m, a->init, golden ? "init." : "");
     }
     if (s == TDM_OK && a->segments > 1) s = tdm_sequential_set_checkpoint_segments(m, (int)a->segments);
     if (s == TDM_OK) s = tdm_module_to(m, dev);
@@ -415,11 +452,20 @@ static tdm_device rank_device(const train_ctx *t, int rank) {
     }
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-        if (getenv(vars[i])) {
-            d.index += atoi(getenv(vars[i]));
+        if (getenv(vars[i])) {   // a launcher's number: strictly parsed, 0 when malformed
+            d.index += (int)tdm_env_i64(vars[i], 0, 63, 0);
             break;
         }
     return d;
+}
+
+// A step's loss that is NaN or infinite ends the run (exit 1, nothing dumped): PyTorch would go on
+// training NaN weights and print "loss nan" to the end; a run that measures or checks training
+// must not end as if it had succeeded (Megatron-LM stops likewise). With --amp fp16 the scaler
+// skips steps whose gradients overflow; a loss that overflows stops the run all the same.
+static tdm_status diverged(double loss) {
+    return tdm_error_set(TDM_ERR_ARG, "the loss is %g: training diverged (a non-finite loss); "
+                         "stopped", loss);
 }
 
 static tdm_status train_rank(int rank, void *arg) {
@@ -463,6 +509,7 @@ static tdm_status train_rank(int rank, void *arg) {
             tdm_tensor *xb = NULL, *yb = NULL;
             s = batch_rows(t->d, a->model, step * a->batch, a->batch, dev, &xb, &yb);
             if (s == TDM_OK) s = graph_run(&gs, m, opt, xb, yb, a->amp, dev, &total);
+            if (s == TDM_OK && !isfinite(total)) s = diverged(total);
             tdm_tensor_free(xb);
             tdm_tensor_free(yb);
             if (s != TDM_OK) {
@@ -484,6 +531,9 @@ static tdm_status train_rank(int rank, void *arg) {
             (void)tdm_profile_range_push("data");
             if (s == TDM_OK) s = batch_rows(t->d, a->model, step * a->batch + rank * slice + k * micro, micro, dev, &xb, &yb);
             (void)tdm_profile_range_pop();
+            // PyTorch's no_sync: the micro-batches before the last only accumulate; the last
+            // backward all-reduces their sum, overlapped with itself
+            if (t->group) tdm_dp_no_sync(t->group, rank, k + 1 < a->accumulate);
             if (s == TDM_OK) s = micro_step(m, xb, yb, a->accumulate, a->amp, scaler, &l);
             tdm_tensor_free(xb);
             tdm_tensor_free(yb);
@@ -497,6 +547,7 @@ static tdm_status train_rank(int rank, void *arg) {
             if (s == TDM_OK) s = sm;
             (void)tdm_profile_range_pop();
         }
+        if (s == TDM_OK && !isfinite(total)) s = diverged(total);   // the same on every rank
         bool skipped = false;
         (void)tdm_profile_range_push("optimizer");
         if (s == TDM_OK) s = scaler ? tdm_grad_scaler_step(scaler, opt, &skipped) : tdm_optimizer_step(opt);
@@ -642,13 +693,14 @@ int bench_train(int argc, char **argv) {
 
     // Check the model and --init up front (exit 2 on bad input), and size the synthetic labels.
     tdm_module *probe = tdm_nn_from_spec(a.model);
+    bool spec_ok = probe != NULL;
     if (probe) {
         tdm_module_free(probe);
         probe = build_model(&a, TDM_CPU);
     }
-    if (!probe) {
+    if (!probe) {   // the model's spec, or --init (its messages name the file)
         tdm_dp_group_free(mpi_group);
-        return bad("--model: %s", tdm_last_error());
+        return bad(spec_ok && a.init ? "%s" : "--model: %s", tdm_last_error());
     }
     // A model with nothing to train is refused here, not at step 0 (and before the synthetic
     // labels, whose cost grows with the model's output: cnn:3x32x32/flat has 3072 "classes").
@@ -696,10 +748,6 @@ int bench_train(int argc, char **argv) {
     if (!rc && !t.losses) rc = bad("%sout of memory", "");
     if (!rc && a.ranks > 1 && !t.group && !(t.group = tdm_dp_group_new((int)a.ranks, 25 << 20)))
         rc = bad("%s", tdm_last_error());
-    // With micro-batches, reduce once after the last (PyTorch's no_sync): an all-reduce
-    // overlapped with one micro-batch's backward would run on the NCCL stream while the next
-    // micro-batch accumulates into the same gradients on the compute stream.
-    if (!rc && t.group && a.accumulate > 1) tdm_dp_set_overlap(t.group, false);
     if (!rc) {
         tdm_status s = t.group ? tdm_dp_run(t.group, train_rank, &t) : train_rank(0, &t);
         if (s != TDM_OK) {

@@ -2,15 +2,19 @@
  * its env: the one place `bench report`, `plot` and `compare` ask. */
 #include "emulated.h"
 #include "fileio.h"
+#include "json_strict.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+// A marker is read failing safe (json_strict.h): true, 1, "TRUE", "yes" all say emulated.
 static bool is_true(const cJSON *o, const char *key) {
-    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+    return bench_json_truthy(cJSON_GetObjectItemCaseSensitive(o, key));
 }
 
 static void say(char *why, size_t len, const char *fmt, const char *a, const char *b) {
@@ -30,11 +34,13 @@ bool bench_context_emulated(const cJSON *context) {
     if (!cJSON_IsObject(context)) return false;
     if (is_true(context, "emulated")) return true;
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(context, "device");
-    if (!cJSON_IsString(dev) || strncmp(dev->valuestring, "cuda:", 5) != 0) return false;
-    char *end;
-    long n = strtol(dev->valuestring + 5, &end, 10);
-    if (end == dev->valuestring + 5 || *end) return false;
+    if (!cJSON_IsString(dev) || strncasecmp(dev->valuestring, "cuda", 4) != 0) return false;
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(context, "env");
+    if (is_true(env, "cuda_emulated")) return true;  // the build's CUDA is the emulator
+    const char *d = dev->valuestring + 4;
+    char *end = NULL;
+    long n = *d == ':' && isdigit((unsigned char)d[1]) ? strtol(d + 1, &end, 10) : -1;
+    if (n < 0 || *end) return bench_env_emulated(env);  // cuda:all, cuda: any GPU emulated
     const cJSON *g;
     int i = 0;
     cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(env, "gpus")) {
@@ -51,14 +57,23 @@ static int load_json(const char *dir, const char *name, cJSON **out, char *why, 
     char path[4096];
     *out = NULL;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *text = bench_read_file(path, NULL);
+    size_t n = 0;
+    char *text = bench_read_file(path, &n);
     if (!text) {
         if (errno == ENOENT) return 0;
-        say(why, len, "%s: %s", path, strerror(errno));
+        say(why, len, "%s: %s", path, bench_strerror(errno));
         return -1;
     }
-    *out = cJSON_Parse(text);
+    // strict: a key twice ("emulated": false, then true) is read one way here, another elsewhere
+    char err[300];
+    *out = bench_json_parse_strict(text, n, false, err, sizeof err);
     free(text);
+    if (!*out) {
+        char what[400];
+        snprintf(what, sizeof what, "not a JSON object: %s", err);
+        say(why, len, "%s: %s", path, what);
+        return -1;
+    }
     if (!cJSON_IsObject(*out)) {
         cJSON_Delete(*out);
         *out = NULL;
@@ -92,21 +107,29 @@ static bool csv_nth(const char *p, int want, char *buf, size_t len) {
     }
 }
 
-// A CSV whose `emulated` column holds "true" in some row.
+// f without blanks around it, in place.
+static char *trim(char *f) {
+    while (isspace((unsigned char)*f)) f++;
+    size_t n = strlen(f);
+    while (n && isspace((unsigned char)f[n - 1])) f[--n] = '\0';
+    return f;
+}
+
+// A CSV whose `emulated` column (any case) holds a truthy value in some row: true, TRUE, 1, yes.
 static bool csv_emulated(const char *text) {
     char f[256];
     int col = -1;
     for (int i = 0; col < 0 && i < 256 && csv_nth(text, i, f, sizeof f); i++)
-        if (!strcmp(f, "emulated")) col = i;
+        if (!strcasecmp(trim(f), "emulated")) col = i;
     if (col < 0) return false;
     for (const char *p = strchr(text, '\n'); p; p = strchr(p, '\n'))
-        if (*++p && csv_nth(p, col, f, sizeof f) && !strcmp(f, "true")) return true;
+        if (*++p && csv_nth(p, col, f, sizeof f) && bench_text_truthy(f)) return true;
     return false;
 }
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
+    return n >= k && !strcasecmp(s + n - k, suffix);
 }
 
 int bench_dir_emulated(const char *dir, char *why, size_t why_len) {
@@ -120,7 +143,9 @@ int bench_dir_emulated(const char *dir, char *why, size_t why_len) {
     int rc = 0;
     if (bench_context_emulated(ctx)) {
         say(why, why_len, "%s%s", "context.json: ",
-            is_true(ctx, "emulated") ? "\"emulated\": true" : "its device's env.gpus entry says so");
+            is_true(ctx, "emulated")
+                ? "\"emulated\": true"
+                : "its env says its device is emulated (cuda_emulated, or env.gpus)");
         rc = 1;
     } else if (is_true(st, "emulated")) {
         say(why, why_len, "%s%s", "status.json: ", "\"emulated\": true");
@@ -131,12 +156,14 @@ int bench_dir_emulated(const char *dir, char *why, size_t why_len) {
     DIR *d = rc ? NULL : opendir(dir);
     struct dirent *e;
     while (d && !rc && (e = readdir(d))) {
-        if (e->d_name[0] == '.' || !ends_with(e->d_name, ".csv")) continue;
+        // every CSV, hidden ones too: bench compare reads any *.samples.csv
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !ends_with(e->d_name, ".csv"))
+            continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         char *text = bench_read_file(path, NULL);
         if (!text) {
-            say(why, why_len, "%s: %s", path, strerror(errno));
+            say(why, why_len, "%s: %s", path, bench_strerror(errno));
             rc = -1;
         } else if (csv_emulated(text)) {
             say(why, why_len, "%s%s", e->d_name, ": column emulated = true");

@@ -10,6 +10,9 @@
 #include "gbench_shim.h"
 
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -478,13 +481,24 @@ extern "C" int tdm_gb_run(const tdm_gb_run_options *o, char *err, int errlen) {
         copy_err(err, errlen, "no benchmark matches");
         return -1;
     }
-    // Google Benchmark exits the process when it cannot open its output file: check first.
-    FILE *f = fopen(o->json_out, "w");
-    if (!f) {
-        copy_err(err, errlen, std::string(o->json_out) + ": " + strerror(errno));
+    // Google Benchmark exits the process when it cannot open its output file: check first. And
+    // its stream follows links and waits on FIFOs: the file must be a regular one already, or new.
+    int fd = open(o->json_out, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0666);
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        close(fd);
+        fd = -1;
+        errno = EINVAL;
+    }
+    if (fd < 0) {
+        copy_err(err, errlen, std::string(o->json_out) + ": " +
+                                  (errno == EINVAL || errno == ELOOP || errno == ENXIO
+                                       ? "not a regular file"
+                                       : strerror(errno)));
         return -1;
     }
-    fclose(f);
+    close(fd);
     char num[3][64];
     snprintf(num[0], sizeof num[0], "%d", o->repetitions > 0 ? o->repetitions : 1);
     snprintf(num[1], sizeof num[1], "%.17g", o->min_time > 0 ? o->min_time : 0.5);

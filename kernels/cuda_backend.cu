@@ -11,12 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_impl.h"
 #include "kernels/caching_allocator.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_graph.h"
-#ifdef TDM_HAVE_NCCL
-#include "kernels/nccl.h"
-#endif
+#include "kernels/nccl.h"   // its slots are filled only with NCCL (TDM_HAVE_NCCL)
 #include "kernels/nvtx.h"
 #include "kernels/cuda_libs.h"
 #include "kernels/cuda_stream.h"
@@ -43,6 +42,15 @@ static int cuda_device_count(void) {
 // The few NVML entry points used, as nvml.h declares them (a stable C ABI; nvml.h is not in
 // every CUDA toolkit). nvmlReturn_t is an int enum, 0 = NVML_SUCCESS.
 typedef struct nvml_device_st *nvml_device;
+// nvmlTemperature_v1_t (nvmlDeviceGetTemperatureV, which replaces the deprecated
+// nvmlDeviceGetTemperature): version = NVML_STRUCT_VERSION(Temperature, 1), i.e. the struct's
+// size | 1 << 24; sensorType an nvmlTemperatureSensors_t (NVML_TEMPERATURE_GPU = 0).
+struct nvml_temperature_v1 {
+    unsigned version;
+    int sensor_type;
+    int temperature;   // degrees C
+};
+enum { NVML_TEMPERATURE_V1 = (unsigned)sizeof(struct nvml_temperature_v1) | 1u << 24 };
 struct nvml_api {
     void *lib;
     char why[96];   // "" when loaded and initialized
@@ -59,7 +67,9 @@ struct nvml_api {
     int (*throttle)(nvml_device, unsigned long long *);
     // health (bench check): temperature and its slowdown threshold, HBM row remapping, page
     // retirement (before Ampere), uncorrected ECC error counts
-    int (*temperature)(nvml_device, int, unsigned *), (*temperature_threshold)(nvml_device, int, unsigned *);
+    int (*temperature_v)(nvml_device, struct nvml_temperature_v1 *);
+    int (*temperature)(nvml_device, int, unsigned *);   // deprecated: drivers without the V form
+    int (*temperature_threshold)(nvml_device, int, unsigned *);
     int (*remapped_rows)(nvml_device, unsigned *, unsigned *, unsigned *, unsigned *);
     int (*retired_pages)(nvml_device, int, unsigned *, unsigned long long *);
     int (*retired_pending)(nvml_device, int *);
@@ -89,6 +99,7 @@ static void nvml_load(struct nvml_api *n) {
     NVML_SYM(power_limit, "nvmlDeviceGetPowerManagementLimit");
     NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksEventReasons");   // the name since r535
     if (!n->throttle) NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    NVML_SYM(temperature_v, "nvmlDeviceGetTemperatureV");   // newer drivers
     NVML_SYM(temperature, "nvmlDeviceGetTemperature");
     NVML_SYM(temperature_threshold, "nvmlDeviceGetTemperatureThreshold");
     NVML_SYM(remapped_rows, "nvmlDeviceGetRemappedRows");
@@ -121,6 +132,17 @@ static int nvml_uint(int (*fn)(nvml_device, unsigned *), nvml_device d) {
 static int nvml_clock(int (*fn)(nvml_device, int, unsigned *), nvml_device d, int type) {
     unsigned v;
     return fn && fn(d, type, &v) == 0 ? (int)v : -1;
+}
+
+// The GPU's temperature (C): nvmlDeviceGetTemperatureV; the deprecated nvmlDeviceGetTemperature
+// (announced for removal) only from a driver too old to have the V form, or
+// when the V form refuses (an NVML that knows another struct version). -1: unknown.
+static int nvml_temperature(const struct nvml_api *n, nvml_device d) {
+    if (n->temperature_v) {
+        struct nvml_temperature_v1 t = {NVML_TEMPERATURE_V1, 0, 0};
+        if (n->temperature_v(d, &t) == 0) return t.temperature;
+    }
+    return nvml_clock(n->temperature, d, 0);
 }
 
 // The PCIe link from sysfs, for when NVML is not there: ".../current_link_speed" reads
@@ -228,7 +250,7 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
         // causes 0 (multiple single-bit) and 1 (double-bit), queried with a zero-size buffer
         // (NVML_ERROR_INSUFFICIENT_SIZE = 7 still returns the count); ECC: uncorrected = 1,
         // volatile counter 0, aggregate 1. What a device does not support stays -1.
-        out->temperature_c = nvml_clock(n->temperature, d, 0);
+        out->temperature_c = nvml_temperature(n, d);
         out->temperature_slowdown_c = nvml_clock(n->temperature_threshold, d, 1);
         unsigned rr[4];
         if (n->remapped_rows && n->remapped_rows(d, &rr[0], &rr[1], &rr[2], &rr[3]) == 0) {
@@ -268,9 +290,21 @@ static tdm_status cuda_check_index(int device_index) {
                          device_index, CUDA_MAX_DEVICES - 1);
 }
 
+// A cudaMalloc or cudaFree waits for the device's queued all-reduces first (kernels/nccl.cu's
+// header comment): on a GPU it would synchronize the device behind one that waits for the other
+// ranks; the emulated device faults.
+static void cuda_raw_quiesce(int device) {
+#ifdef TDM_HAVE_NCCL
+    tdm_cuda_comm_quiesce(device);
+#else
+    (void)device;
+#endif
+}
+
 // The raw allocator under a device's cache; ctx is the device index.
 static void *cuda_raw_alloc(size_t bytes, void *ctx) {
     void *p = NULL;
+    cuda_raw_quiesce((int)(intptr_t)ctx);
     if (CUDA_CHECK(cudaSetDevice((int)(intptr_t)ctx)) != TDM_OK) return NULL;
     // Relaxed for the call: a graph capture on this thread (kernels/graph.cu) forbids cudaMalloc
     // otherwise; its private pool's segments outlive its replays, so capture does not need it.
@@ -283,6 +317,7 @@ static void *cuda_raw_alloc(size_t bytes, void *ctx) {
 
 static void cuda_raw_free(void *p, size_t bytes, void *ctx) {
     (void)bytes;
+    cuda_raw_quiesce((int)(intptr_t)ctx);
     if (CUDA_CHECK(cudaSetDevice((int)(intptr_t)ctx)) == TDM_OK) (void)CUDA_CHECK(cudaFree(p));
 }
 
@@ -297,8 +332,7 @@ static int64_t cuda_raw_free_bytes(void *ctx) {
 }
 
 static bool cuda_caching_from_env(void) {
-    const char *v = getenv("TANDEM_CACHING_ALLOCATOR");
-    return !(v && strcmp(v, "0") == 0);
+    return tdm_env_flag("TANDEM_CACHING_ALLOCATOR", true);
 }
 
 // The device's allocator (index checked by the caller). With `create`, made on first use (NULL +
@@ -319,6 +353,40 @@ static tdm_caching_allocator *cuda_allocator(int device_index, bool create) {
     }
     pthread_mutex_unlock(&cuda_allocators_lock);
     return ca;
+}
+
+// ---- the allocator under data parallel's communicators (kernels/nccl.cu) ----
+
+static int cuda_comm_members_n[CUDA_MAX_DEVICES];   // members on the device, under the lock
+
+// Whether the device's allocator caches, or will when it is made (under cuda_allocators_lock).
+static bool cuda_caching_locked(int device_index) {
+    if (cuda_allocators[device_index]) return tdm_ca_caching(cuda_allocators[device_index]);
+    int wanted = cuda_caching_wanted[device_index];
+    return wanted ? wanted > 0 : cuda_caching_from_env();
+}
+
+tdm_status tdm_cuda_comm_check(int device_index) {
+    TDM_TRY(cuda_check_index(device_index));
+    pthread_mutex_lock(&cuda_allocators_lock);
+    bool caching = cuda_caching_locked(device_index);
+    pthread_mutex_unlock(&cuda_allocators_lock);
+    if (caching) return TDM_OK;
+    return tdm_error_set(TDM_ERR_UNSUPPORTED,
+                         "data parallel: NCCL on cuda:%d needs the caching allocator, which is "
+                         "off (TANDEM_CACHING_ALLOCATOR=0 or tdm_memory_set_caching): every "
+                         "tensor freed would be a cudaFree, which synchronizes the device behind "
+                         "an all-reduce waiting for the other ranks (the overlap is lost, and "
+                         "NCCL's docs warn such calls can hang). Leave caching on, or set "
+                         "TANDEM_DP_COMM=host to all-reduce through host memory",
+                         device_index);
+}
+
+void tdm_cuda_comm_members(int device_index, int delta) {
+    if (cuda_check_index(device_index) != TDM_OK) return;
+    pthread_mutex_lock(&cuda_allocators_lock);
+    cuda_comm_members_n[device_index] += delta;
+    pthread_mutex_unlock(&cuda_allocators_lock);
 }
 
 tdm_caching_allocator *tdm_cuda_device_allocator(int device_index) {
@@ -381,6 +449,14 @@ static tdm_status cuda_memory_summary(int device_index, char *buf, size_t n) {
 static tdm_status cuda_set_caching(int device_index, bool caching) {
     TDM_TRY(cuda_check_index(device_index));
     pthread_mutex_lock(&cuda_allocators_lock);
+    if (!caching && cuda_comm_members_n[device_index] > 0) {
+        pthread_mutex_unlock(&cuda_allocators_lock);
+        return tdm_error_set(TDM_ERR_UNSUPPORTED,
+                             "memory_set_caching: cuda:%d: not off while a data-parallel "
+                             "communicator (NCCL) lives there: each free would be a cudaFree, "
+                             "which synchronizes the device behind its all-reduces (free the "
+                             "group first)", device_index);
+    }
     cuda_caching_wanted[device_index] = caching ? 1 : -1;
     tdm_caching_allocator *ca = cuda_allocators[device_index];
     pthread_mutex_unlock(&cuda_allocators_lock);
@@ -492,6 +568,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .comm_free = tdm_cuda_comm_free,
     .comm_allreduce_mean = tdm_cuda_comm_allreduce_mean,
     .comm_wait = tdm_cuda_comm_wait,
+    .comm_check = tdm_cuda_comm_check,
 #endif
     // ---- profiling (kernels/nvtx.cu) ----
     .range_push = tdm_cuda_range_push,

@@ -46,8 +46,19 @@ typedef enum {
     CUDA_ERR_CROSS_ENTROPY,
     CUDA_ERR_CROSS_ENTROPY_BACKWARD,
 } cuda_err_op;
+// The record's words. The host reads `raised` and, once it is set, the fields; a kernel claims
+// the record through `claimed` and sets `raised` last (k_common.cuh: cuda_raise).
+enum {
+    CUDA_ERR_REC_RAISED,    // published: the fields are complete
+    CUDA_ERR_REC_OP,        // cuda_err_op
+    CUDA_ERR_REC_VALUE,     // the bad value
+    CUDA_ERR_REC_BOUND,     // rows or classes
+    CUDA_ERR_REC_AT,        // its position
+    CUDA_ERR_REC_CLAIMED,   // a kernel is writing (or wrote) the fields
+    CUDA_ERR_REC_WORDS
+};
 typedef struct {
-    unsigned long long *rec;   // device view of the record {raised, op, value, bound, position}
+    unsigned long long *rec;   // device view of the record (CUDA_ERR_REC_WORDS words)
     int op;                    // cuda_err_op
     long long bound;           // rows (embedding) or classes (cross_entropy)
 } cuda_err_ref;

@@ -44,8 +44,10 @@ tdm_tensor *cuda_scratch(const tdm_tensor *like, int64_t n, tdm_dtype dt) {
 }
 
 // ---- the device error record (cuda_kernels.h) ----
-// {raised, op, value, bound, position} per device, in mapped pinned host memory: the kernels
-// write it through its device view, the host reads it directly after a wait (no copy, no sync).
+// CUDA_ERR_REC_WORDS words per device, in mapped pinned host memory: the kernels write it
+// through its device view, the host reads it directly after a wait (no copy, no sync). A kernel
+// publishes `raised` only after the fields (cuda_raise); the host clears the fields, then
+// `raised`, then releases the claim, so the next kernel to raise starts from an empty record.
 static volatile unsigned long long *err_host[TDM_CUDA_MAX_DEVICES];
 static unsigned long long *err_dev[TDM_CUDA_MAX_DEVICES];
 static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,7 +58,7 @@ static tdm_status err_record_make(int dev) {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     void *h = NULL, *d = NULL;
-    tdm_status s = CUDA_CHECK(cudaHostAlloc(&h, 5 * sizeof(unsigned long long),
+    tdm_status s = CUDA_CHECK(cudaHostAlloc(&h, CUDA_ERR_REC_WORDS * sizeof(unsigned long long),
                                             cudaHostAllocMapped | cudaHostAllocPortable));
     if (s == TDM_OK) s = CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
@@ -64,7 +66,7 @@ static tdm_status err_record_make(int dev) {
         if (h) (void)cudaFreeHost(h);
         return s;
     }
-    memset(h, 0, 5 * sizeof(unsigned long long));
+    memset(h, 0, CUDA_ERR_REC_WORDS * sizeof(unsigned long long));
     err_dev[dev] = (unsigned long long *)d;
     __atomic_store_n(&err_host[dev], (volatile unsigned long long *)h, __ATOMIC_RELEASE);
     return TDM_OK;
@@ -91,11 +93,13 @@ tdm_status cuda_err_ref_get(const tdm_tensor *t, cuda_err_op op, int64_t bound,
 tdm_status cuda_err_check(int dev) {
     if (dev < 0 || dev >= TDM_CUDA_MAX_DEVICES) return TDM_OK;
     volatile unsigned long long *r = __atomic_load_n(&err_host[dev], __ATOMIC_ACQUIRE);
-    if (!r || !r[0]) return TDM_OK;
-    const int op = (int)r[1];
-    const long long value = (long long)r[2], bound = (long long)r[3], at = (long long)r[4];
-    for (int i = 1; i < 5; i++) r[i] = 0;
-    __atomic_store_n(&r[0], 0ull, __ATOMIC_RELEASE);   // reported once
+    if (!r || !__atomic_load_n(&r[CUDA_ERR_REC_RAISED], __ATOMIC_ACQUIRE)) return TDM_OK;
+    const int op = (int)r[CUDA_ERR_REC_OP];
+    const long long value = (long long)r[CUDA_ERR_REC_VALUE];
+    const long long bound = (long long)r[CUDA_ERR_REC_BOUND], at = (long long)r[CUDA_ERR_REC_AT];
+    for (int i = CUDA_ERR_REC_OP; i <= CUDA_ERR_REC_AT; i++) r[i] = 0;
+    __atomic_store_n(&r[CUDA_ERR_REC_RAISED], 0ull, __ATOMIC_RELEASE);   // reported once
+    __atomic_store_n(&r[CUDA_ERR_REC_CLAIMED], 0ull, __ATOMIC_RELEASE);  // then free to claim
     static const char *const names[] = {"?", "embedding", "embedding_backward", "cross_entropy",
                                         "cross_entropy_backward"};
     const char *name = op > 0 && op <= CUDA_ERR_CROSS_ENTROPY_BACKWARD ? names[op] : names[0];

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda_kernels.h"
+#include "kernels/int_divider.h"
 
 typedef __nv_bfloat16 bf16_t;
 
@@ -75,14 +76,19 @@ template <typename A> __device__ __forceinline__ A k_nan() { return (A)NAN; }
 // ---- index checks: a bad value into the device's error record (cuda_kernels.h) ----------
 
 // The first bad value any kernel meets wins; the host reads the record after its next wait.
-// `value` is the bad index or target, `at` its position in the index/target tensor.
+// `value` is the bad index or target, `at` its position in the index/target tensor. The host
+// may read the record while this runs (a wait on another stream of the device), so the writer
+// claims it with a word the host does not read, writes the fields, makes them visible to the
+// host (__threadfence_system: stores to mapped memory may otherwise reach it in any order) and
+// publishes last: the host never sees a raised record with fields missing.
 __device__ __forceinline__ void cuda_raise(const cuda_err_ref &e, long long value, long long at) {
-    if (atomicCAS(&e.rec[0], 0ull, 1ull) == 0ull) {
-        e.rec[1] = (unsigned long long)e.op;
-        e.rec[2] = (unsigned long long)value;
-        e.rec[3] = (unsigned long long)e.bound;
-        e.rec[4] = (unsigned long long)at;
+    if (atomicCAS(&e.rec[CUDA_ERR_REC_CLAIMED], 0ull, 1ull) == 0ull) {
+        e.rec[CUDA_ERR_REC_OP] = (unsigned long long)e.op;
+        e.rec[CUDA_ERR_REC_VALUE] = (unsigned long long)value;
+        e.rec[CUDA_ERR_REC_BOUND] = (unsigned long long)e.bound;
+        e.rec[CUDA_ERR_REC_AT] = (unsigned long long)at;
         __threadfence_system();
+        *(volatile unsigned long long *)&e.rec[CUDA_ERR_REC_RAISED] = 1ull;
     }
 }
 
@@ -212,6 +218,41 @@ static inline unsigned group_blocks(int64_t groups, bool warp, int threads) {
 #define GRID_STRIDE(i, n)                                                        \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \
          i += (int64_t)gridDim.x * blockDim.x)
+
+// ---- index arithmetic in a launch's index type I (kernels/int_divider.h) ------------------
+// I = uint32_t when every index of the launch fits (the host decides: tdm_reduce_plan's
+// index32): division by multiplication; I = int64_t otherwise: the 64-bit division. Divisors
+// fixed at launch travel as idx_div, which holds both forms.
+
+typedef struct {
+    int64_t d;
+    tdm_divider fast;   // d's divider when d <= TDM_INDEX32_MAX (the 32-bit path's only case)
+} idx_div;
+
+static inline idx_div idx_div_make(int64_t d) {
+    idx_div v = {d, tdm_divider_make(d)};
+    return v;
+}
+
+__device__ __forceinline__ int64_t idx_quot(int64_t n, const idx_div &v) { return n / v.d; }
+__device__ __forceinline__ uint32_t idx_quot(uint32_t n, const idx_div &v) {
+    return tdm_divider_div(v.fast, n);
+}
+
+// Offset of flat index idx over n row-major dims (sizes `size`, dividers `div`, strides).
+__device__ __forceinline__ int64_t idx_offset(int n, const int64_t *size, const tdm_divider *,
+                                              const int64_t *stride, int64_t idx) {
+    return tdm_index_offset64(n, size, stride, idx);
+}
+__device__ __forceinline__ uint32_t idx_offset(int n, const int64_t *, const tdm_divider *div,
+                                               const int64_t *stride, uint32_t idx) {
+    return tdm_index_offset32(n, div, stride, idx);
+}
+
+// The grid-stride loop of GRID_STRIDE in index type I.
+#define GRID_STRIDE_I(I, i, n)                                                   \
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)(n);            \
+         i += (I)gridDim.x * blockDim.x)
 
 // ---- elementwise map: out[k][i] = f(i, in[.][i]) over n elements of one dtype T -------------
 // f is a functor: __device__ void operator()(int64_t i, const A *in, A *out) const; A is the

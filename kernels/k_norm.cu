@@ -6,7 +6,9 @@
  *     over rows by (32 x 8) blocks, split over rows when K is small, added up in a fixed order.
  *   batch_norm: x (N,C,S); per-channel sums split along N*S until the device is full
  *     (kernels/reduce_plan.h), finished per channel in a fixed order (the statistics, the running
- *     ones), then an elementwise pass normalizes. */
+ *     ones), then an elementwise pass normalizes. Their per-element index math (a position's
+ *     offset, an element's channel) is 32-bit by multiplication when x has fewer than 2^31
+ *     elements (kernels/int_divider.h), 64-bit division otherwise. */
 #include "kernels/k_common.cuh"
 #include "kernels/reduce_plan.h"
 
@@ -208,18 +210,42 @@ tdm_status cuda_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,
 // split), lanes along S (coalesced); S == 1 (BatchNorm1d): (32 x 8) blocks, 32 adjacent channels
 // (coalesced) by 8 rows.
 
-// K sums of terms f(i, c, acc) per (channel, split).
-template <int K, typename A, typename F>
-__global__ void k_bn_part_rows(int64_t N, int64_t C, int64_t S, int64_t splits, F f, A *part) {
+// The positions of a channel as a range of two dims, (N, S) with strides (C*S, 1): position j
+// of channel c is at idx_offset(j) + c*S; and the divisors of the kernels' other index math.
+struct bn_index {
+    int64_t size[2], stride[2];
+    tdm_divider div[2];
+    idx_div S, C, splits;
+};
+
+static bn_index bn_index_of(int64_t N, int64_t C, int64_t S, int64_t splits) {
+    bn_index b;
+    b.size[0] = N;
+    b.size[1] = S;
+    b.stride[0] = C * S;
+    b.stride[1] = 1;
+    b.div[0] = tdm_divider_make(N);
+    b.div[1] = tdm_divider_make(S);
+    b.S = idx_div_make(S);
+    b.C = idx_div_make(C);
+    b.splits = idx_div_make(splits);
+    return b;
+}
+
+// K sums of terms f(i, c, acc) per (channel, split), indices of type I.
+template <typename I, int K, typename A, typename F>
+__global__ void k_bn_part_rows(int64_t N, int64_t C, int64_t S, bn_index bi, F f, A *part) {
     const int lane = threadIdx.x & 31;
-    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    const int64_t n = N * S, chunk = (n + splits - 1) / splits;
-    for (int64_t t = warp; t < C * splits; t += nwarps) {
-        const int64_t c = t / splits, s = t % splits, j1 = min(n, (s + 1) * chunk);
+    const I warp = ((I)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const I nwarps = ((I)gridDim.x * blockDim.x) >> 5;
+    const I ns = (I)bi.splits.d, n = (I)(N * S), chunk = (n + ns - 1) / ns;
+    for (I t = warp; t < (I)C * ns; t += nwarps) {
+        const I c = idx_quot(t, bi.splits), s = t - c * ns, j1 = min(n, (s + 1) * chunk);
+        const I cs = c * (I)S;
         A acc[K];
         for (int k = 0; k < K; k++) acc[k] = 0;
-        for (int64_t j = s * chunk + lane; j < j1; j += 32) f(((j / S) * C + c) * S + j % S, c, acc);
+        for (I j = s * chunk + lane; j < j1; j += 32)
+            f(idx_offset(2, bi.size, bi.div, bi.stride, j) + cs, c, acc);
         for (int k = 0; k < K; k++) acc[k] = warp_sum(acc[k]);
         if (lane == 0)
             for (int k = 0; k < K; k++) part[t * K + k] = acc[k];
@@ -249,9 +275,13 @@ __global__ void k_bn_part_cols(int64_t N, int64_t C, int64_t splits, F f, A *par
 template <int K, typename A, typename F>
 static tdm_status bn_partial(int64_t N, int64_t C, int64_t S, const tdm_reduce_plan &plan, F f,
                              A *part, cudaStream_t s) {
-    if (S != 1)   // (S = 0: no positions, the rows kernel writes zeros)
-        TDM_LAUNCH((unsigned)plan.blocks, 256, 0, s, k_bn_part_rows<K, A, F>)
-        (N, C, S, plan.splits, f, part);
+    const bn_index bi = bn_index_of(N, C, S, plan.splits);
+    if (S != 1 && plan.index32)   // (S = 0: no positions, the rows kernel writes zeros)
+        TDM_LAUNCH((unsigned)plan.blocks, 256, 0, s, k_bn_part_rows<uint32_t, K, A, F>)
+        (N, C, S, bi, f, part);
+    else if (S != 1)
+        TDM_LAUNCH((unsigned)plan.blocks, 256, 0, s, k_bn_part_rows<int64_t, K, A, F>)
+        (N, C, S, bi, f, part);
     else
         TDM_LAUNCH(dim3((unsigned)plan.blocks, (unsigned)plan.splits), dim3(32, 8), 0, s,
                    k_bn_part_cols<K, A, F>)
@@ -325,11 +355,16 @@ __global__ void k_bn_finish(int64_t C, int64_t splits, int64_t n, const A *part,
     }
 }
 
-template <typename T>
-__global__ void k_bn_apply(int64_t total, int64_t C, int64_t S, const T *x, const acc_t<T> *ch,
-                           T *y) {
-    GRID_STRIDE(i, total) {
-        const int64_t c = (i / S) % C;
+// The channel of element i of x (N,C,S): (i / S) % C.
+template <typename I> __device__ __forceinline__ I bn_channel(I i, const bn_index &bi) {
+    const I q = idx_quot(i, bi.S);
+    return q - idx_quot(q, bi.C) * (I)bi.C.d;
+}
+
+template <typename I, typename T>
+__global__ void k_bn_apply(int64_t total, bn_index bi, const T *x, const acc_t<T> *ch, T *y) {
+    GRID_STRIDE_I(I, i, total) {
+        const I c = bn_channel(i, bi);
         y[i] = st<T>((ld(x[i]) - ch[c * 4]) * ch[c * 4 + 1] * ch[c * 4 + 2] + ch[c * 4 + 3]);
     }
 }
@@ -363,8 +398,14 @@ static tdm_status batch_norm_t(const tdm_tensor *x, tdm_tensor *running_mean,
         st_ = CUDA_LAUNCH_CHECK();
     }
     if (st_ == TDM_OK && x->numel > 0) {
-        TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_apply<T>)
-        (x->numel, C, S, cptr<T>(x), ch, mptr<T>(y));
+        const bn_index bi = bn_index_of(N, C, S, plan.splits);
+        const unsigned blocks = cuda_grid_blocks(x->numel, 256);
+        if (plan.index32)
+            TDM_LAUNCH(blocks, 256, 0, s, k_bn_apply<uint32_t, T>)
+            (x->numel, bi, cptr<T>(x), ch, mptr<T>(y));
+        else
+            TDM_LAUNCH(blocks, 256, 0, s, k_bn_apply<int64_t, T>)
+            (x->numel, bi, cptr<T>(x), ch, mptr<T>(y));
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(scratch);   // stream-ordered
@@ -419,12 +460,12 @@ __global__ void k_bn_bwd_finish(int64_t C, int64_t splits, int64_t n, const A *p
     }
 }
 
-template <typename T>
-__global__ void k_bn_bwd_apply(int64_t total, int64_t C, int64_t S, const T *gy, const T *x,
+template <typename I, typename T>
+__global__ void k_bn_bwd_apply(int64_t total, bn_index bi, const T *gy, const T *x,
                                const acc_t<T> *ch, bool training, T *gx) {
     typedef acc_t<T> A;
-    GRID_STRIDE(i, total) {
-        const int64_t c = (i / S) % C;
+    GRID_STRIDE_I(I, i, total) {
+        const I c = bn_channel(i, bi);
         const A mu = ch[c * 5], is = ch[c * 5 + 1], wc = ch[c * 5 + 2];
         const A gh = ld(gy[i]) * wc;
         A v;
@@ -458,8 +499,14 @@ static tdm_status batch_norm_bwd_t(const tdm_tensor *gy, const tdm_tensor *x, co
         st_ = CUDA_LAUNCH_CHECK();
     }
     if (st_ == TDM_OK && gx && x->numel > 0) {
-        TDM_LAUNCH(cuda_grid_blocks(x->numel, 256), 256, 0, s, k_bn_bwd_apply<T>)
-        (x->numel, C, S, cptr<T>(gy), cptr<T>(x), ch, training, mptr<T>(gx));
+        const bn_index bi = bn_index_of(N, C, S, plan.splits);
+        const unsigned blocks = cuda_grid_blocks(x->numel, 256);
+        if (plan.index32)
+            TDM_LAUNCH(blocks, 256, 0, s, k_bn_bwd_apply<uint32_t, T>)
+            (x->numel, bi, cptr<T>(gy), cptr<T>(x), ch, training, mptr<T>(gx));
+        else
+            TDM_LAUNCH(blocks, 256, 0, s, k_bn_bwd_apply<int64_t, T>)
+            (x->numel, bi, cptr<T>(gy), cptr<T>(x), ch, training, mptr<T>(gx));
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(scratch);   // stream-ordered

@@ -10,13 +10,16 @@
  * (kernels/reduce_plan.h); each split writes a partial sum (in the accumulation type) and a last
  * kernel adds the splits in order, so the result is deterministic. Bias gradients come here too
  * (cuda_sum_outer_inner: (outer, c, inner) summed to (c)). Accumulation in f32 (f64 for f64): a tree order, whose error
- * gamma_n sum|x| is within docs/CONFORMANCE.md's "reduced count + 1" bound. */
+ * gamma_n sum|x| is within docs/CONFORMANCE.md's "reduced count + 1" bound. The index
+ * arithmetic (a flat index to its offset in x, per element) is 32-bit by multiplication when x
+ * has fewer than 2^31 elements (kernels/int_divider.h), 64-bit division otherwise. */
 #include "kernels/k_common.cuh"
 #include "kernels/reduce_plan.h"
 
 struct red_layout {
     int nk, nr;   // kept dims, reduced dims (outermost first)
     int64_t ksize[TDM_MAX_DIMS], kstride[TDM_MAX_DIMS], rsize[TDM_MAX_DIMS], rstride[TDM_MAX_DIMS];
+    tdm_divider kdiv[TDM_MAX_DIMS], rdiv[TDM_MAX_DIMS];   // of ksize, rsize (32-bit launches)
     int64_t nout, nred;
     bool inner_reduced;
 };
@@ -58,19 +61,20 @@ static red_layout red_layout_of(int nd, const int64_t *shape, unsigned mask) {
         int64_t t = L.rsize[i]; L.rsize[i] = L.rsize[L.nr - 1 - i]; L.rsize[L.nr - 1 - i] = t;
         t = L.rstride[i]; L.rstride[i] = L.rstride[L.nr - 1 - i]; L.rstride[L.nr - 1 - i] = t;
     }
+    for (int i = 0; i < L.nk; i++) L.kdiv[i] = tdm_divider_make(L.ksize[i]);
+    for (int i = 0; i < L.nr; i++) L.rdiv[i] = tdm_divider_make(L.rsize[i]);
     return L;
 }
 
-// The offset in x of kept index o / reduced index r (row-major over their dims).
-__device__ __forceinline__ int64_t red_off(int n, const int64_t *size, const int64_t *stride,
-                                           int64_t idx) {
-    if (n == 1) return idx * stride[0];
-    int64_t off = 0;
-    for (int d = n - 1; d >= 0; d--) {
-        off += (idx % size[d]) * stride[d];
-        idx /= size[d];
-    }
-    return off;
+// The offset in x of kept index o / reduced index r (row-major over their dims), in the launch's
+// index type I (k_common.cuh: idx_offset).
+template <typename I>
+__device__ __forceinline__ I kept_off(const red_layout &L, I o) {
+    return idx_offset(L.nk, L.ksize, L.kdiv, L.kstride, o);
+}
+template <typename I>
+__device__ __forceinline__ I red_off(const red_layout &L, I r) {
+    return idx_offset(L.nr, L.rsize, L.rdiv, L.rstride, r);
 }
 
 template <typename A> __device__ __forceinline__ A red_final(A acc, A scale, A div) {
@@ -80,52 +84,51 @@ template <typename A> __device__ __forceinline__ A red_final(A acc, A scale, A d
 }
 
 // Rows: warp w handles task t = o * splits + s: reduced indices [s chunk, (s+1) chunk).
-// splits == 1: y[o] = final; else part[t] = the partial sum.
-template <typename TI, typename TO>
-__global__ void k_reduce_rows(red_layout L, const TI *x, TO *y, acc_t<TO> *part, int64_t splits,
+// splits == 1: y[o] = final; else part[t] = the partial sum. Indices of type I.
+template <typename I, typename TI, typename TO>
+__global__ void k_reduce_rows(red_layout L, const TI *x, TO *y, acc_t<TO> *part, idx_div splits,
                               acc_t<TO> scale, acc_t<TO> div) {
     typedef acc_t<TO> A;
     const int lane = threadIdx.x & 31;
-    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    const int64_t chunk = (L.nred + splits - 1) / splits;
-    for (int64_t t = warp; t < L.nout * splits; t += nwarps) {
-        const int64_t o = t / splits, s = t % splits;
-        const int64_t base = red_off(L.nk, L.ksize, L.kstride, o);
-        const int64_t r1 = min(L.nred, (s + 1) * chunk);
+    const I warp = ((I)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const I nwarps = ((I)gridDim.x * blockDim.x) >> 5;
+    const I ns = (I)splits.d, nred = (I)L.nred, chunk = (nred + ns - 1) / ns;
+    for (I t = warp; t < (I)L.nout * ns; t += nwarps) {
+        const I o = idx_quot(t, splits), s = t - o * ns;
+        const I base = kept_off(L, o);
+        const I r1 = min(nred, (s + 1) * chunk);
         A acc = 0;
-        for (int64_t r = s * chunk + lane; r < r1; r += 32)
-            acc += ld(x[base + red_off(L.nr, L.rsize, L.rstride, r)]);
+        for (I r = s * chunk + lane; r < r1; r += 32) acc += ld(x[base + red_off(L, r)]);
         acc = warp_sum(acc);
         if (lane == 0) {
-            if (splits == 1) y[o] = st<TO>(red_final(acc, scale, div));
+            if (ns == 1) y[o] = st<TO>(red_final(acc, scale, div));
             else part[t] = acc;
         }
     }
 }
 
 // Columns: block (32, 8); output o = blockIdx.x * 32 + tx, split s = blockIdx.y.
-template <typename TI, typename TO>
-__global__ void k_reduce_cols(red_layout L, const TI *x, TO *y, acc_t<TO> *part, int64_t splits,
+template <typename I, typename TI, typename TO>
+__global__ void k_reduce_cols(red_layout L, const TI *x, TO *y, acc_t<TO> *part, idx_div splits,
                               acc_t<TO> scale, acc_t<TO> div) {
     typedef acc_t<TO> A;
     __shared__ A sh[8][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int64_t o = (int64_t)blockIdx.x * 32 + tx, s = blockIdx.y;
-    const int64_t chunk = (L.nred + splits - 1) / splits;
+    const I o = (I)blockIdx.x * 32 + tx, s = blockIdx.y;
+    const I ns = (I)splits.d, nred = (I)L.nred, chunk = (nred + ns - 1) / ns;
     A acc = 0;
-    if (o < L.nout) {
-        const int64_t base = red_off(L.nk, L.ksize, L.kstride, o);
-        const int64_t r1 = min(L.nred, (s + 1) * chunk);
-        for (int64_t r = s * chunk + ty; r < r1; r += 8)
-            acc += ld(x[base + (L.nr ? red_off(L.nr, L.rsize, L.rstride, r) : 0)]);
+    if (o < (I)L.nout) {
+        const I base = kept_off(L, o);
+        const I r1 = min(nred, (s + 1) * chunk);
+        for (I r = s * chunk + ty; r < r1; r += 8)
+            acc += ld(x[base + (L.nr ? red_off(L, r) : 0)]);
     }
     sh[ty][tx] = acc;
     __syncthreads();
-    if (ty == 0 && o < L.nout) {
+    if (ty == 0 && o < (I)L.nout) {
         for (int k = 1; k < 8; k++) acc += sh[k][tx];
-        if (splits == 1) y[o] = st<TO>(red_final(acc, scale, div));
-        else part[o * splits + s] = acc;
+        if (ns == 1) y[o] = st<TO>(red_final(acc, scale, div));
+        else part[o * ns + s] = acc;
     }
 }
 
@@ -163,13 +166,20 @@ static tdm_status reduce_t(const void *xv, const red_layout &L, double scale, do
         if (!part) return tdm_last_status();
     }
     A *pp = part ? (A *)tdm_data(part) : NULL;
-    if (L.inner_reduced)
-        TDM_LAUNCH((unsigned)plan.blocks, 256, 0, stream, k_reduce_rows<TI, TO>)
-        (L, x, y, pp, splits, (A)scale, (A)div);
+    const idx_div sd = idx_div_make(splits);
+    const dim3 rows_grid((unsigned)plan.blocks), cols_grid((unsigned)plan.blocks, (unsigned)splits);
+    if (L.inner_reduced && plan.index32)
+        TDM_LAUNCH(rows_grid, 256, 0, stream, k_reduce_rows<uint32_t, TI, TO>)
+        (L, x, y, pp, sd, (A)scale, (A)div);
+    else if (L.inner_reduced)
+        TDM_LAUNCH(rows_grid, 256, 0, stream, k_reduce_rows<int64_t, TI, TO>)
+        (L, x, y, pp, sd, (A)scale, (A)div);
+    else if (plan.index32)
+        TDM_LAUNCH(cols_grid, dim3(32, 8), 0, stream, k_reduce_cols<uint32_t, TI, TO>)
+        (L, x, y, pp, sd, (A)scale, (A)div);
     else
-        TDM_LAUNCH(dim3((unsigned)plan.blocks, (unsigned)splits), dim3(32, 8), 0, stream,
-                   k_reduce_cols<TI, TO>)
-        (L, x, y, pp, splits, (A)scale, (A)div);
+        TDM_LAUNCH(cols_grid, dim3(32, 8), 0, stream, k_reduce_cols<int64_t, TI, TO>)
+        (L, x, y, pp, sd, (A)scale, (A)div);
     tdm_status s = CUDA_LAUNCH_CHECK();
     if (s == TDM_OK && splits > 1) {
         TDM_LAUNCH(cuda_grid_blocks(L.nout, 256), 256, 0, stream, k_reduce_finish<TO>)

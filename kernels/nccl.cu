@@ -8,7 +8,16 @@
  *
  * A bucket's gradients are packed into one contiguous buffer (device-to-device copies on the
  * comm stream), averaged in place with ncclAvg, and copied back. comm_wait makes the compute
- * stream wait for the last all-reduce, so the optimizer step reads averaged gradients. */
+ * stream wait for the last all-reduce, so the optimizer step reads averaged gradients.
+ *
+ * Memory. A cudaMalloc or cudaFree synchronizes the device, so one made while an all-reduce
+ * waits for the other ranks would wait behind it (the overlap is lost), and NCCL's docs warn that
+ * such calls can deadlock with NCCL kernels. So a device with a communicator member keeps its
+ * caching allocator on (comm_check refuses TANDEM_CACHING_ALLOCATOR=0; cuda_backend.cu refuses
+ * turning it off later), and the allocator's raw calls there (a new segment, releasing cached
+ * ones) first wait for the device's queued all-reduces (tdm_cuda_comm_quiesce): a host wait on a
+ * cold cache, never in a warm training step. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +37,7 @@ static tdm_status nccl_check(ncclResult_t r, const char *call, const char *file,
 
 static_assert(TDM_COMM_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "unique id size");
 
-typedef struct {
+typedef struct cuda_comm {
     ncclComm_t comm;
     int device;
     cudaStream_t stream;      // the side stream all-reduces run on
@@ -37,7 +46,58 @@ typedef struct {
     void *buf;                // the packed bucket (grown as needed)
     size_t buf_bytes;
     tdm_status failed;        // the first failure of an all-reduce since the last wait
+    bool queued;              // an all-reduce queued since the last quiesce (under its list's lock)
+    bool listed;              // in its device's list
+    struct cuda_comm *next;
 } cuda_comm;
+
+// ---- the communicators of each device, for tdm_cuda_comm_quiesce ----
+// One lock per device: a rank waiting for its own all-reduce never holds up another rank's
+// allocations (which that all-reduce may need it to get past).
+
+static pthread_mutex_t comm_locks[TDM_CUDA_MAX_DEVICES];
+static cuda_comm *comm_lists[TDM_CUDA_MAX_DEVICES];
+static pthread_once_t comm_locks_once = PTHREAD_ONCE_INIT;
+
+static void comm_locks_init(void) {
+    for (int d = 0; d < TDM_CUDA_MAX_DEVICES; d++) pthread_mutex_init(&comm_locks[d], NULL);
+}
+
+static bool comm_device_ok(int device) { return device >= 0 && device < TDM_CUDA_MAX_DEVICES; }
+
+static void comm_list_add(cuda_comm *c) {
+    pthread_once(&comm_locks_once, comm_locks_init);
+    pthread_mutex_lock(&comm_locks[c->device]);
+    c->next = comm_lists[c->device];
+    comm_lists[c->device] = c;
+    c->listed = true;
+    pthread_mutex_unlock(&comm_locks[c->device]);
+    tdm_cuda_comm_members(c->device, 1);
+}
+
+static void comm_list_remove(cuda_comm *c) {
+    pthread_once(&comm_locks_once, comm_locks_init);
+    pthread_mutex_lock(&comm_locks[c->device]);
+    for (cuda_comm **p = &comm_lists[c->device]; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    pthread_mutex_unlock(&comm_locks[c->device]);
+    tdm_cuda_comm_members(c->device, -1);
+}
+
+void tdm_cuda_comm_quiesce(int device) {
+    if (!comm_device_ok(device)) return;
+    pthread_once(&comm_locks_once, comm_locks_init);
+    pthread_mutex_lock(&comm_locks[device]);
+    for (cuda_comm *c = comm_lists[device]; c; c = c->next)
+        if (c->queued) {   // `done` follows every all-reduce queued so far on the side stream
+            if (cudaEventSynchronize(c->done) != cudaSuccess) (void)cudaGetLastError();
+            c->queued = false;
+        }
+    pthread_mutex_unlock(&comm_locks[device]);
+}
 
 tdm_status tdm_cuda_comm_unique_id(void *id) {
     ncclUniqueId u;
@@ -49,6 +109,7 @@ tdm_status tdm_cuda_comm_unique_id(void *id) {
 void tdm_cuda_comm_free(void *p) {
     cuda_comm *c = (cuda_comm *)p;
     if (!c) return;
+    if (c->listed) comm_list_remove(c);
     if (cudaSetDevice(c->device) == cudaSuccess) {
         if (c->stream) (void)cudaStreamSynchronize(c->stream);
         if (c->comm) (void)ncclCommDestroy(c->comm);
@@ -70,7 +131,11 @@ void *tdm_cuda_comm_new(const void *id, int nranks, int rank, int device_index) 
     c->device = device_index;
     ncclUniqueId u;
     memcpy(u.internal, id, NCCL_UNIQUE_ID_BYTES);
-    tdm_status s = CUDA_CHECK(cudaSetDevice(device_index));
+    tdm_status s = comm_device_ok(device_index)
+                       ? CUDA_CHECK(cudaSetDevice(device_index))
+                       : tdm_error_set(TDM_ERR_DEVICE, "data parallel: cuda:%d: NCCL is kept "
+                                       "for cuda:0..%d only", device_index,
+                                       TDM_CUDA_MAX_DEVICES - 1);
     if (s == TDM_OK) s = CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     if (s == TDM_OK) s = CUDA_CHECK(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
     if (s == TDM_OK) s = CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
@@ -80,6 +145,7 @@ void *tdm_cuda_comm_new(const void *id, int nranks, int rank, int device_index) 
         tdm_cuda_comm_free(c);
         return NULL;
     }
+    comm_list_add(c);
     return c;
 }
 
@@ -135,7 +201,11 @@ static tdm_status comm_allreduce(cuda_comm *c, tdm_tensor *const *grads, int n) 
                                            c->stream)));
         p += b;
     }
-    return CUDA_CHECK(cudaEventRecord(c->done, c->stream));
+    TDM_TRY(CUDA_CHECK(cudaEventRecord(c->done, c->stream)));
+    pthread_mutex_lock(&comm_locks[c->device]);   // initialized by comm_list_add
+    c->queued = true;
+    pthread_mutex_unlock(&comm_locks[c->device]);
+    return TDM_OK;
 }
 
 tdm_status tdm_cuda_comm_allreduce_mean(void *p, tdm_tensor *const *grads, int n) {

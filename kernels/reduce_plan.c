@@ -1,13 +1,32 @@
 /* reduce_plan.c — launch plans of the CUDA backend's reductions (reduce_plan.h): split the
- * reduced range while the outputs alone leave the device's SMs idle. */
+ * reduced range while the outputs alone leave the device's SMs idle, and pick the width of the
+ * kernels' index arithmetic. */
 #include "kernels/reduce_plan.h"
+
+#include "core/env_impl.h"
+#include "kernels/int_divider.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// TANDEM_CUDA_INDEX64=1: every launch takes the 64-bit index path. A test switch: the emulated
+// device cannot hold the 2^31 elements that choose that path otherwise (gpu.golden.cuda0.index64).
+static bool index64_forced(void) {
+    static int forced = -1;   // not read yet (threads racing here compute the same value)
+    int f = __atomic_load_n(&forced, __ATOMIC_RELAXED);
+    if (f < 0) {
+        f = tdm_env_flag("TANDEM_CUDA_INDEX64", false);
+        __atomic_store_n(&forced, f, __ATOMIC_RELAXED);
+    }
+    return f != 0;
+}
+
 tdm_reduce_plan tdm_reduce_plan_make(int64_t nout, int64_t nred, bool rows, int sm_count) {
     const int64_t sm = sm_count > 0 ? sm_count : 1;
-    tdm_reduce_plan p = {1, 1, 1};
+    tdm_reduce_plan p = {1, 1, 1, true};
     if (nout <= 0) return p;
+    p.index32 = !index64_forced() && nout <= TDM_INDEX32_MAX &&
+                nred <= TDM_INDEX32_MAX &&   // (then no overflow below)
+                tdm_index32_fits(nout * (nred > 0 ? nred : 1));
     if (rows) {
         const int64_t target = sm * 64;   // resident warps (2048 threads per SM)
         if (nout < target && nred > 2 * TDM_REDUCE_ROW_MIN) {

@@ -7,7 +7,9 @@
  *   rows     the reduced elements of an output are contiguous (innermost): a warp per
  *            (output, split), 256-thread blocks;
  *   columns  outputs are contiguous (innermost kept): (32 x 8) blocks, 32 adjacent outputs by 8
- *            rows of a split; gridDim.y = splits. */
+ *            rows of a split; gridDim.y = splits.
+ * And the width of the kernels' index arithmetic: 32-bit with precomputed dividers when every
+ * index fits, which is every tensor under 2^31 elements (kernels/int_divider.h). */
 #ifndef TANDEM_KERNELS_REDUCE_PLAN_H
 #define TANDEM_KERNELS_REDUCE_PLAN_H
 
@@ -22,6 +24,8 @@ typedef struct {
     int64_t splits;   // of each output's reduced range (1: no finish kernel)
     int64_t blocks;   // rows: 1-D grid of 256-thread blocks; columns: gridDim.x (x splits in y)
     int64_t total_blocks;   // blocks of the partial kernel in all
+    bool index32;   // nout * nred <= INT32_MAX: 32-bit indices, division by multiplication
+                    // (kernels/int_divider.h); else (or TANDEM_CUDA_INDEX64=1) 64-bit division
 } tdm_reduce_plan;
 
 // Rows: a split keeps >= 256 terms (8 per lane); the target is 64 resident warps per SM.

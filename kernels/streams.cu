@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_impl.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_graph.h"
 #include "kernels/cuda_kernels.h"
@@ -217,8 +218,7 @@ static tdm_host_allocator *host_allocator_get(bool create) {
         tdm_host_raw_allocator raw = {
             host_raw_alloc,  host_raw_free, host_event_new, host_event_record, host_event_query,
             host_event_free, NULL};
-        const char *env = getenv("TANDEM_CACHING_HOST_ALLOCATOR");
-        host_allocator = tdm_ha_new(&raw, !(env && strcmp(env, "0") == 0));
+        host_allocator = tdm_ha_new(&raw, tdm_env_flag("TANDEM_CACHING_HOST_ALLOCATOR", true));
     }
     tdm_host_allocator *ha = host_allocator;
     pthread_mutex_unlock(&host_allocator_lock);
@@ -269,6 +269,34 @@ static tdm_status host_record(const void *p, cudaStream_t stream, int device) {
 
 // ---- asynchronous copies ----
 
+// Peer access from `device` to `peer`'s memory (the runtime docs: one-way, from the current
+// device), enabled once per ordered pair where cudaDeviceCanAccessPeer allows it, before the
+// first copy that needs it — as PyTorch does. Without it the driver stages every copy between the
+// two through host memory: right, but a fraction of the link's speed (bench check's multi.peer
+// would fail a healthy node). Already enabled by other code of the process
+// (cudaErrorPeerAccessAlreadyEnabled, not sticky: cleared with cudaGetLastError) counts as
+// enabled; a pair that cannot (or whose enabling fails: also cleared) is remembered, and its
+// copies stay staged. Leaves `device` current.
+static signed char peer_state[TDM_CUDA_MAX_DEVICES][TDM_CUDA_MAX_DEVICES];   // 0 untried, 1, -1
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void peer_access_enable(int device, int peer) {
+    if (device == peer || device < 0 || peer < 0 || device >= TDM_CUDA_MAX_DEVICES ||
+        peer >= TDM_CUDA_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&peer_lock);
+    if (peer_state[device][peer] == 0) {
+        int can = 0;
+        cudaError_t e = cudaDeviceCanAccessPeer(&can, device, peer);
+        if (e == cudaSuccess && can) e = cudaSetDevice(device);
+        if (e == cudaSuccess && can) e = cudaDeviceEnablePeerAccess(peer, 0);
+        if (e != cudaSuccess) (void)cudaGetLastError();   // already enabled, or cannot: cleared
+        peer_state[device][peer] = (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) &&
+                                           can ? 1 : -1;
+    }
+    pthread_mutex_unlock(&peer_lock);
+}
+
 // dst (on `device`) = src (on `peer`) on `stream` of dst's device. cudaMemcpyPeerAsync is ordered
 // with nothing on the source device, whose work runs in the stream order of this thread's current
 // stream there (the legacy default streams of two devices do not order either): the copy first
@@ -286,6 +314,7 @@ static tdm_status peer_copy(void *dst, int device, const void *src, int peer, si
     if (ps && tdm_cuda_stream_capturing(ps))
         return tdm_cuda_capture_refuse(ps, peer, "copy between devices",
                                        "the source device's current stream is being captured");
+    peer_access_enable(device, peer);   // the copy runs on dst's device and reads src's memory
     cudaEvent_t src_ready = NULL, copied = NULL;
     // events on their stream's device; the legacy stream (0) is the current device's
     tdm_status st = CUDA_CHECK(cudaSetDevice(peer));

@@ -1,14 +1,19 @@
 # bars.gp — tandem: one metric for benchmarks without a numeric x, as clustered bars (one bar per
 # run in each cluster), medians with min..max whiskers. Called by `bench plot` as
-#   gnuplot -e "infile='...'; outfile='...'; fmt='svg'; nruns=2; t1='A100'; t2='H100'" bars.gp
+#   gnuplot VARS bars.gp
+# where VARS is a file of assignments: infile='...'; outfile='...'; fmt='svg'; nruns=2;
+# t1='A100'; t2='H100'; b1='matmul n:64'; b2='add n:1024'; ...
 # infile: one row per benchmark, columns
-#   "label"  median_1 min_1 max_1  median_2 min_2 max_2 ...   (NaN where a run lacks it)
+#   k  median_1 min_1 max_1  median_2 min_2 max_2 ...   (NaN where a run lacks it)
+# where k (1, 2, ...) numbers the benchmark, whose label is b<k>: the labels (names from the
+# results) are never in the data file, where gnuplot would parse their quotes and backslashes,
+# and are only used as values, never evaluated as code.
 # fmt: 'png' (pngcairo when this gnuplot has it, else libgd's png) or 'svg'.
 # Optional: title, subtitle (a second title line), ylabel, logy (1 = log scale), t<r> the
 # title of run r (1-based).
 
 if (!exists("infile") || !exists("outfile") || !exists("nruns")) {
-    print "bars.gp: set infile, outfile and nruns with -e"
+    print "bars.gp: set infile, outfile and nruns first (bench plot does)"
     exit status 2
 }
 if (!exists("fmt")) fmt = 'png'
@@ -43,5 +48,6 @@ set datafile missing 'NaN'
 
 sv(name, i, dflt) = exists(sprintf('%s%d', name, i)) ? value(sprintf('%s%d', name, i)) : dflt
 
-plot for [r=1:nruns] infile using (column(3*r-1)):(column(3*r)):(column(3*r+1)):xtic(1) \
+plot for [r=1:nruns] infile using (column(3*r-1)):(column(3*r)):(column(3*r+1)) \
+     :xtic(sv('b', int(column(1)), '')) \
      lc r title sv('t', r, sprintf('run %d', r))

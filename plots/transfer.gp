@@ -1,8 +1,10 @@
 # transfer.gp — tandem's `transfer` suite: GB/s (or time) against the copy size, a line per
 # benchmark (h2d_pinned, d2h_pageable_async, ...), medians with min..max whiskers; x is log2 in
 # bytes (ticks 1 KiB, 4 KiB, ... 1 GiB), y logarithmic. Called by `bench plot` with the variables
-# of lines.gp:
-#   gnuplot -e "infile='...'; outfile='...'; fmt='png'; n=3; t1='h2d_pinned'; c1=1; d1=1; ..." transfer.gp
+# of lines.gp, assigned in a file VARS:
+#   gnuplot VARS transfer.gp    (VARS: infile='...'; outfile='...'; fmt='png'; n=3; t1='h2d_pinned';
+#                               c1=1; d1=1; ...)
+# Strings from the results (t<i>, title, ...) are only used as values, never evaluated as code.
 # infile: blocks separated by two blank lines (gnuplot's `index`), one per series, columns
 #   x  median  min  max
 # fmt: 'png' (pngcairo when this gnuplot has it, else libgd's png) or 'svg'.
@@ -11,7 +13,7 @@
 # both axes are logarithmic here (sizes span 2^10..2^30, rates several decades).
 
 if (!exists("infile") || !exists("outfile") || !exists("n")) {
-    print "transfer.gp: set infile, outfile and n with -e"
+    print "transfer.gp: set infile, outfile and n first (bench plot does)"
     exit status 2
 }
 if (!exists("fmt")) fmt = 'png'

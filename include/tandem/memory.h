@@ -25,7 +25,9 @@ tdm_status tdm_memory_reset_peak(tdm_device dev);
 // (torch.cuda.empty_cache). summary writes a printable account (totals, then each segment and its
 // blocks) into buf, truncated to n - 1 characters (torch.cuda.memory_summary). set_caching(false)
 // sends every later alloc and free straight to cudaMalloc/cudaFree, as the environment variable
-// TANDEM_CACHING_ALLOCATOR=0 does from the start (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING=1).
+// TANDEM_CACHING_ALLOCATOR=0 does from the start (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING=1);
+// refused (TDM_ERR_UNSUPPORTED) on a device where a data-parallel NCCL communicator lives, which
+// in turn refuses to be made on a device without caching (tandem/parallel.h).
 tdm_status tdm_memory_empty_cache(tdm_device dev);
 tdm_status tdm_memory_summary(tdm_device dev, char *buf, size_t n);
 tdm_status tdm_memory_set_caching(tdm_device dev, bool caching);

@@ -27,7 +27,9 @@ double tdm_optimizer_lr(const tdm_optimizer *o);
 void tdm_optimizer_set_lr(tdm_optimizer *o, double lr);
 // The state (momentum buffers, exp_avg, exp_avg_sq, max_exp_avg_sq with amsgrad, step) under
 // names "state.<i>.<key>", i the parameter's index, as safetensors (atomic); load restores it for
-// the same parameter list (an amsgrad optimizer refuses Adam state without max_exp_avg_sq).
+// the same parameter list (an amsgrad optimizer refuses Adam state without max_exp_avg_sq; a
+// state tensor whose dims differ from its parameter's, and a step that is not a whole number
+// from 0 to 2^53, are refused: TDM_ERR_SHAPE, TDM_ERR_FORMAT, the state left as it was).
 tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path);
 tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path);
 void tdm_optimizer_free(tdm_optimizer *o);

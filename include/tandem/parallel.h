@@ -51,10 +51,18 @@ tdm_status tdm_dp_attach(tdm_dp_group *g, int rank, tdm_tensor *const *params, i
 tdm_status tdm_dp_sync(tdm_dp_group *g, int rank);
 // Overlap (default on): all-reduce each bucket as soon as backward completes it. Off: every
 // bucket is all-reduced by tdm_dp_sync, after backward (to measure what overlap saves). Set it
-// before the ranks run. Accumulating several backwards before one sync needs it off on the
-// device (NCCL) path, as PyTorch's no_sync: an overlapped all-reduce runs on a side stream
-// while the next backward would add into the same gradients.
+// before the ranks run. Several backwards may run before one sync (gradient accumulation): on
+// the device (NCCL) path a backward that started every bucket's all-reduce ends by ordering them
+// before the compute stream's next work (the next backward adds into the gradients they write);
+// one in which a bucket stayed incomplete (a parameter without a gradient), followed by another
+// backward before sync, is an error that sync reports. tdm_dp_no_sync avoids both the repeated
+// all-reduces and that error.
 void tdm_dp_set_overlap(tdm_dp_group *g, bool overlap);
+// PyTorch DDP's no_sync for `rank`: while on, its backwards only accumulate gradients (no
+// all-reduce); the first backward after it is turned off all-reduces the accumulated gradients
+// as usual (overlapped), then tdm_dp_sync. For micro-batches: on before all but the last
+// backward of a step, off before the last. Every rank must do the same.
+void tdm_dp_no_sync(tdm_dp_group *g, int rank, bool no_sync);
 // Does this rank all-reduce on its device (NCCL) rather than through host memory? (After attach.)
 bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank);
 // Seconds rank has spent all-reducing gradient buckets since its attach (in the grad hooks
@@ -65,6 +73,13 @@ bool tdm_dp_uses_device_comm(const tdm_dp_group *g, int rank);
 double tdm_dp_comm_seconds(const tdm_dp_group *g, int rank);
 // Averages n doubles across ranks (every rank passes its own; all get the mean), in rank order.
 tdm_status tdm_dp_allreduce_mean(tdm_dp_group *g, int rank, double *v, int n);
+// How far an f32 gradient tdm_dp_sync averaged over nranks may be from the exact mean
+// (1/n) sum x_r, given mean_abs = (1/n) sum |x_r|: NCCL's ncclAvg multiplies each rank's value by
+// float(1/n) and sums in an order of its choosing (ring, tree), so for most rank counts above 2
+// its bits are not sum/n rounded once. The bound, derived in parallel.c and
+// docs/suites/scaling.md: (2u + u^2) A + n eta + g(n-1) ((1 + u)^2 A + n eta), u = 2^-24,
+// eta = 2^-150, g(k) = k u / (1 - k u), A = mean_abs; the host path is within it too.
+double tdm_dp_mean_bound_f32(int nranks, double mean_abs);
 
 #ifdef __cplusplus
 }

@@ -15,8 +15,10 @@
  *
  * Each timed iteration runs every rank once (tdm_dp_run); the ranks meet at a small all-reduce,
  * then each times its own work; the iteration's time is the mean over ranks (manual time).
- * Checks: the all-reduce's result equals the mean computed on the host, bit for bit; after DP
- * training every replica's parameters are identical and the loss fell. */
+ * Checks: the all-reduce's result is within tdm_dp_mean_bound_f32 of the mean computed on the
+ * host (NCCL's ncclAvg pre-multiplies by float(1/n) and sums in ring or tree order: not sum/n
+ * rounded once for most n above 2); after DP training every replica's parameters are identical
+ * and the loss fell. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +110,7 @@ typedef struct {
     float *base;                       // host values, exact in f32
     tdm_tensor *param[SC_MAX_RANKS];   // the "parameter" whose gradient is reduced
     tdm_tensor *grad[SC_MAX_RANKS];    // rank r's contribution: base * 2^r (exact)
+    tdm_tensor *work[SC_MAX_RANKS];    // the parameter's gradient: a copy of grad, reduced in place
     double seconds;                    // the last iteration's mean time
 } ar_run;
 
@@ -119,15 +122,19 @@ static tdm_status ar_setup(int rank, void *arg) {
     for (int64_t i = 0; i < a->numel; i++) h[i] = ldexpf(a->base[i], rank);
     a->grad[rank] = tdm_tensor_from_host(1, &a->numel, TDM_DTYPE_F32, d, h);
     a->param[rank] = tdm_tensor_zeros(1, &a->numel, TDM_DTYPE_F32, d);
+    a->work[rank] = tdm_tensor_zeros(1, &a->numel, TDM_DTYPE_F32, d);
     free(h);
-    if (!a->grad[rank] || !a->param[rank]) return tdm_last_status();
+    if (!a->grad[rank] || !a->param[rank] || !a->work[rank]) return tdm_last_status();
     tdm_tensor_set_requires_grad(a->param[rank], true);
     return tdm_dp_attach(a->g, rank, &a->param[rank], 1);
 }
 
 static tdm_status ar_iteration(int rank, void *arg) {
     ar_run *a = arg;
-    tdm_status s = tdm_tensor_set_grad(a->param[rank], a->grad[rank]);
+    // every iteration reduces the contributions themselves (NCCL averages in place: reducing the
+    // last iteration's mean again would add its rounding each time)
+    tdm_status s = tdm_tensor_copy_(a->work[rank], a->grad[rank]);
+    if (s == TDM_OK) s = tdm_tensor_set_grad(a->param[rank], a->work[rank]);
     double t[1] = {0};
     tdm_status s2 = agree(a->g, rank, t, 1);   // every rank here before the clock starts
     double t0 = bench_now();
@@ -144,6 +151,7 @@ static void ar_free(ar_run *a) {
     for (int r = 0; r < SC_MAX_RANKS; r++) {
         tdm_tensor_free(a->param[r]);
         tdm_tensor_free(a->grad[r]);
+        tdm_tensor_free(a->work[r]);
     }
     free(a->base);
 }
@@ -168,8 +176,9 @@ static void bm_allreduce(tdm_gb_state *st, void *arg) {
         }
         tdm_gb_set_iteration_time(st, ok ? a.seconds : 1e-9);
     }
-    // Every rank's gradient must be the mean of base * 2^r, summed in rank order in double and
-    // rounded once to f32, bit for bit.
+    // Every rank's gradient must be the mean of base * 2^r within tdm_dp_mean_bound_f32 (exact
+    // for n = 2 and on the host path; NCCL's rounding otherwise), plus this reference's own
+    // rounding: the sum in double, then / n (n 2^-52 of the mean of |x| is ample for it).
     double *got = ok ? malloc((size_t)a.numel * sizeof *got) : NULL;
     for (int r = 0; got && r < a.n && ok; r++) {
         if (!local_rank(a.g, r)) continue;
@@ -179,13 +188,16 @@ static void bm_allreduce(tdm_gb_state *st, void *arg) {
             ok = false;
         }
         for (int64_t i = 0; ok && i < a.numel; i++) {
-            double sum = 0;
+            double sum = 0, sum_abs = 0;
             for (int q = 0; q < a.n; q++) sum += ldexp((double)a.base[i], q);
-            double want = (double)(float)(sum / a.n);
-            if (got[i] != want) {
-                char msg[200];
-                snprintf(msg, sizeof msg, "allreduce: rank %d element %lld = %.9g, expected %.9g",
-                         r, (long long)i, got[i], want);
+            for (int q = 0; q < a.n; q++) sum_abs += fabs(ldexp((double)a.base[i], q));
+            const double want = sum / a.n, mean_abs = sum_abs / a.n;
+            const double bound = tdm_dp_mean_bound_f32(a.n, mean_abs) + a.n * 0x1p-52 * mean_abs;
+            if (!(fabs(got[i] - want) <= bound)) {
+                char msg[240];
+                snprintf(msg, sizeof msg, "allreduce: rank %d element %lld = %.9g, expected "
+                         "%.9g within %.3g (tdm_dp_mean_bound_f32)", r, (long long)i, got[i],
+                         want, bound);
                 tdm_gb_skip_with_error(st, msg);
                 ok = false;
             }
@@ -442,7 +454,8 @@ static int sc_register(const bench_suite_config *cfg) {
     for (int i = 0; i < n_sizes; i++) tdm_gb_args(b, 1, &sizes[i]);
     snprintf(info, sizeof info,
              "all-reduce (mean) of S bytes of f32 gradients over %d rank%s (%s) through "
-             "tdm_dp_sync; algbw = S/t, busbw = algbw*2(n-1)/n; result checked bit for bit",
+             "tdm_dp_sync; algbw = S/t, busbw = algbw*2(n-1)/n; result checked against the "
+             "mean within tdm_dp_mean_bound_f32",
              nmax, nmax == 1 ? "" : "s",
              sc_mpi() ? "MPI processes" : on_cuda() ? "one per GPU" : "threads");
     tdm_gb_set_info(b, info, "algbw_GB/s");

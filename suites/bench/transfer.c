@@ -7,7 +7,8 @@
  *                  kernel reads or writes the host buffer over the bus)
  *   d2d            device->device by a copy engine (cudaMemcpyAsync)
  *   d2d_kernel     device->device by the SMs (kernels/copy_kernel.cu)
- *   bidir_<mem>_async  h2d and d2h at once on two streams, `bytes` each way
+ *   bidir_<mem>_async  h2d and d2h at once on two streams, `bytes` each way (pageable: the d2h
+ *                  issued by a second host thread, as a pageable copy blocks its caller)
  * Timing: every figure is Google Benchmark manual time, one copy per iteration. Asynchronous
  * copies, the copy kernels and bidir are timed by events recorded around the copy on its stream
  * (GPU time); synchronous copies by the host clock around the call, which returns once the data
@@ -15,16 +16,19 @@
  * metric at small sizes is the latency of one copy. On cuda, `link_share` = GB/s over the PCIe
  * link's theoretical rate per direction (generation and width from the device's properties).
  * Data: the source holds a non-zero pattern (splitmix64 of the index), the destination starts
- * zeroed, and after the loop every 8-byte word of the destination is checked.
+ * zeroed, and after the loop every 8-byte word of the destination is checked, in ordinary host
+ * memory (a write-combined destination is first copied through the device).
  *
  * On the cpu ("device" = cpu tensors, copies through the same API: the baseline of a host
  * memcpy): h2d_pageable, h2d_pinned, d2h_pageable, d2h_pinned, d2d, synchronous. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/tensor_impl.h"   // tdm_error_set
 #include "harness/gbench_shim.h"
 #include "harness/suites.h"
 #include "tandem/tandem.h"
@@ -72,15 +76,30 @@ static void tr_fail(tdm_gb_state *st, const char *what) {
 }
 
 // Every word of t (any device) against the pattern; fails the benchmark at the first mismatch.
+// The CPU reads only ordinary (cached) memory: device memory is copied to a malloc'd buffer, and
+// so is write-combined host memory, through a device buffer the copy engine fills from it (it is
+// uncached for the CPU: reading 1 GiB of it word by word took tens of seconds on a GPU machine).
 static void tr_verify(tdm_gb_state *st, const tdm_tensor *t, uint64_t seed, const char *what) {
     int64_t n = tdm_tensor_numel(t);
     const uint64_t *h = NULL;
     uint64_t *copy = NULL;
-    if (tr_is_host(t)) {
+    if (tr_is_host(t) && tdm_tensor_host_kind(t) != TDM_HOST_PINNED_WC) {
         h = tdm_tensor_data_const(t);
     } else {
+        tdm_tensor *staged = NULL;   // write-combined t, copied to the device by DMA
+        if (tr_is_host(t)) {
+            staged = tdm_tensor_empty(1, &n, TDM_DTYPE_I64, tr_cfg.device);
+            if (!staged || tdm_tensor_copy_(staged, t) != TDM_OK) {
+                tr_fail(st, "verify: staging write-combined memory on the device");
+                tdm_tensor_free(staged);
+                return;
+            }
+        }
         copy = malloc((size_t)n * 8);
-        if (!copy || tdm_tensor_to_host(t, copy, (size_t)n * 8) != TDM_OK) {
+        tdm_status s = copy ? tdm_tensor_to_host(staged ? staged : t, copy, (size_t)n * 8)
+                            : TDM_ERR_OOM;
+        tdm_tensor_free(staged);
+        if (s != TDM_OK) {
             if (!copy)
                 tdm_gb_skip_with_error(st, "verify: out of host memory");
             else
@@ -113,14 +132,99 @@ static double tr_now(void) {
 
 // ---- one benchmark -------------------------------------------------------------------------
 
+typedef struct tr_side tr_side;
+
 typedef struct {
     tdm_tensor *host, *host2;  // host sides (bidir: host -> dev_a, dev_b -> host2)
     tdm_tensor *dev_a, *dev_b;
     tdm_stream *s1, *s2;
     tdm_event *e0, *e1, *e2;
+    tr_side *side;             // bidir with pageable memory: the thread that issues the d2h
 } tr_bufs;
 
+// ---- bidir with pageable memory: the d2h from a second host thread --------------------------
+// A copy from or to pageable memory blocks the thread that issues it, cudaMemcpyAsync or not (an
+// h2d until the driver has staged the source, a d2h until it is done), so one thread issuing both
+// runs them one after the other. A helper thread issues the d2h (and records e2 on s2) while the
+// benchmark's thread issues the h2d: both directions in flight at once, as with pinned memory.
+
+struct tr_side {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool go, quit;      // a d2h to issue; end the thread
+    tr_bufs *b;
+    tdm_status status;  // of the last d2h, and its message
+    char msg[400];
+};
+
+static void *tr_side_main(void *arg) {
+    tr_side *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->go && !t->quit) pthread_cond_wait(&t->cv, &t->mu);
+        if (t->quit) break;
+        pthread_mutex_unlock(&t->mu);
+        tdm_status s = tdm_tensor_copy_async(t->b->host2, t->b->dev_b, t->b->s2);
+        if (s == TDM_OK) s = tdm_event_record(t->b->e2, t->b->s2);
+        pthread_mutex_lock(&t->mu);
+        t->status = s;
+        snprintf(t->msg, sizeof t->msg, "%s", s == TDM_OK ? "" : tdm_last_error());
+        t->go = false;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+static tdm_status tr_side_new(tr_bufs *b) {
+    tr_side *t = calloc(1, sizeof *t);
+    if (!t) return tdm_error_set(TDM_ERR_OOM, "transfer: out of host memory");
+    t->b = b;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->thread, NULL, tr_side_main, t) != 0) {
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->mu);
+        free(t);
+        return tdm_error_set(TDM_ERR_BACKEND, "transfer: cannot start the d2h thread of bidir");
+    }
+    b->side = t;
+    return TDM_OK;
+}
+
+static void tr_side_free(tr_side *t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    t->quit = true;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+static void tr_side_start(tr_side *t) {
+    pthread_mutex_lock(&t->mu);
+    t->go = true;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+// Waits until the helper has issued its d2h; its error becomes this thread's.
+static tdm_status tr_side_wait(tr_side *t) {
+    pthread_mutex_lock(&t->mu);
+    while (t->go) pthread_cond_wait(&t->cv, &t->mu);
+    const tdm_status s = t->status;
+    char msg[sizeof t->msg];
+    memcpy(msg, t->msg, sizeof msg);
+    pthread_mutex_unlock(&t->mu);
+    return s == TDM_OK ? s : tdm_error_set(s, "bidir's d2h thread: %s", msg);
+}
+
 static void tr_bufs_free(tr_bufs *b) {
+    tr_side_free(b->side);
     tdm_tensor_free(b->host);
     tdm_tensor_free(b->host2);
     tdm_tensor_free(b->dev_a);
@@ -193,6 +297,7 @@ static tdm_status tr_setup_buffers(const tr_case *c, int64_t n, tr_bufs *b) {
             return tdm_last_status();
         if (c->dir == TR_BIDIR && (!(b->s2 = tdm_stream_new(dev)) || !(b->e2 = tdm_event_new(dev))))
             return tdm_last_status();
+        if (c->dir == TR_BIDIR && c->mem == TDM_HOST_PAGEABLE) TR_TRY(tr_side_new(b));
     }
     switch (c->dir) {  // sources: seed 1 (and 2 for bidir's d2h side); destinations: zero
         case TR_H2D:
@@ -231,9 +336,19 @@ static tdm_status tr_copy(const tr_case *c, tr_bufs *b) {
             break;
         case TR_BIDIR:  // both ways at once: s2 starts with s1, s1 ends after s2
             TR_TRY(tdm_stream_wait_event(b->s2, b->e0));
-            TR_TRY(tdm_tensor_copy_async(b->dev_a, b->host, b->s1));
-            TR_TRY(tdm_tensor_copy_async(b->host2, b->dev_b, b->s2));
-            TR_TRY(tdm_event_record(b->e2, b->s2));
+            if (b->side) {   // pageable: the d2h from the helper thread, meanwhile the h2d here
+                tr_side_start(b->side);
+                const tdm_status h2d = tdm_tensor_copy_async(b->dev_a, b->host, b->s1);
+                char msg[400];
+                snprintf(msg, sizeof msg, "%s", tdm_last_error());
+                const tdm_status d2h = tr_side_wait(b->side);
+                if (h2d != TDM_OK) return tdm_error_set(h2d, "%s", msg);
+                TR_TRY(d2h);
+            } else {
+                TR_TRY(tdm_tensor_copy_async(b->dev_a, b->host, b->s1));
+                TR_TRY(tdm_tensor_copy_async(b->host2, b->dev_b, b->s2));
+                TR_TRY(tdm_event_record(b->e2, b->s2));
+            }
             return tdm_stream_wait_event(b->s1, b->e2);
     }
     if (c->dir == TR_D2D_KERNEL || c->mem == TDM_HOST_MAPPED)

@@ -8,12 +8,16 @@
  *
  * Why __shared__ can be `static thread_local`: exec.cc runs each block start to finish on one OS
  * thread (its threads are fibers of that OS thread and never migrate), one block at a time per
- * OS thread, so per-OS-thread storage is per-block storage. Unlike a GPU, shared memory is not
- * garbage at block start: it holds what the previous block on that OS thread left there (zeros
- * for the first), which still makes a read-before-write in shared memory give wrong results.
+ * OS thread, so per-OS-thread storage is per-block storage. Each __shared__ declaration also
+ * declares a one-byte tag, tdm_emu_shm_tag_<n>, beside it, by which shared_mem.cc finds in the
+ * program's symbol table the thread-local statics of every function that has shared memory, and
+ * fills them with 0xFF bytes at the start of each block (NaN in every float type, -1 in every
+ * integer): on a GPU shared memory is garbage at block start, so a kernel that reads it before
+ * writing it computes NaN here rather than passing on zeros or on what the previous block left.
  *
- * Not supported: extern __shared__ (dynamic shared memory), cooperative groups, textures and
- * surfaces, device-side launches, the inline-PTX intrinsics. */
+ * Not supported: extern __shared__ (dynamic shared memory: `extern static thread_local` does not
+ * compile, so a kernel using it fails to build rather than running wrongly), cooperative groups,
+ * textures and surfaces, device-side launches, the inline-PTX intrinsics. */
 #ifndef TANDEM_CUDA_EMU_H
 #define TANDEM_CUDA_EMU_H
 
@@ -54,7 +58,12 @@
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 #undef __shared__
-#define __shared__ static thread_local
+#define TDM_EMU_CAT2(a, b) a##b
+#define TDM_EMU_CAT(a, b) TDM_EMU_CAT2(a, b)
+#define __shared__                                                                    \
+    [[maybe_unused]] __attribute__((used)) static thread_local char TDM_EMU_CAT(    \
+        tdm_emu_shm_tag_, __COUNTER__);                                               \
+    static thread_local
 
 // ---- the running CUDA thread -----------------------------------------------------------------
 
@@ -307,6 +316,15 @@ inline void __stwt(T *p, T v) {
 // their bits, the sum rounded once to the type as the GPU's.
 
 namespace tdm_emu {
+// Test hook (exec.cc: tdm_emu_set_atomic_hook): called on the kernel's thread right after each
+// integer atomic, before the kernel goes on; a test may look at memory then as the host could
+// while the kernel runs (the window between an atomic claim and what the kernel writes next).
+typedef void (*atomic_hook_fn)(const void *addr);
+extern atomic_hook_fn atomic_hook;   // read relaxed: set by a test before its launches
+inline void after_atomic(const void *p) {
+    if (atomic_hook_fn f = __atomic_load_n(&atomic_hook, __ATOMIC_RELAXED)) f(p);
+}
+
 template <typename Bits, typename T, typename F>
 inline T atomic_cas_loop(T *p, F f) {
     static_assert(sizeof(Bits) == sizeof(T), "bit width");
@@ -326,23 +344,34 @@ inline T atomic_cas_loop(T *p, F f) {
 
 #define TDM_EMU_INT_ATOMICS(T)                                                              \
     inline T atomicAdd(T *p, T v) {                                                         \
-        return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);                                  \
+        const T o = __atomic_fetch_add(p, v, __ATOMIC_RELAXED);                             \
+        ::tdm_emu::after_atomic(p);                                                         \
+        return o;                                                                           \
     }                                                                                       \
     inline T atomicExch(T *p, T v) {                                                        \
-        return __atomic_exchange_n(p, v, __ATOMIC_RELAXED);                                 \
+        const T o = __atomic_exchange_n(p, v, __ATOMIC_RELAXED);                            \
+        ::tdm_emu::after_atomic(p);                                                         \
+        return o;                                                                           \
     }                                                                                       \
     inline T atomicCAS(T *p, T cmp, T v) {                                                  \
         __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+        ::tdm_emu::after_atomic(p);                                                         \
         return cmp;                                                                         \
     }                                                                                       \
     inline T atomicAnd(T *p, T v) {                                                         \
-        return __atomic_fetch_and(p, v, __ATOMIC_RELAXED);                                  \
+        const T o = __atomic_fetch_and(p, v, __ATOMIC_RELAXED);                             \
+        ::tdm_emu::after_atomic(p);                                                         \
+        return o;                                                                           \
     }                                                                                       \
     inline T atomicOr(T *p, T v) {                                                          \
-        return __atomic_fetch_or(p, v, __ATOMIC_RELAXED);                                   \
+        const T o = __atomic_fetch_or(p, v, __ATOMIC_RELAXED);                              \
+        ::tdm_emu::after_atomic(p);                                                         \
+        return o;                                                                           \
     }                                                                                       \
     inline T atomicXor(T *p, T v) {                                                         \
-        return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED);                                  \
+        const T o = __atomic_fetch_xor(p, v, __ATOMIC_RELAXED);                             \
+        ::tdm_emu::after_atomic(p);                                                         \
+        return o;                                                                           \
     }                                                                                       \
     inline T atomicMax(T *p, T v) {                                                         \
         return ::tdm_emu::atomic_cas_loop<T>(p, [v](T o) { return o < v ? v : o; });        \

@@ -440,18 +440,29 @@ unsigned type_bit(cudnnDataType_t t) {
 
 // TANDEM_EMU_CUDNN_ENGINES=i,j,... (or "none"): only these engines exist, as a cuDNN build or GPU
 // without engines for some configurations (f64 with groups or dilation in NHWC, on real cuDNN).
-// Read once; unset: all of them.
+// Read once; unset: all of them; anything else (an empty item, "1x", 32): all of them, with a
+// line on stderr (emu.h's env_number).
 bool engine_enabled(int64_t index) {
     static const unsigned mask = [] {
         const char *v = getenv("TANDEM_EMU_CUDNN_ENGINES");
         if (!v) return ~0u;
+        if (strcmp(v, "none") == 0) return 0u;
         unsigned m = 0;
-        for (const char *p = v; *p;) {
-            char *end = nullptr;
-            const long i = strtol(p, &end, 10);
-            if (end == p) break;   // "none" or anything else: no (more) engines
-            if (i >= 0 && i < 32) m |= 1u << i;
-            p = *end == ',' ? end + 1 : end;
+        for (const char *p = v;;) {
+            char item[24] = "";
+            size_t n = strcspn(p, ",");
+            if (n < sizeof item) memcpy(item, p, n);
+            unsigned long long i;
+            if (n >= sizeof item || !tdm_emu::parse_number(item, 0, 31, &i)) {
+                fprintf(stderr,
+                        "tandem emu: ignoring TANDEM_EMU_CUDNN_ENGINES=%s: expected none or "
+                        "engine numbers from 0 to 31 separated by commas; using all engines\n",
+                        v);
+                return ~0u;
+            }
+            m |= 1u << i;
+            if (!p[n]) break;
+            p += n + 1;
         }
         return m;
     }();

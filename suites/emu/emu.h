@@ -15,7 +15,8 @@
  * TANDEM_EMU_ORDER=forward|reverse|random[:seed] (the order threads of a block run between
  * barriers), TANDEM_EMU_THREADS (OS threads that run blocks; default: the CPUs), TANDEM_EMU_MEM (bytes
  * of memory per device, default 4 GiB: the props are an A100's otherwise), TANDEM_EMU_ABORT=1
- * (abort at the first fault report instead of making the error sticky). */
+ * (abort at the first fault report instead of making the error sticky). A malformed value is
+ * ignored with one line on stderr and the default used (env_number below). */
 #ifndef TANDEM_EMU_H
 #define TANDEM_EMU_H
 
@@ -27,6 +28,19 @@
 namespace tdm_emu {
 
 // ---- runtime.cc ----------------------------------------------------------------------------
+
+// The environment, parsed strictly (the C++ twin of core/env_impl.h): a number is decimal digits
+// only (no sign, space, base prefix or trailing text; "" is not one), from lo to hi, an overflow
+// out of range; env_bytes allows one K, M or G suffix (binary), the product checked against hi,
+// never wrapped; a switch is 0 or 1. Unset: def. Malformed: def, with one line on stderr naming
+// the variable, its value, what is expected and the value used.
+bool parse_number(const char *s, unsigned long long lo, unsigned long long hi,
+                  unsigned long long *out);
+unsigned long long env_number(const char *name, unsigned long long lo, unsigned long long hi,
+                              unsigned long long def);
+unsigned long long env_bytes(const char *name, unsigned long long lo, unsigned long long hi,
+                             unsigned long long def);
+bool env_flag(const char *name, bool def);
 
 int device_count();
 int current_device();   // the calling host thread's (cudaSetDevice)
@@ -52,10 +66,15 @@ bool pinned_range(const void *p, size_t n);
 // naming `what` otherwise; returns false then).
 bool check_device_range(const void *p, size_t n, int device, const char *what);
 
-// A fault: printed on stderr ("tandem emu: <message>"), then the error is sticky: every later
-// runtime call returns `err` (as after an illegal address on a GPU), or the process aborts with
-// TANDEM_EMU_ABORT=1. Safe to call from any thread, kernels included.
+// A fault: printed on stderr ("tandem emu: <message>"), then the error is sticky on its device:
+// every later runtime call on that device returns `err` (as after an illegal address on a GPU,
+// whose context error is per device: the other devices keep working), or the process aborts
+// with TANDEM_EMU_ABORT=1. fault's device is that of the work item the calling thread runs (a
+// kernel's, a copy's, a library call's), else the thread's current device; fault_on names it.
+// Safe to call from any thread, kernels included.
 void fault(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fault_on(int device, cudaError_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 // The calling host thread's last error (cudaGetLastError / cudaPeekAtLastError), for launch
 // configuration errors and the like, which are not sticky.
@@ -70,6 +89,13 @@ struct access_scope {
     access_scope(const access_scope &) = delete;
     access_scope &operator=(const access_scope &) = delete;
 };
+
+// ---- nccl.cc -------------------------------------------------------------------------------
+
+// Collectives of `device`'s communicators queued on a stream and not yet completed (running, or
+// waiting for their peers); *id and *rank (when not NULL) name the first such communicator's
+// unique id number and rank, for a message. cudaFree and cudaMalloc fault while it is not 0.
+int collectives_pending(int device, unsigned long long *id, int *rank);
 
 // ---- exec.cc -------------------------------------------------------------------------------
 
@@ -88,6 +114,12 @@ cudaError_t launch_check(const char *kernel, const void *func, dim3 grid, dim3 b
 
 // cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, n) records n here.
 void set_max_dynamic_smem(const void *func, int bytes);
+
+// ---- shared_mem.cc -------------------------------------------------------------------------
+
+// Fills the calling OS thread's copy of every __shared__ variable (cuda_emu.h) with 0xFF bytes:
+// exec.cc calls it at the start of each block, whose shared memory is then garbage as on a GPU.
+void poison_shared();
 
 }   // namespace tdm_emu
 

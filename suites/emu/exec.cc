@@ -31,8 +31,10 @@
  * with one OS thread). Code that forgets a __syncthreads reads what other threads have not
  * written yet in forward or random order, as on a GPU where warps run in any order. */
 #include "cuda_emu.h"
+#include "runtime_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -88,21 +90,19 @@ struct config {
 static config &cfg() {
     static config *c = [] {
         config *c = new config;
-        const char *t = getenv("TANDEM_EMU_THREADS");
-        int n = t ? atoi(t) : 0;
-        if (n <= 0) n = (int)std::thread::hardware_concurrency();
-        c->threads = n > 0 ? (n < 256 ? n : 256) : 1;
+        int cpus = (int)std::thread::hardware_concurrency();
+        cpus = cpus > 0 ? (cpus < 256 ? cpus : 256) : 1;
+        c->threads = (int)env_number("TANDEM_EMU_THREADS", 1, 256, (unsigned long long)cpus);
         thread_order o = order_forward;
         unsigned long long seed = 0;
         const char *s = getenv("TANDEM_EMU_ORDER");
         if (s && *s && strcmp(s, "forward") != 0) {
             if (strcmp(s, "reverse") == 0) {
                 o = order_reverse;
-            } else if (strncmp(s, "random", 6) == 0 && (s[6] == 0 || s[6] == ':')) {
+            } else if (strncmp(s, "random", 6) == 0 &&
+                       (s[6] == 0 || (s[6] == ':' && parse_number(s + 7, 0, ULLONG_MAX, &seed)))) {
                 o = order_random;
-                if (s[6] == ':') {
-                    seed = strtoull(s + 7, NULL, 0);
-                } else {
+                if (s[6] != ':') {
                     // No seed given: a fresh one per run, said once so that a failure can be rerun.
                     seed =
                         (unsigned long long)time(NULL) * 2654435761u ^ (unsigned long long)getpid();
@@ -110,8 +110,8 @@ static config &cfg() {
                 }
             } else {
                 fprintf(stderr,
-                        "tandem emu: TANDEM_EMU_ORDER=%s: not forward, reverse or random[:seed];"
-                        " forward it is\n",
+                        "tandem emu: ignoring TANDEM_EMU_ORDER=%s: expected forward, reverse, "
+                        "random or random:SEED (SEED a whole number); using forward\n",
                         s);
             }
         }
@@ -350,6 +350,7 @@ struct grid_job {
     mutable std::atomic<bool> reported{false};  // its report is out: one per grid, as a GPU's
     int order;
     uint64_t seed;
+    int device;                // whose context a fault makes sticky (the launching work item's)
     int helpers = 0;           // pool threads working on it (under pool().mu)
     grid_job *link = nullptr;  // the pool's list of jobs with blocks left
 };
@@ -395,6 +396,18 @@ static void helper_main() {
 
 static std::atomic<uint64_t> launches{0};
 
+atomic_hook_fn atomic_hook;   // cuda_emu.h: after_atomic
+
+}  // namespace tdm_emu
+
+// Test-only (not a CUDA API): `hook` runs after every integer atomic of every kernel from the
+// next one on (NULL: none), on the thread of the block that made it.
+extern "C" void tdm_emu_set_atomic_hook(void (*hook)(const void *addr)) {
+    __atomic_store_n(&tdm_emu::atomic_hook, hook, __ATOMIC_RELAXED);
+}
+
+namespace tdm_emu {
+
 void run_grid(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem,
               const std::function<void()> &body) {
     (void)dynamic_smem;  // extern __shared__ is not supported (cuda_emu.h)
@@ -407,6 +420,7 @@ void run_grid(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem,
     job.nblocks = (uint64_t)grid.x * grid.y * grid.z;
     job.order = c.order.load();
     job.seed = mix64(c.seed.load() ^ mix64(launches.fetch_add(1)));
+    job.device = rt::context_device();
     if (job.nblocks == 0 || (uint64_t)block.x * block.y * block.z == 0) return;
 
     thread_pool &p = pool();
@@ -439,6 +453,7 @@ void run_grid(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem,
 // ---- one block -------------------------------------------------------------------------------
 
 void runner::run_block(const grid_job &j, uint64_t linear) {
+    poison_shared();   // garbage at block start, as on a GPU: before any of its threads runs
     job = &j;
     bx = j.block.x;
     bxy = j.block.x * j.block.y;
@@ -632,7 +647,7 @@ void runner::report(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fault(cudaErrorLaunchFailure, "%s", msg);
+    fault_on(job->device, cudaErrorLaunchFailure, "%s", msg);   // helpers run no work item
 }
 
 void runner::abandon() {

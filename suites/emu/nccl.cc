@@ -24,12 +24,29 @@
  *     that arrived and the ones missing) instead of the hang a GPU would show; a mismatch
  *     between ranks is a fault too. Both also set the communicators' async error.
  *   - Reductions: sum, prod, max, min, avg over int8, uint8, int32, uint32, int64, uint64,
- *     float16, bfloat16, float32, float64 (fp8 is refused). float16 and bfloat16 are reduced in
- *     float32 and rounded once (to nearest even); avg is the sum divided by nranks in that
- *     arithmetic (integers: truncated toward zero), where NCCL's kernels pre-multiply floats by
- *     1/nranks: the same for exact values and power-of-two rank counts, within rounding otherwise.
- *     Integer sums and products wrap. In place when sendbuff == recvbuff (for AllGather and
- *     ReduceScatter, at the rank's slot, as NCCL defines it): results go through a scratch copy.
+ *     float16, bfloat16, float32, float64 (fp8 is refused), computed as NCCL's ring kernels do
+ *     (src/device: reduce_kernel.h, all_reduce.h; enqueue.cc's hostToDevRedOp): in the element
+ *     type, each step rounded to it (float16 and bfloat16 add and multiply as __hadd / __hmul do,
+ *     not in float32 once), in ring order. Ring = rank order; an AllReduce splits the buffer into
+ *     nranks contiguous chunks of ceil(count / nranks) elements, and chunk c is reduced by a chain
+ *     that starts at rank c+1 and ends at rank c ((x[c+1] + x[c+2]) + ... + x[c], indices mod
+ *     nranks); ReduceScatter the same with rank c's segment as chunk c; Reduce one chain from
+ *     root+1 to root. avg is ncclDevPreMulSum for floats: each rank's input is first multiplied
+ *     by the scalar float(1.0 / nranks) (converted to the element type; 1.0 / nranks for float64)
+ *     and rounded, then summed; for integers ncclDevSumPostDiv: the sum divided by nranks,
+ *     truncated toward zero. Integer sums and products wrap. So a float avg over 3, 5, 6, 7 ...
+ *     ranks is not sum / nranks rounded once: a caller checks it with an error bound
+ *     (docs/EMULATION.md), as on a GPU, where NCCL's channels and chunk sizes choose other chains.
+ *     In place when sendbuff == recvbuff (for AllGather and ReduceScatter, at the rank's slot, as
+ *     NCCL defines it): results go through a scratch copy.
+ *   - TANDEM_EMU_NCCL_DELAY_MS=N (default 0) holds every rank's collective N ms before it takes
+ *     part, as a slow or late peer would: work a program queues after the collective without
+ *     ordering it behind it then runs first, every time (a missing stream dependency shows).
+ *   - cudaFree and cudaMalloc on a device while a collective of that device is queued or
+ *     waiting for its peers are a fault (runtime.cc asks collectives_pending): cudaFree
+ *     synchronizes the device behind a collective that may wait for a rank that is itself
+ *     blocked, and NCCL's docs (usage/communicators.html, "Using multiple NCCL communicators
+ *     concurrently") warn that such CUDA calls can deadlock with NCCL kernels.
  *   - Groups (ncclGroupStart / End, nestable): calls inside a group are checked when made and
  *     launched at the outermost ncclGroupEnd, in call order; an error inside the group drops the
  *     whole group and ncclGroupEnd returns it. One thread may drive several ranks in a group (the
@@ -73,6 +90,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -86,10 +104,15 @@ namespace {
 // How long a rank waits for the others (collectives, init, finalize) before reporting.
 int timeout_ms() {
     static const int ms = [] {
-        const char *e = getenv("TANDEM_EMU_NCCL_TIMEOUT_MS");
-        long v = e ? strtol(e, nullptr, 10) : 0;
-        return v > 0 && v < (1L << 30) ? (int)v : 60000;
+        return (int)tdm_emu::env_number("TANDEM_EMU_NCCL_TIMEOUT_MS", 1, 1u << 30, 60000);
     }();
+    return ms;
+}
+
+// TANDEM_EMU_NCCL_DELAY_MS: how long each rank's collective waits before it takes part.
+int delay_ms() {
+    static const int ms =
+        (int)tdm_emu::env_number("TANDEM_EMU_NCCL_DELAY_MS", 0, 600000, 0);
     return ms;
 }
 
@@ -215,22 +238,31 @@ uint16_t float_to_bf16(float f) {   // round to nearest even
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// An element type as the reduction sees it: the stored type and the arithmetic type A.
+// An element type as the reduction sees it: the stored type, the arithmetic type A, `round`
+// (an A rounded to the stored type, as NCCL's kernels round each operation's result: float16 and
+// bfloat16 go through float, where the sum or product of two of them is exact or rounds to the
+// same value, then to nearest even once) and `inv` (ncclAvg's pre-multiplier for nranks).
 template <class T>
 struct Native {
     using A = T;
     static A load(const void *p, size_t i) { return ((const T *)p)[i]; }
     static void store(void *p, size_t i, A v) { ((T *)p)[i] = v; }
+    static A round(A v) { return v; }
+    static A inv(int nranks) { return (A)(1.0 / nranks); }   // float(1.0/n), 1.0/n (ints: unused)
 };
 struct Half {
     using A = float;
     static A load(const void *p, size_t i) { return half_to_float(((const uint16_t *)p)[i]); }
     static void store(void *p, size_t i, A v) { ((uint16_t *)p)[i] = float_to_half(v); }
+    static A round(A v) { return half_to_float(float_to_half(v)); }
+    static A inv(int nranks) { return round((float)(1.0 / nranks)); }   // __float2half(float(..))
 };
 struct BHalf {
     using A = float;
     static A load(const void *p, size_t i) { return bf16_to_float(((const uint16_t *)p)[i]); }
     static void store(void *p, size_t i, A v) { ((uint16_t *)p)[i] = float_to_bf16(v); }
+    static A round(A v) { return bf16_to_float(float_to_bf16(v)); }
+    static A inv(int nranks) { return round((float)(1.0 / nranks)); }
 };
 
 template <class A> A add(A a, A b) {
@@ -251,28 +283,50 @@ template <class A> A mul(A a, A b) {
     }
 }
 
-// out[i] = post(src[0][i] op src[1][i] op ... op src[n-1][i]), folded in rank order.
-template <class E, class F, class P>
-void fold(const std::vector<const void *> &src, void *out, size_t n, F f, P post) {
+// Which chain reduces element i: the ring from rank `first` (when >= 0), else from rank c+1
+// for element i of chunk c = i / chunk (nccl.cc's header comment).
+struct Ring {
+    size_t chunk;
+    int first;
+    size_t start(size_t i, size_t nranks) const {
+        return first >= 0 ? (size_t)first : (i / chunk + 1) % nranks;
+    }
+};
+
+// out[i] = post(pre(x[s]) op pre(x[s+1]) op ... op pre(x[s-1])), s = ring.start(i), ranks mod
+// nranks, folded left and rounded to the element type at each step.
+template <class E, class F, class Pre, class Post>
+void fold(const std::vector<const void *> &src, void *out, size_t n, const Ring &ring, F f,
+          Pre pre, Post post) {
+    const size_t nr = src.size();
     for (size_t i = 0; i < n; i++) {
-        typename E::A acc = E::load(src[0], i);
-        for (size_t r = 1; r < src.size(); r++) acc = f(acc, E::load(src[r], i));
+        size_t r = ring.start(i, nr);
+        typename E::A acc = pre(E::load(src[r], i));
+        for (size_t k = 1; k < nr; k++) acc = E::round(f(acc, pre(E::load(src[(r + k) % nr], i))));
         E::store(out, i, post(acc));
     }
 }
 
 template <class E>
-void reduce_as(const std::vector<const void *> &src, void *out, size_t n, ncclRedOp_t op) {
+void reduce_as(const std::vector<const void *> &src, void *out, size_t n, ncclRedOp_t op,
+               const Ring &ring) {
     using A = typename E::A;
     auto same = [](A a) { return a; };
+    auto max = [](A a, A b) { return b > a ? b : a; };
+    auto min = [](A a, A b) { return b < a ? b : a; };
     switch (op) {
-    case ncclSum: fold<E>(src, out, n, add<A>, same); break;
-    case ncclProd: fold<E>(src, out, n, mul<A>, same); break;
-    case ncclMax: fold<E>(src, out, n, [](A a, A b) { return b > a ? b : a; }, same); break;
-    case ncclMin: fold<E>(src, out, n, [](A a, A b) { return b < a ? b : a; }, same); break;
+    case ncclSum: fold<E>(src, out, n, ring, add<A>, same, same); break;
+    case ncclProd: fold<E>(src, out, n, ring, mul<A>, same, same); break;
+    case ncclMax: fold<E>(src, out, n, ring, max, same, same); break;
+    case ncclMin: fold<E>(src, out, n, ring, min, same, same); break;
     case ncclAvg: {
-        A nr = (A)src.size();
-        fold<E>(src, out, n, add<A>, [nr](A a) { return (A)(a / nr); });
+        const int nr = (int)src.size();
+        if constexpr (std::is_integral<A>::value) {   // ncclDevSumPostDiv
+            fold<E>(src, out, n, ring, add<A>, same, [nr](A a) { return (A)(a / (A)nr); });
+        } else {   // ncclDevPreMulSum: x * float(1/n), rounded, then the sum
+            const A s = E::inv(nr);
+            fold<E>(src, out, n, ring, add<A>, [s](A x) { return E::round(x * s); }, same);
+        }
         break;
     }
     default: break;
@@ -280,18 +334,18 @@ void reduce_as(const std::vector<const void *> &src, void *out, size_t n, ncclRe
 }
 
 void reduce(ncclDataType_t t, const std::vector<const void *> &src, void *out, size_t n,
-            ncclRedOp_t op) {
+            ncclRedOp_t op, const Ring &ring) {
     switch (t) {
-    case ncclInt8: reduce_as<Native<int8_t>>(src, out, n, op); break;
-    case ncclUint8: reduce_as<Native<uint8_t>>(src, out, n, op); break;
-    case ncclInt32: reduce_as<Native<int32_t>>(src, out, n, op); break;
-    case ncclUint32: reduce_as<Native<uint32_t>>(src, out, n, op); break;
-    case ncclInt64: reduce_as<Native<int64_t>>(src, out, n, op); break;
-    case ncclUint64: reduce_as<Native<uint64_t>>(src, out, n, op); break;
-    case ncclFloat16: reduce_as<Half>(src, out, n, op); break;
-    case ncclBfloat16: reduce_as<BHalf>(src, out, n, op); break;
-    case ncclFloat32: reduce_as<Native<float>>(src, out, n, op); break;
-    case ncclFloat64: reduce_as<Native<double>>(src, out, n, op); break;
+    case ncclInt8: reduce_as<Native<int8_t>>(src, out, n, op, ring); break;
+    case ncclUint8: reduce_as<Native<uint8_t>>(src, out, n, op, ring); break;
+    case ncclInt32: reduce_as<Native<int32_t>>(src, out, n, op, ring); break;
+    case ncclUint32: reduce_as<Native<uint32_t>>(src, out, n, op, ring); break;
+    case ncclInt64: reduce_as<Native<int64_t>>(src, out, n, op, ring); break;
+    case ncclUint64: reduce_as<Native<uint64_t>>(src, out, n, op, ring); break;
+    case ncclFloat16: reduce_as<Half>(src, out, n, op, ring); break;
+    case ncclBfloat16: reduce_as<BHalf>(src, out, n, op, ring); break;
+    case ncclFloat32: reduce_as<Native<float>>(src, out, n, op, ring); break;
+    case ncclFloat64: reduce_as<Native<double>>(src, out, n, op, ring); break;
     default: break;
     }
 }
@@ -452,7 +506,11 @@ bool compute(const Clique &k, const std::vector<Desc> &d) {
     case REDUCE:
         for (int r = 0; r < n; r++) src.push_back(d[r].send);
         out.resize(bytes);
-        reduce(d0.dtype, src, out.data(), count, d0.op);
+        if (d0.kind == ALL_REDUCE)   // n chunks, chunk c from rank c+1
+            reduce(d0.dtype, src, out.data(), count, d0.op,
+                   Ring{count ? (count + (size_t)n - 1) / (size_t)n : 1, -1});
+        else   // one chain, root+1 to root
+            reduce(d0.dtype, src, out.data(), count, d0.op, Ring{1, (d0.root + 1) % n});
         for (int r = 0; r < n; r++)
             if (d0.kind == ALL_REDUCE || r == d0.root) memcpy(d[r].recv, out.data(), bytes);
         break;
@@ -469,7 +527,7 @@ bool compute(const Clique &k, const std::vector<Desc> &d) {
     case REDUCE_SCATTER:
         for (int r = 0; r < n; r++) src.push_back(d[r].send);
         out.resize(bytes * n);
-        reduce(d0.dtype, src, out.data(), count * n, d0.op);
+        reduce(d0.dtype, src, out.data(), count * n, d0.op, Ring{count ? count : 1, -1});
         for (int r = 0; r < n; r++) memcpy(d[r].recv, out.data() + r * bytes, bytes);
         break;
     }
@@ -548,6 +606,7 @@ void run_coll(const CommRef &comm, const Desc &d) {
                        kind_name(d.kind), me.rank);
         return;
     }
+    if (delay_ms() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms()));
     Clique &k = *me.clique;
     std::unique_lock<std::mutex> lk(k.mu);
     uint64_t seq = me.next_seq++;
@@ -981,6 +1040,24 @@ ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId &id, int 
 }
 
 }   // namespace
+
+// ---- what the runtime asks ------------------------------------------------------------------
+
+int tdm_emu::collectives_pending(int device, unsigned long long *id, int *rank) {
+    std::lock_guard<std::mutex> g(g_mu);
+    int n = 0;
+    for (const auto &it : g_comms) {
+        const ncclComm &c = *it.second;
+        if (c.device != device || !c.clique) continue;
+        std::lock_guard<std::mutex> gk(c.clique->mu);
+        if (c.pending > 0 && n == 0) {
+            if (id) *id = c.serial;
+            if (rank) *rank = c.rank;
+        }
+        n += c.pending;
+    }
+    return n;
+}
 
 // ---- the API -------------------------------------------------------------------------------
 

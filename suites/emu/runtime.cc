@@ -14,6 +14,7 @@
  * handler says which allocation it hit. The arenas ask for transparent huge pages: protecting and
  * unprotecting costs time per page mapped. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,23 +111,44 @@ static void protect(Arena *a, size_t from, size_t to, int prot) {
     }
 }
 
+// Write-combined pinned memory (cudaHostAllocWriteCombined): legal for the host to read on a GPU,
+// but uncached there (each read a bus transaction: tens of seconds for 1 GiB), so a host read is
+// a defect of speed the emulator shows. Such blocks are PROT_NONE while no device work runs, as
+// the arenas are; the fault handler lets a host write through (the page stays open until the next
+// scope closes) and counts a host read (tdm_emu_wc_host_reads), saying so once on stderr. The
+// blocks live in a fixed table the handler reads without locks (past kMaxWc blocks, not watched).
+constexpr int kMaxWc = 64;
+static std::atomic<uintptr_t> g_wc_lo[kMaxWc], g_wc_hi[kMaxWc];   // [lo, hi): whole pages
+static std::atomic<unsigned long long> g_wc_reads{0};
+
+static void protect_wc(int prot) {   // g_scope_mu held
+    for (int i = 0; i < kMaxWc; i++) {
+        const uintptr_t lo = g_wc_lo[i].load(), hi = g_wc_hi[i].load();
+        if (lo && mprotect((void *)lo, hi - lo, prot) != 0) abort();
+    }
+}
+
 }  // namespace rt
 
 access_scope::access_scope() {
     using namespace rt;
     config();
     std::lock_guard<std::mutex> lk(g_scope_mu);
-    if (g_scope_count.fetch_add(1) == 0)
+    if (g_scope_count.fetch_add(1) == 0) {
         for (int d = 0; d < g_cfg.devices; d++)
             protect(g_arenas[d], 0, g_arenas[d]->high.load(), PROT_READ | PROT_WRITE);
+        protect_wc(PROT_READ | PROT_WRITE);
+    }
 }
 
 access_scope::~access_scope() {
     using namespace rt;
     std::lock_guard<std::mutex> lk(g_scope_mu);
-    if (g_scope_count.fetch_sub(1) == 1)
+    if (g_scope_count.fetch_sub(1) == 1) {
         for (int d = 0; d < g_cfg.devices; d++)
             protect(g_arenas[d], 0, g_arenas[d]->high.load(), PROT_NONE);
+        protect_wc(PROT_NONE);
+    }
 }
 
 namespace rt {
@@ -143,11 +166,20 @@ static void grow_high(Arena *a, size_t high) {
 
 // ---- errors ----
 
-static std::atomic<int> g_sticky{cudaSuccess};
+// Per device, as a GPU's context error: a fault on cuda:1 leaves cuda:0's calls working.
+static std::atomic<int> g_sticky[kMaxDevices];   // cudaSuccess (0) while none
 static thread_local cudaError_t tls_last = cudaSuccess;
 static std::atomic<int> g_faults_printed{0};
+__thread int tls_work_device = -1;
 
-cudaError_t sticky_error() { return (cudaError_t)g_sticky.load(std::memory_order_relaxed); }
+int context_device() { return tls_work_device >= 0 ? tls_work_device : current_device(); }
+
+cudaError_t sticky_error(int device) {
+    if (device < 0 || device >= kMaxDevices) return cudaSuccess;
+    return (cudaError_t)g_sticky[device].load(std::memory_order_relaxed);
+}
+
+cudaError_t sticky_error() { return sticky_error(context_device()); }
 
 cudaError_t fail(cudaError_t err) {
     if (err != cudaSuccess) tls_last = err;
@@ -289,6 +321,31 @@ static void on_fault(int sig, siginfo_t *si, void *uc) {
         signal(SIGABRT, SIG_DFL);
         abort();
     }
+    // write-combined pinned memory, closed while no device work runs: open the page; a read is
+    // counted (a write is not: writing is what such memory is for)
+    const uintptr_t addr = (uintptr_t)si->si_addr;
+    for (int i = 0; i < kMaxWc; i++) {
+        const uintptr_t lo = g_wc_lo[i].load(), hi = g_wc_hi[i].load();
+        if (!lo || addr < lo || addr >= hi) continue;
+#if defined(__x86_64__)
+        const bool is_write = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+        const bool is_write = true;   // unknown here: never a false report
+#endif
+        if (!is_write && g_wc_reads.fetch_add(1) == 0) {
+            char msg[400];
+            int n = snprintf(msg, sizeof msg,
+                             "tandem emu: host code read write-combined pinned memory at %p "
+                             "(cudaHostAllocWriteCombined): uncached on a GPU, far slower than "
+                             "ordinary memory; let the device copy it to ordinary memory first\n",
+                             si->si_addr);
+            if (n > 0 && write(2, msg, std::min<size_t>((size_t)n, sizeof msg - 1)) < 0) {
+            }
+        }
+        if (mprotect((void *)(addr & ~(uintptr_t)(kPage - 1)), kPage, PROT_READ | PROT_WRITE) != 0)
+            abort();
+        return;   // the access runs again, now allowed
+    }
     // not device memory: say so when device work faulted, then the previous handler (ASan's, or
     // the default action)
     char running[200];
@@ -372,38 +429,78 @@ static void make_props(int d, size_t mem, cudaDeviceProp *p) {
     p->gpuPciDeviceID = 0x20B010DE;   // A100-SXM4-40GB, NVIDIA
 }
 
-// A byte count with an optional K/M/G suffix (0 when unreadable).
-static size_t parse_bytes(const char *s) {
-    char *end = nullptr;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s) return 0;
-    switch (*end) {
-        case 'k': case 'K': v <<= 10; break;
-        case 'm': case 'M': v <<= 20; break;
-        case 'g': case 'G': v <<= 30; break;
-        default: break;
+// A number of decimal digits from lo to hi, then `suffix` ("" none, or K/M/G: x 2^10/20/30).
+static bool parse_scaled(const char *s, unsigned long long lo, unsigned long long hi, bool suffix,
+                         unsigned long long *out) {
+    if (!s || *s < '0' || *s > '9') return false;   // no sign, no space, not empty
+    unsigned long long v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (ULLONG_MAX - d) / 10) return false;   // overflow
+        v = v * 10 + d;
     }
-    return (size_t)v;
+    int shift = 0;
+    if (suffix && *s && !s[1]) {
+        switch (*s) {
+            case 'k': case 'K': shift = 10; s++; break;
+            case 'm': case 'M': shift = 20; s++; break;
+            case 'g': case 'G': shift = 30; s++; break;
+            default: break;
+        }
+    }
+    if (*s || v > (ULLONG_MAX >> shift)) return false;   // trailing text, or wrapped by the unit
+    v <<= shift;
+    if (v < lo || v > hi) return false;
+    *out = v;
+    return true;
 }
 
+}  // namespace rt
+
+bool parse_number(const char *s, unsigned long long lo, unsigned long long hi,
+                  unsigned long long *out) {
+    return rt::parse_scaled(s, lo, hi, false, out);
+}
+
+// env_number (suffix false) and env_bytes (suffix true).
+static unsigned long long env_scaled(const char *name, unsigned long long lo,
+                                     unsigned long long hi, unsigned long long def, bool suffix) {
+    const char *v = getenv(name);
+    unsigned long long x;
+    if (!v) return def;
+    if (rt::parse_scaled(v, lo, hi, suffix, &x)) return x;
+    fprintf(stderr, "tandem emu: ignoring %s=%s: not a %s from %llu to %llu%s; using %llu\n", name,
+            v, suffix ? "size" : "whole number", lo, hi,
+            suffix ? " bytes (digits, then K, M or G for KiB, MiB, GiB)" : "", def);
+    return def;
+}
+
+unsigned long long env_number(const char *name, unsigned long long lo, unsigned long long hi,
+                              unsigned long long def) {
+    return env_scaled(name, lo, hi, def, false);
+}
+
+unsigned long long env_bytes(const char *name, unsigned long long lo, unsigned long long hi,
+                             unsigned long long def) {
+    return env_scaled(name, lo, hi, def, true);
+}
+
+bool env_flag(const char *name, bool def) {
+    const char *v = getenv(name);
+    if (!v) return def;
+    if (v[0] == '1' && !v[1]) return true;
+    if (v[0] == '0' && !v[1]) return false;
+    fprintf(stderr, "tandem emu: ignoring %s=%s: expected 0 or 1; using %d\n", name, v, (int)def);
+    return def;
+}
+
+namespace rt {
+
 static void init() {
-    const char *v = getenv("TANDEM_EMU_DEVICES");
-    g_cfg.devices = v && *v ? atoi(v) : 1;
-    if (g_cfg.devices < 1 || g_cfg.devices > kMaxDevices) {
-        fprintf(stderr, "tandem emu: TANDEM_EMU_DEVICES=%s: 1 to %d devices; using 1\n", v,
-                kMaxDevices);
-        g_cfg.devices = 1;
-    }
-    v = getenv("TANDEM_EMU_MEM");
-    g_cfg.mem = v && *v ? parse_bytes(v) : 0;
-    if (g_cfg.mem == 0 || g_cfg.mem > (1ull << 40)) {
-        if (v && *v) fprintf(stderr, "tandem emu: TANDEM_EMU_MEM=%s: not a size; using 4 GiB\n", v);
-        g_cfg.mem = 4ull << 30;
-    }
-    v = getenv("TANDEM_EMU_SYNC");
-    g_cfg.sync = v && strcmp(v, "1") == 0;
-    v = getenv("TANDEM_EMU_ABORT");
-    g_cfg.abort_on_fault = v && strcmp(v, "1") == 0;
+    g_cfg.devices = (int)env_number("TANDEM_EMU_DEVICES", 1, kMaxDevices, 1);
+    g_cfg.mem = (size_t)env_bytes("TANDEM_EMU_MEM", 1, 1ull << 40, 4ull << 30);
+    g_cfg.sync = env_flag("TANDEM_EMU_SYNC", false);
+    g_cfg.abort_on_fault = env_flag("TANDEM_EMU_ABORT", false);
 
     for (int d = 0; d < g_cfg.devices; d++) {
         Arena *a = new Arena;
@@ -513,8 +610,8 @@ static std::string release_oldest(Arena *a) {
     return err;
 }
 
-static void report_release(const std::string &err) {
-    if (!err.empty()) fault(cudaErrorIllegalAddress, "%s", err.c_str());
+static void report_release(int device, const std::string &err) {
+    if (!err.empty()) fault_on(device, cudaErrorIllegalAddress, "%s", err.c_str());
 }
 
 // A block of `size` bytes on device d, or NULL (out of memory).
@@ -545,7 +642,7 @@ static void *carve(int d, size_t size) {
             grow_high(a, p + slot - (uintptr_t)a->base);
         }
     }
-    report_release(err);
+    report_release(a->device, err);
     if (!p) return nullptr;
     UNPOISON((void *)p, size);
     {
@@ -589,11 +686,11 @@ static cudaError_t release(int d, void *ptr) {
         const unsigned char *rz = (const unsigned char *)ptr + b.size;
         size_t at = first_not(rz, b.slot - b.size, kGuard);
         if (at < b.slot - b.size) {
-            fault(cudaErrorIllegalAddress,
-                  "cudaFree(%p): the %zu-byte allocation on emulated cuda:%d was written past its "
-                  "end (the red-zone byte %zu bytes past the end changed): an out-of-bounds write "
-                  "by a kernel, copy or library call",
-                  ptr, b.size, d, at);
+            fault_on(d, cudaErrorIllegalAddress,
+                     "cudaFree(%p): the %zu-byte allocation on emulated cuda:%d was written past "
+                     "its end (the red-zone byte %zu bytes past the end changed): an "
+                     "out-of-bounds write by a kernel, copy or library call",
+                     ptr, b.size, d, at);
             result = cudaErrorIllegalAddress;
         }
         std::lock_guard<std::mutex> lk(a->mu);
@@ -625,7 +722,7 @@ static cudaError_t release(int d, void *ptr) {
             if (err.empty()) err = e;
         }
     }
-    report_release(err);
+    report_release(a->device, err);
     return result;
 }
 
@@ -701,19 +798,33 @@ bool check_device_range(const void *p, size_t n, int device, const char *what) {
         snprintf(why, sizeof why, "it is pinned host memory");
     else
         snprintf(why, sizeof why, "it is not device memory (a host pointer?)");
-    fault(cudaErrorIllegalAddress,
-          "%s: the operand [%p, +%zu bytes) is not device memory of emulated cuda:%d: %s", what, p,
-          n, device, why);
+    fault_on(device, cudaErrorIllegalAddress,
+             "%s: the operand [%p, +%zu bytes) is not device memory of emulated cuda:%d: %s", what,
+             p, n, device, why);
     return false;
 }
 
+static void fault_v(int device, cudaError_t err, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 void fault(cudaError_t err, const char *fmt, ...) {
-    rt::config();
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    fault_v(rt::context_device(), err, fmt, ap);
     va_end(ap);
+}
+
+void fault_on(int device, cudaError_t err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fault_v(device, err, fmt, ap);
+    va_end(ap);
+}
+
+static void fault_v(int device, cudaError_t err, const char *fmt, va_list ap) {
+    rt::config();
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     int printed = rt::g_faults_printed.fetch_add(1);
     if (printed < 20)
         fprintf(stderr, "tandem emu: %s\n", msg);
@@ -724,13 +835,20 @@ void fault(cudaError_t err, const char *fmt, ...) {
                 cudaGetErrorName(err));
         abort();
     }
+    if (device < 0 || device >= rt::kMaxDevices) device = 0;
     int none = cudaSuccess;
-    rt::g_sticky.compare_exchange_strong(none, (int)err);
+    rt::g_sticky[device].compare_exchange_strong(none, (int)err);
 }
 
 void set_last_error(cudaError_t err) { rt::fail(err); }
 
 }  // namespace tdm_emu
+
+// Test-only (not a CUDA API): how many times host code read write-combined pinned memory (a page
+// at a time: reads of a page already opened by a read or write are not counted again).
+extern "C" unsigned long long tdm_emu_wc_host_reads(void) {
+    return tdm_emu::rt::g_wc_reads.load();
+}
 
 // ---- the CUDA runtime API: errors, devices, memory ----
 
@@ -933,11 +1051,12 @@ cudaError_t cudaGetDeviceCount(int *count) {
     return cudaSuccess;
 }
 
+// Switching away from a faulted device works (its error is its context's); to one, it is reported.
 cudaError_t cudaSetDevice(int device) {
-    STICKY();
+    rt::config();
     if (device < 0 || device >= rt::g_cfg.devices) return fail(cudaErrorInvalidDevice);
     tls_device = device;
-    return cudaSuccess;
+    return rt::sticky_error(device);
 }
 
 cudaError_t cudaGetDevice(int *device) {
@@ -1054,6 +1173,13 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
     return cudaSuccess;
 }
 
+extern "C++" {   // runtime_internal.h's (this part of the file is extern "C")
+bool tdm_emu::rt::peer_access(int device, int peer) {
+    std::lock_guard<std::mutex> lk(peer_mu);
+    return device == peer || peer_enabled[device][peer];
+}
+}
+
 cudaError_t cudaDeviceDisablePeerAccess(int peer) {
     STICKY();
     if (peer < 0 || peer >= rt::g_cfg.devices) return fail(cudaErrorInvalidDevice);
@@ -1084,10 +1210,29 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
 
 // ---- device memory ----
 
+// cudaMalloc and cudaFree while a collective of the device is queued or waits for its peers: a
+// fault (nccl.cc's header comment says why), naming the call and the communicator.
+static cudaError_t refuse_while_collective(const char *api, int device) {
+    unsigned long long id = 0;
+    int rank = -1;
+    const int n = collectives_pending(device, &id, &rank);
+    if (n == 0) return cudaSuccess;
+    fault_on(device, cudaErrorNotPermitted,
+             "%s on cuda:%d while %d NCCL collective(s) of that device (rank %d of communicator "
+             "id #%llu) are queued or waiting for their peers: a device memory allocation or "
+             "free synchronizes the device behind a collective that waits for other ranks, "
+             "which can deadlock (NCCL docs, usage/communicators.html: \"Using multiple NCCL "
+             "communicators concurrently\"); on a GPU this can hang. Wait for the collective "
+             "(its stream or an event) first",
+             api, device, n, rank, id);
+    return cudaErrorNotPermitted;
+}
+
 cudaError_t cudaMalloc(void **ptr, size_t size) {
     STICKY();
     if (!ptr) return fail(cudaErrorInvalidValue);
     if (cudaError_t e = rt::unsafe_call("cudaMalloc")) return fail(e);
+    if (cudaError_t e = refuse_while_collective("cudaMalloc", tls_device)) return e;
     *ptr = nullptr;
     if (size == 0) return cudaSuccess;
     void *p = rt::carve(tls_device, size);
@@ -1107,6 +1252,7 @@ cudaError_t cudaFree(void *ptr) {
                 pinned_range(ptr, 1) ? " (pinned host memory: cudaFreeHost)" : "");
         return fail(cudaErrorInvalidValue);
     }
+    if (cudaError_t e = refuse_while_collective("cudaFree", d)) return e;
     rt::device_drain(d);
     return rt::release(d, ptr);
 }
@@ -1132,9 +1278,23 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     if (cudaError_t e = rt::unsafe_call("cudaHostAlloc")) return fail(e);
     *ptr = nullptr;
     if (size == 0) return cudaSuccess;
-    // heap memory (page-aligned): under ASan its bounds are checked like any heap block's
+    // heap memory (page-aligned): under ASan its bounds are checked like any heap block's.
+    // Write-combined: whole pages (the slack poisoned), watched for host reads (rt::protect_wc).
+    const bool wc = (flags & cudaHostAllocWriteCombined) != 0;
+    const size_t bytes = wc ? rt::round_up(size, rt::kPage) : size;
     void *p = nullptr;
-    if (posix_memalign(&p, rt::kPage, size) != 0) return fail(cudaErrorMemoryAllocation);
+    if (posix_memalign(&p, rt::kPage, bytes) != 0) return fail(cudaErrorMemoryAllocation);
+    if (wc) {
+        POISON((char *)p + size, bytes - size);
+        std::lock_guard<std::mutex> lk(rt::g_scope_mu);
+        for (int i = 0; i < rt::kMaxWc; i++)
+            if (!rt::g_wc_lo[i].load()) {
+                rt::g_wc_hi[i].store((uintptr_t)p + bytes);
+                rt::g_wc_lo[i].store((uintptr_t)p);
+                if (rt::g_scope_count.load() == 0 && mprotect(p, bytes, PROT_NONE) != 0) abort();
+                break;
+            }
+    }
     std::lock_guard<std::mutex> lk(rt::g_pinned_mu);
     (*rt::g_pinned)[(uintptr_t)p] = rt::Pinned{size, tls_device, false};
     *ptr = p;
@@ -1162,6 +1322,16 @@ cudaError_t cudaFreeHost(void *ptr) {
     {
         std::lock_guard<std::mutex> lk(rt::g_pinned_mu);
         rt::g_pinned->erase((uintptr_t)ptr);
+    }
+    {
+        std::lock_guard<std::mutex> lk(rt::g_scope_mu);   // no longer watched: open for free()
+        for (int i = 0; i < rt::kMaxWc; i++)
+            if (rt::g_wc_lo[i].load() == (uintptr_t)ptr) {
+                const uintptr_t hi = rt::g_wc_hi[i].load();
+                rt::g_wc_lo[i].store(0);
+                if (mprotect(ptr, hi - (uintptr_t)ptr, PROT_READ | PROT_WRITE) != 0) abort();
+                UNPOISON(ptr, hi - (uintptr_t)ptr);
+            }
     }
     free(ptr);
     return cudaSuccess;

@@ -1,6 +1,12 @@
 /* runtime_copy.cc — the emulated CUDA runtime's copies and memsets: cudaMemcpy, cudaMemcpyAsync,
  * cudaMemcpyPeer(Async), cudaMemset(Async).
  *
+ * A copy between two devices runs directly when the device of its stream has peer access to both
+ * (cudaDeviceEnablePeerAccess, which the runtime docs make one-way: from the current device to
+ * the peer's memory); without it the driver stages it through host memory — correct, but at a
+ * fraction of the link's speed. Such staged copies are counted (tdm_emu_staged_peer_copies, not
+ * a CUDA API) and the first is named on stderr, so a test can assert that none are made.
+ *
  * Each call first checks its pointers as a GPU would: against the kind (cudaMemcpyHostToDevice
  * with a device source is cudaErrorInvalidValue, with a message; cudaMemcpyDefault infers the
  * kind), then the device side's bounds (a range that is not inside one live allocation is a fault:
@@ -19,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <atomic>
 #include <vector>
 
 #include "runtime_internal.h"
@@ -79,6 +86,20 @@ cudaError_t check_side(const char *api, cudaMemcpyKind kind, const char *role, c
     return cudaErrorInvalidValue;
 }
 
+std::atomic<unsigned long long> g_staged_peer_copies{0};
+
+// A copy between src_device and dst_device on a stream of stream_device: counted (and the first
+// one named) when that device lacks peer access to either side.
+void note_peer_copy(const char *api, int stream_device, int src_device, int dst_device,
+                    size_t n) {
+    if (src_device == dst_device) return;
+    if (peer_access(stream_device, src_device) && peer_access(stream_device, dst_device)) return;
+    if (g_staged_peer_copies.fetch_add(1) == 0)
+        say("%s: cuda:%d to cuda:%d (%zu bytes) on a stream of cuda:%d without peer access "
+            "(cudaDeviceEnablePeerAccess): staged through host memory, as a driver does",
+            api, src_device, dst_device, n, stream_device);
+}
+
 cudaError_t copy(const char *api, void *dst, const void *src, size_t n, cudaMemcpyKind kind,
                  cudaStream_t stream, bool sync_api) {
     config();
@@ -115,6 +136,7 @@ cudaError_t copy(const char *api, void *dst, const void *src, size_t n, cudaMemc
     if (ss == PAGEABLE || ds == PAGEABLE)
         if (cudaError_t e = refuse_in_capture(s, api)) return fail(e);
 
+    if (ss == DEVICE && ds == DEVICE) note_peer_copy(api, stream_device_of(s), sd, dd, n);
     bool staged = !src_dev && ss == PAGEABLE && dst_dev;   // host to device from pageable memory
     bool wait;   // the call returns when the copy is done
     if (sync_api)
@@ -141,7 +163,7 @@ cudaError_t copy(const char *api, void *dst, const void *src, size_t n, cudaMemc
     if (cudaError_t e = stream_enqueue(s, what, std::move(fn), true, &ticket)) return fail(e);
     if (wait && ticket) {
         stream_wait(s, ticket);
-        return sticky_error();
+        return sticky_error(stream_device_of(s));
     }
     return cudaSuccess;
 }
@@ -172,7 +194,7 @@ cudaError_t memset_(const char *api, void *p, int value, size_t n, cudaStream_t 
         return fail(e);
     if (sync_api && sp == PINNED && ticket) {
         stream_wait(s, ticket);
-        return sticky_error();
+        return sticky_error(stream_device_of(s));
     }
     return cudaSuccess;
 }
@@ -229,11 +251,14 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
     StreamRef s = stream_of(stream);
     if (!s) return fail(cudaErrorInvalidResourceHandle);
     char what[120];
+    note_peer_copy(api, stream_device_of(s), src_device, dst_device, count);
     snprintf(what, sizeof what, "%s (cuda:%d to cuda:%d, %zu bytes)", api, src_device, dst_device,
              count);
     return fail(stream_enqueue(s, what, [dst, src, count] { memmove(dst, src, count); }, true,
                                nullptr));
 }
+
+unsigned long long tdm_emu_staged_peer_copies(void) { return g_staged_peer_copies.load(); }
 
 cudaError_t cudaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device,
                            size_t count) {

@@ -30,8 +30,14 @@ const Config &config();
 
 // ---- errors (runtime.cc) ----
 
-// The sticky error of a fault (cudaSuccess while there was none).
+// The sticky error of a fault on `device` (cudaSuccess while there was none): per device, as a
+// GPU's context error. Without an argument: the device of the work item the calling thread runs,
+// else its current device (context_device).
+cudaError_t sticky_error(int device);
 cudaError_t sticky_error();
+int context_device();
+// The device of the stream whose work item the calling thread runs (-1: none); run_item sets it.
+extern __thread int tls_work_device;
 // Records err as the calling thread's last error (unless cudaSuccess) and returns it.
 cudaError_t fail(cudaError_t err);
 // "tandem emu: <message>" on stderr: a diagnostic that is not a fault.
@@ -52,6 +58,10 @@ int arena_device(const void *p);
 void describe_address(const void *p, char *buf, size_t n);
 // Why [p, p+n) (p in an arena) is not one live allocation, for a message.
 void describe_range(const void *p, size_t n, char *buf, size_t len);
+
+// Whether `device` may access `peer`'s memory directly (cudaDeviceEnablePeerAccess from it; a
+// device always reaches its own): a copy between devices without it is staged through the host.
+bool peer_access(int device, int peer);
 
 // ---- streams (runtime_streams.cc) ----
 

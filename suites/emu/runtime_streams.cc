@@ -7,7 +7,11 @@
  * synchronization: an item on it first waits for the work queued so far on every blocking stream
  * of its device, and an item on a blocking stream first waits for the legacy stream's queued work
  * (streams made with cudaStreamNonBlocking do neither). An event record is an item that marks the
- * record done and takes a timestamp.
+ * record done and takes a timestamp. The workers belong to the runtime: at process exit (an
+ * atexit handler, which runs before LeakSanitizer's check) every worker runs what is queued and
+ * ends, and is waited for; work pushed after that runs on the calling thread, as with
+ * TANDEM_EMU_SYNC=1. A worker still running a kernel while exit tears the process down would
+ * otherwise touch memory being destroyed, and hold its access scope where no scan finds it.
  *
  * Capture. While a stream captures, what is enqueued on it becomes a node of the capture instead
  * of running; an event recorded there and waited on by another stream brings that stream into the
@@ -19,7 +23,9 @@
  * invalidate it, with CUDA's error codes; cudaStreamEndCapture then returns
  * cudaErrorStreamCaptureInvalidated. */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -109,7 +115,7 @@ struct Device {
     StreamRef legacy;
 };
 
-// Process state: made once, never freed (stream workers may run while the process exits).
+// Process state: made once, never freed (atexit handlers after exit_workers may still use it).
 static Device *g_devices = new Device[kMaxDevices];
 static std::mutex g_reg_mu;   // the handle registries
 static auto *g_streams = new std::unordered_map<const void *, StreamRef>;
@@ -131,9 +137,15 @@ static double now_ms() {
 
 // ---- running items ----
 
-// in_scope: the caller holds an access_scope already.
-static void run_item(Item &it, bool in_scope) {
-    if (!it.internal && sticky_error()) return;   // after a fault, as on a GPU: nothing runs
+// in_scope: the caller holds an access_scope already. A fault while it runs is device's.
+static void run_item(Item &it, bool in_scope, int device) {
+    if (!it.internal && sticky_error(device)) return;   // after a fault there: nothing runs
+    const int outer = tls_work_device;
+    tls_work_device = device;
+    struct restore {
+        int v;
+        ~restore() { tls_work_device = v; }
+    } restore_{outer};
     if (it.scoped) {
         std::unique_ptr<access_scope> scope(in_scope ? nullptr : new access_scope);
         tls_work = it.what.c_str();
@@ -144,10 +156,52 @@ static void run_item(Item &it, bool in_scope) {
     }
 }
 
+// ---- the workers' lifetime ----
+// Live workers are counted; at exit, exit_workers() marks the process exiting (no new worker
+// starts: push() runs items inline), wakes every worker so that it ends once its queue is empty,
+// and waits until the count is zero (at most a minute). Only in the process that started them (a
+// fork's child has none), and not for the calling thread when exit() is called from a worker's
+// host function.
+static std::mutex g_workers_mu;
+static std::condition_variable g_workers_cv;
+static int g_workers = 0;
+static std::atomic<bool> g_exiting{false};
+static pid_t g_workers_pid = 0;
+static thread_local bool tls_is_worker = false;
+static std::once_flag g_exit_once;
+
+static void exit_workers() {
+    {
+        std::lock_guard<std::mutex> lk(g_workers_mu);
+        g_exiting.store(true);
+        if (g_workers_pid != getpid()) return;
+    }
+    for (int d = 0; d < kMaxDevices; d++) {   // wake idle workers: an exiting one ends when dry
+        std::vector<StreamRef> all;
+        {
+            std::lock_guard<std::mutex> lk(g_devices[d].mu);
+            all = g_devices[d].streams;
+        }
+        for (const StreamRef &s : all) {
+            std::lock_guard<std::mutex> lk(s->mu);
+            s->cv.notify_all();
+        }
+    }
+    // Bounded: work that waits on the host (a host function blocked on a flag nobody will set
+    // now) must not hang the exit; a kernel, a copy or a collective ends well within it.
+    std::unique_lock<std::mutex> lk(g_workers_mu);
+    const int self = tls_is_worker ? 1 : 0;
+    if (!g_workers_cv.wait_for(lk, std::chrono::seconds(60), [&] { return g_workers == self; }))
+        fprintf(stderr, "tandem emu: exit: %d stream worker%s still busy after 60 s; exiting "
+                "without waiting for %s\n", g_workers - self, g_workers - self == 1 ? "" : "s",
+                g_workers - self == 1 ? "it" : "them");
+}
+
 // A stream's worker. Back-to-back scoped items share one access scope (protecting the arenas
 // again between them would cost time, not catch anything); it closes when the queue runs dry or
-// before an unscoped item (a wait, a host function).
-static void worker_main(StreamRef s) {
+// before an unscoped item (a wait, a host function). It ends when its stream is destroyed or the
+// process exits, once the queue is empty.
+static void worker_run(const StreamRef &s) {
     pthread_setname_np(pthread_self(), s->kind == Stream::LEGACY ? "emu-legacy" : "emu-stream");
     set_current_device(s->device);
     std::unique_ptr<access_scope> scope;
@@ -159,8 +213,8 @@ static void worker_main(StreamRef s) {
             lk.lock();
             continue;
         }
-        s->cv.wait(lk, [&] { return !s->q.empty() || s->dead; });
-        if (s->q.empty()) break;   // destroyed and drained
+        s->cv.wait(lk, [&] { return !s->q.empty() || s->dead || g_exiting.load(); });
+        if (s->q.empty()) break;   // destroyed (or the process exits) and drained
         Item it = std::move(s->q.front());
         s->q.pop_front();
         lk.unlock();
@@ -168,7 +222,7 @@ static void worker_main(StreamRef s) {
             scope.reset();
         else if (!scope)
             scope.reset(new access_scope);
-        run_item(it, scope != nullptr);
+        run_item(it, scope != nullptr, s->device);
         it = Item();   // what the work held goes before the stream counts it done
         lk.lock();
         s->done++;
@@ -182,24 +236,45 @@ static void worker_main(StreamRef s) {
         if (D.streams[i] == s) D.streams.erase(D.streams.begin() + (long)i--);
 }
 
-// Queues an item (or, with TANDEM_EMU_SYNC=1, runs it now). Returns the item's position.
+static void worker_main(StreamRef s) {
+    tls_is_worker = true;
+    worker_run(s);
+    s.reset();
+    std::lock_guard<std::mutex> lk(g_workers_mu);
+    g_workers--;
+    g_workers_cv.notify_all();
+}
+
+// Starts s's worker (s->mu held); false when the process is exiting (the caller runs the item).
+static bool start_worker(const StreamRef &s) {
+    std::call_once(g_exit_once, [] {
+        g_workers_pid = getpid();
+        atexit(exit_workers);
+    });
+    std::lock_guard<std::mutex> lk(g_workers_mu);
+    if (g_exiting.load()) return false;
+    std::thread(worker_main, s).detach();
+    g_workers++;
+    s->worker = true;
+    return true;
+}
+
+// Queues an item (or, with TANDEM_EMU_SYNC=1 or once the process exits, runs it now). Returns
+// the item's position.
 static uint64_t push(const StreamRef &s, Item &&it) {
-    if (config().sync) {
-        run_item(it, false);
-        std::lock_guard<std::mutex> lk(s->mu);
-        s->done = ++s->queued;
+    std::unique_lock<std::mutex> lk(s->mu);
+    if (!config().sync && (s->worker || start_worker(s))) {
+        s->q.push_back(std::move(it));
+        uint64_t pos = ++s->queued;
         s->cv.notify_all();
-        return s->queued;
+        return pos;
     }
-    std::lock_guard<std::mutex> lk(s->mu);
-    s->q.push_back(std::move(it));
-    uint64_t pos = ++s->queued;
-    if (!s->worker) {
-        s->worker = true;
-        std::thread(worker_main, s).detach();
-    }
+    lk.unlock();
+    run_item(it, false, s->device);
+    lk.lock();
+    s->done = ++s->queued;
     s->cv.notify_all();
-    return pos;
+    return s->queued;
 }
 
 // The position to wait for on s so that its queued work is done, or 0 when it is idle.
@@ -428,9 +503,9 @@ cudaError_t stream_enqueue(const StreamRef &s, const char *what, std::function<v
 // ---- emu.h ----
 
 cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> fn) {
-    if (cudaError_t e = rt::sticky_error()) return e;
     rt::StreamRef s = rt::stream_of(stream);
     if (!s) return rt::fail(cudaErrorInvalidResourceHandle);
+    if (cudaError_t e = rt::sticky_error(s->device)) return e;
     return rt::fail(rt::stream_enqueue(s, what, std::move(fn), true, nullptr));
 }
 
@@ -521,7 +596,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     RESOLVE(s, stream);
     if (cudaError_t e = check_sync_of(s, "cudaStreamSynchronize")) return fail(e);
     stream_drain(s);
-    return sticky_error();   // a fault in the work waited for
+    return sticky_error(s->device);   // a fault in the work waited for
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -722,7 +797,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     uint64_t target = e->recorded;
     e->cv.wait(lk, [&] { return e->done >= target; });
     lk.unlock();
-    return sticky_error();
+    return sticky_error(e->device);
 }
 
 // Milliseconds between the two records (the emulator's time: no measure of a GPU's).

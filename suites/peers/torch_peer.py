@@ -18,6 +18,7 @@ Exit: 0 done, 1 a benchmark failed, 2 bad arguments, 3 no usable torch in this p
 """
 import argparse
 import datetime
+import errno
 import json
 import math
 import os
@@ -25,6 +26,7 @@ import platform
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -799,15 +801,32 @@ SUITES = {   # name -> (devices, register)
 # ---- files --------------------------------------------------------------------------------------
 
 def write_atomic(path, text):
+    # As tandem's writers (core/files.c): a path that exists and is not a regular file (a link, a
+    # FIFO, a device) is refused, never replaced; the temp file is made new (O_EXCL, O_NOFOLLOW:
+    # whatever had its name is removed first, never written through).
+    def not_regular(p):
+        try:
+            return not stat.S_ISREG(os.lstat(p).st_mode)
+        except FileNotFoundError:
+            return False
+    if not_regular(path):
+        raise OSError(errno.EEXIST, "not a regular file (tandem writes no link, FIFO or device)",
+                      path)
     tmp = "%s.tmp.%d" % (path, os.getpid())
+    if os.path.lexists(tmp) and not os.path.isdir(tmp):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if not_regular(path):
+            raise OSError(errno.EEXIST, "not a regular file (tandem writes no link, FIFO or "
+                          "device)", path)
         os.replace(tmp, path)
     except OSError:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
 

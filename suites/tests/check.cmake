@@ -6,12 +6,16 @@
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                                  ${PROJECT_SOURCE_DIR}/harness/emulated.c
+                                  ${PROJECT_SOURCE_DIR}/harness/json_strict.c
                                   ${PROJECT_SOURCE_DIR}/harness/fileio.c
                                   ${PROJECT_SOURCE_DIR}/harness/stats.c)
 set(CHECK_EXPECT ${PROJECT_SOURCE_DIR}/suites/check/expectations.json)
 set(CHECK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/check)
 file(MAKE_DIRECTORY ${TEST_TMP}/check)
 add_test(NAME check.unit COMMAND test_check ${CHECK_EXPECT} ${TEST_TMP}/check)
+# the recorded runs it leaves (we21-*) are hostile21_judge.cmake's --write-expect inputs
+set_tests_properties(check.unit PROPERTIES FIXTURES_SETUP check21_runs)
 
 set(BC $<TARGET_FILE:bench> check --expect ${CHECK_EXPECT})
 add_test(NAME check.figures_healthy_exit_0 COMMAND sh -c

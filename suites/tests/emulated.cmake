@@ -5,6 +5,7 @@
 # build also runs bench env and bench run on its cuda:0 (env.emulated_text, run.emulated_cuda0).
 tdm_test_executable(emulated)
 target_sources(test_emulated PRIVATE ${PROJECT_SOURCE_DIR}/harness/emulated.c
+                                     ${PROJECT_SOURCE_DIR}/harness/json_strict.c
                                      ${PROJECT_SOURCE_DIR}/harness/fileio.c)
 target_include_directories(test_emulated PRIVATE ${PROJECT_SOURCE_DIR}/harness)
 set(EMU ${TEST_TMP}/emulated)

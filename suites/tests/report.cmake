@@ -12,7 +12,8 @@ if(NOT TEST harness.quick_cpu_run)
 endif()
 
 tdm_test_executable(report)
-target_sources(test_report PRIVATE ${PROJECT_SOURCE_DIR}/harness/fileio.c)
+target_sources(test_report PRIVATE ${PROJECT_SOURCE_DIR}/harness/fileio.c
+                                   ${PROJECT_SOURCE_DIR}/harness/json_strict.c)
 set(RPT ${TEST_TMP}/report)
 set(RPT_BENCH $<TARGET_FILE:bench>)
 add_test(NAME report.plot_quick_run COMMAND test_report plot ${RPT_BENCH} ${RPT}/plot ${QUICK_RUN})

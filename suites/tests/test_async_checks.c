@@ -5,6 +5,9 @@
  *              nothing to gather (D = 0), a bad index in embedding's backward, a bad
  *              cross_entropy target: each op returns without an error, the next copy to the host
  *              or synchronize fails with the message, the one after succeeds; good ops stay fine.
+ *   record_published_last  (the emulated device only: its atomic hook) the host reads the
+ *              record right after a kernel claims it, as a wait on another stream could: it must
+ *              see nothing or the whole record, never a raised record with fields missing.
  *   no_waits   (the emulated device only: it counts host waits) a whole training step —
  *              embedding, linear, cross_entropy, backward, SGD with momentum — makes no host wait
  *              until the loss is read, after a first (warm-up) step; reading it waits; nor
@@ -18,7 +21,10 @@
 #include "tandem/tandem.h"
 
 #ifdef TDM_TEST_EMU
-unsigned long long tdm_emu_host_waits(void);   // suites/emu/runtime_streams.cc
+#include <pthread.h>
+
+unsigned long long tdm_emu_host_waits(void);                    // suites/emu/runtime_streams.cc
+void tdm_emu_set_atomic_hook(void (*hook)(const void *addr));   // suites/emu/exec.cc
 #endif
 
 static const tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
@@ -168,14 +174,69 @@ static int run_no_waits(void) {
 }
 #endif
 
+#ifdef TDM_TEST_EMU
+// The host may read the error record while a kernel writes it: a wait on another stream of the
+// device returns while that kernel runs, and reads the record. The emulator's atomic hook makes
+// such a wait (on an idle side stream) right after every integer atomic of every kernel, i.e.
+// right after a kernel claims the record: a record published before its fields are written is
+// then reported half-written ("?: index 0 out of range for 0 rows") and the real report is lost.
+// Exactly one report must come, complete.
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static tdm_stream *side;
+static int hook_calls, hook_reports;
+static char hook_msg[512];
+
+static void wait_on_side_stream(const void *addr) {
+    (void)addr;
+    pthread_mutex_lock(&hook_mu);   // one host thread waiting at a time
+    hook_calls++;
+    if (tdm_stream_synchronize(side) != TDM_OK && hook_reports++ == 0)
+        snprintf(hook_msg, sizeof hook_msg, "%s", tdm_last_error());
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static int run_record_published(void) {
+    const int64_t bad[4] = {0, 12, 9, 2};
+    tdm_tensor *w = weight(10, 8, 1), *ib = indices(4, bad);
+    side = tdm_stream_new(cuda0);
+    CHECK(w && ib && side && tdm_device_synchronize(cuda0) == TDM_OK);
+    for (int round = 0; round < 3; round++) {
+        hook_calls = hook_reports = 0;
+        hook_msg[0] = 0;
+        tdm_emu_set_atomic_hook(wait_on_side_stream);
+        tdm_tensor *y = tdm_embedding(ib, w, -1);
+        CHECK_MSG(y != NULL, "%s", tdm_last_error());
+        const tdm_status s = tdm_device_synchronize(cuda0);
+        tdm_emu_set_atomic_hook(NULL);
+        char wait_msg[512] = "";
+        if (s != TDM_OK) snprintf(wait_msg, sizeof wait_msg, "%s", tdm_last_error());
+        CHECK_MSG(hook_calls > 0, "the kernel made no atomic: nothing was read mid-write");
+        const char *got = hook_reports ? hook_msg : wait_msg;
+        CHECK_MSG(hook_reports + (s != TDM_OK) == 1,
+                  "round %d: %d report(s) while the kernel ran ('%s'), the wait gave '%s'", round,
+                  hook_reports, hook_msg, wait_msg);
+        CHECK_MSG(strstr(got, "embedding: index 12 out of range for 10 rows") &&
+                      strstr(got, "indices[1]"),
+                  "round %d: the record was read half-written: '%s'", round, got);
+        CHECK(tdm_device_synchronize(cuda0) == TDM_OK);
+        tdm_tensor_free(y);
+    }
+    tdm_stream_free(side);
+    tdm_tensor_free(w);
+    tdm_tensor_free(ib);
+    CHECK_DONE("async_checks.record_published_last");
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "errors")) return run_errors();
 #ifdef TDM_TEST_EMU
     if (argc == 2 && !strcmp(argv[1], "no_waits")) return run_no_waits();
+    if (argc == 2 && !strcmp(argv[1], "record_published_last")) return run_record_published();
 #endif
     fprintf(stderr, "usage: test_async_checks errors%s\n",
 #ifdef TDM_TEST_EMU
-            " | no_waits"
+            " | no_waits | record_published_last"
 #else
             ""
 #endif

@@ -1,16 +1,21 @@
 /* test_check.c — `bench check`'s judging without a GPU (harness/check_judge.c, check_expect.c):
  * the thresholds at their edges, the datasheet expectations, the PCIe link rule, NVML's readings,
  * the outlier rule, the emulated device and no GPU, the expectations file's validation, and
- * --write-expect's medians (recorded check results in temporary directories).
+ * --write-expect's medians (recorded check results in temporary directories); issue 21: the
+ * physical limits, absent checks (incomplete), figures that cannot be true, strict JSON, the
+ * outlier rule against a brute-force median, and --write-expect's refusals.
  * usage: test_check EXPECTATIONS_JSON TMPDIR */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"            // the tests' CHECK macros (suites/tests/check.h)
 #include "harness/check.h"    // bench check's parts
+#include "harness/fileio.h"
+#include "harness/stats.h"
 
 static cJSON *expect;
 
@@ -23,6 +28,10 @@ static cJSON *gpu(int i, const char *name, double scale) {
     cJSON_AddStringToObject(g, "device", dev);
     cJSON_AddStringToObject(g, "name", name);
     cJSON_AddBoolToObject(g, "emulated", false);
+    cJSON *num = cJSON_AddObjectToObject(g, "numerics");  // every GPU's runs: a complete entry
+    const char *runs[] = {"numerics.golden", "numerics.conform", "train.mlp-adam.f32"};
+    for (size_t k = 0; k < 3; k++)
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(num, runs[k]), "result", "pass");
     cJSON *f = cJSON_AddObjectToObject(g, "figures");
     struct { const char *k; double v; } v[] = {{"memory.d2d", 2039}, {"gemm.tf32", 156}, {"gemm.f16", 312},
                                               {"gemm.bf16", 312}, {"gemm.f64", 19.5}, {"pcie.h2d", 31.5},
@@ -48,10 +57,22 @@ static cJSON *gpu(int i, const char *name, double scale) {
     return g;
 }
 
+// n GPUs; from 2 to 16 with the all-reduce and peer figures every such node measures (one
+// direction of the A100 SXM4's NVLink, 300 GB/s, x scale).
 static cJSON *node(int n, double scale) {
     cJSON *f = cJSON_CreateObject();
     cJSON *gs = cJSON_AddArrayToObject(f, "gpus");
-    for (int i = 0; i < n; i++) cJSON_AddItemToArray(gs, gpu(i, "NVIDIA A100-SXM4-80GB", scale));
+    for (int i = 0; i < n; i++) {
+        cJSON *g = gpu(i, "NVIDIA A100-SXM4-80GB", scale);
+        cJSON *figs = cJSON_GetObjectItem(g, "figures");
+        if (n >= 2 && n <= 16) {
+            cJSON_AddNumberToObject(cJSON_AddObjectToObject(figs, "multi.allreduce"), "value",
+                                    300 * scale);
+            cJSON_AddNumberToObject(cJSON_AddObjectToObject(figs, "multi.peer"), "value",
+                                    300 * scale);
+        }
+        cJSON_AddItemToArray(gs, g);
+    }
     return f;
 }
 
@@ -201,8 +222,8 @@ static void test_no_gpu_and_emulated(void) {
     CHECK(!strcmp(verdict(j, 0, "memory.d2d"), CHECK_EMULATED));
     CHECK(check_exit_code(j) == CHECK_EXIT_NO_GPU);
     cJSON_Delete(j);
-    cJSON *num = cJSON_AddObjectToObject(g, "numerics");   // its numerics are judged
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(num, "numerics.golden"), "result", "fail");
+    cJSON *golden = cJSON_GetObjectItem(cJSON_GetObjectItem(g, "numerics"), "numerics.golden");
+    cJSON_ReplaceItemInObject(golden, "result", cJSON_CreateString("fail"));  // judged there
     j = judge(f);
     CHECK(!strcmp(verdict(j, 0, "numerics.golden"), CHECK_FAIL));
     CHECK(check_exit_code(j) == CHECK_EXIT_FAIL);
@@ -236,7 +257,10 @@ static void write_status(const char *dir, double d2d_0, double d2d_1, bool fail_
     set(fig(f, 1, "memory.d2d"), "value", d2d_1);
     if (fail_1) set(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 1), "link"), "pcie_width", 4);
     cJSON *s = cJSON_CreateObject();
+    cJSON_AddBoolToObject(s, "complete", true);
+    cJSON_AddBoolToObject(s, "emulated", false);
     cJSON_AddItemToObject(s, "check", judge(f));
+    cJSON_AddArrayToObject(s, "write_errors");
     char path[600], *text = cJSON_Print(s);
     snprintf(path, sizeof path, "%s/status.json", dir);
     FILE *o = fopen(path, "w");
@@ -281,9 +305,397 @@ static void test_write_expect(const char *tmp) {
     CHECK(!e && strstr(err, "status.json"));
 }
 
+// ---- issue 21: no PASS for what cannot be true or was not measured
+// -------------------------------
+
+// The note of check NAME on GPU G ("" when there is no such line).
+static const char *note_of(const cJSON *j, int g, const char *name) {
+    const cJSON *c;
+    cJSON_ArrayForEach(
+        c, cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "gpus"), g),
+                               "checks")) if (!strcmp(cJSON_GetObjectItem(c, "check")->valuestring,
+                                                      name)) return cJSON_GetObjectItem(c, "note")
+        ->valuestring;
+    return "";
+}
+
+static double summary(const cJSON *j, const char *k) {
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "summary"), k);
+    return v ? v->valuedouble : -1;
+}
+
+static void test_physical_limits(void) {
+    // 1.10 x the datasheet: just below it is a figure (PASS), above it a timing bug (FAIL)
+    cJSON *f = node(1, 1.0);
+    set(fig(f, 0, "memory.d2d"), "value", 2039 * 1.09);
+    cJSON *j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "memory.d2d"), CHECK_PASS) && check_exit_code(j) == 0);
+    cJSON_Delete(j);
+    double over[] = {2039 * 1.11, 100000, 1e300};  // 100 TB/s on an A100 is a ratio of 49
+    for (size_t k = 0; k < sizeof over / sizeof *over; k++) {
+        set(fig(f, 0, "memory.d2d"), "value", over[k]);
+        j = judge(f);
+        CHECK_MSG(
+            !strcmp(verdict(j, 0, "memory.d2d"), CHECK_FAIL) &&
+                strstr(note_of(j, 0, "memory.d2d"), "faster than this GPU can be: a timing bug?"),
+            "%g GB/s: %s (%s)", over[k], verdict(j, 0, "memory.d2d"), note_of(j, 0, "memory.d2d"));
+        CHECK(check_exit_code(j) == CHECK_EXIT_FAIL);
+        cJSON_Delete(j);
+    }
+    cJSON_Delete(f);
+    // every figure at 1e300: no performance line passes
+    f = node(2, 1e300 / 2039);
+    j = judge(f);
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; check_perf_names[k]; k++)
+            CHECK_MSG(!strcmp(verdict(j, g, check_perf_names[k]), CHECK_FAIL),
+                      "1e300: cuda:%d %s %s", g, check_perf_names[k],
+                      verdict(j, g, check_perf_names[k]));
+    CHECK(check_exit_code(j) == CHECK_EXIT_FAIL);
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+    // an unknown model: no expectation, but nothing 10 x faster than the fastest model is real
+    f = node(1, 1.0);
+    cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 0);
+    cJSON_ReplaceItemInObject(g, "name", cJSON_CreateString("NVIDIA Z900"));
+    set(fig(f, 0, "memory.d2d"), "value", 9000);  // faster than any model of the file: a new one
+    set(fig(f, 0, "gemm.bf16"), "value", 1e300);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "memory.d2d"), CHECK_NO_EXPECT));
+    CHECK(!strcmp(verdict(j, 0, "gemm.bf16"), CHECK_FAIL));
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+    // an impossible figure is no sibling's yardstick: cuda:1 and cuda:2 are not outliers
+    f = node(3, 0.9);
+    set(fig(f, 0, "memory.d2d"), "value", 100000);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 1, "outlier.memory.d2d"), ""));
+    CHECK(!strcmp(verdict(j, 2, "outlier.memory.d2d"), ""));
+    CHECK(!strcmp(verdict(j, 0, "memory.d2d"), CHECK_FAIL));
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+}
+
+static void test_incomplete(void) {
+    // a GPU with only one check present: every expected one is listed, counted, and the verdict
+    // is incomplete (exit 4), never a PASS
+    cJSON *f = node(1, 1.0);
+    cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 0);
+    cJSON_DeleteItemFromObject(g, "numerics");
+    cJSON_DeleteItemFromObject(g, "link");
+    cJSON_DeleteItemFromObject(g, "health");
+    cJSON *figs = cJSON_GetObjectItem(g, "figures");
+    for (int k = 1; check_perf_names[k]; k++) cJSON_DeleteItemFromObject(figs, check_perf_names[k]);
+    cJSON *j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "memory.d2d"), CHECK_PASS));
+    const char *absent[] = {"numerics.golden", "numerics.conform", "train",         "gemm.tf32",
+                            "gemm.f16",        "gemm.bf16",        "gemm.f64",      "pcie.h2d",
+                            "pcie.d2h",        "pcie.link",        "nvml.throttle", "nvml.ecc",
+                            "nvml.clocks"};
+    for (size_t k = 0; k < sizeof absent / sizeof *absent; k++)
+        CHECK_MSG(!strcmp(verdict(j, 0, absent[k]), CHECK_ABSENT), "%s: %s", absent[k],
+                  verdict(j, 0, absent[k]));
+    CHECK(!strcmp(verdict(j, 0, "multi.peer"), ""));  // one GPU: no multi.*
+    CHECK_MSG(check_exit_code(j) == CHECK_EXIT_INCOMPLETE, "exit %d", check_exit_code(j));
+    CHECK_MSG(summary(j, "incomplete") == 16, "incomplete %g, want 16", summary(j, "incomplete"));
+    CHECK(!strncmp(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "summary"), "line")->valuestring,
+                   "INCOMPLETE", 10));
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+    // a figure of null without an error was not measured: incomplete; with an error: FAIL
+    f = node(1, 1.0);
+    cJSON_ReplaceItemInObject(fig(f, 0, "gemm.f64"), "value", cJSON_CreateNull());
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "gemm.f64"), CHECK_NOT_RUN) &&
+          check_exit_code(j) == CHECK_EXIT_INCOMPLETE);
+    cJSON_Delete(j);
+    cJSON_AddStringToObject(fig(f, 0, "gemm.f64"), "error", "out of memory");
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "gemm.f64"), CHECK_FAIL) && check_exit_code(j) == CHECK_EXIT_FAIL);
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+    // two GPUs measure multi.*; a run result that is not pass, fail or error was not run
+    f = node(2, 1.0);
+    cJSON_DeleteItemFromObject(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 1), "figures"),
+        "multi.peer");
+    cJSON *golden = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 0), "numerics"),
+        "numerics.golden");
+    cJSON_ReplaceItemInObject(golden, "result", cJSON_CreateString("skipped"));
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 1, "multi.peer"), CHECK_ABSENT));
+    CHECK(!strcmp(verdict(j, 0, "numerics.golden"), CHECK_NOT_RUN));
+    CHECK(check_exit_code(j) == CHECK_EXIT_INCOMPLETE && summary(j, "incomplete") == 2);
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+}
+
+// Sets KEY of the part WHERE of GPU 0 (gpu, figures, health, link, numerics, or d2d: the
+// memory.d2d figure) of a healthy 2-GPU node to JSON: check_judge must refuse it, naming WANT.
+static void expect_bad(const char *where, const char *key, const char *json, const char *want) {
+    cJSON *f = node(2, 1.0);
+    cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 0);
+    cJSON *t = !strcmp(where, "gpu")   ? g
+               : !strcmp(where, "d2d") ? fig(f, 0, "memory.d2d")
+                                       : cJSON_GetObjectItem(g, where);
+    cJSON *v = cJSON_Parse(json);
+    CHECK_MSG(t && v, "%s %s", where, json);
+    cJSON_DeleteItemFromObject(t, key);
+    cJSON_AddItemToObject(t, key, v);
+    char err[400] = "";
+    cJSON *j = check_judge(f, expect, err, sizeof err);
+    CHECK_MSG(!j && strstr(err, want), "%s.%s = %s: %s, want bad input naming '%s'", where, key,
+              json, j ? "judged" : err, want);
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+}
+
+static void test_bad_figures(void) {
+    expect_bad("d2d", "value", "1e999", "figures.memory.d2d: value inf");  // cJSON: infinity
+    expect_bad("d2d", "value", "\"fast\"", "figures.memory.d2d: needs");
+    expect_bad("d2d", "value", "{}", "figures.memory.d2d: needs");
+    expect_bad("d2d", "value", "-5", "not a finite rate above 0");
+    expect_bad("d2d", "value", "0", "not a finite rate above 0");
+    expect_bad("figures", "memory.d2d", "{}", "figures.memory.d2d: needs");
+    expect_bad("figures", "memory.d2d", "null", "figures.memory.d2d: needs");
+    expect_bad("d2d", "samples", "[1700, 1e999]", "memory.d2d.samples[1]");
+    expect_bad("d2d", "unit", "\"MB/s\"", "unit must be \"GB/s\"");
+    expect_bad("health", "throttle_reasons", "1e30", "health.throttle_reasons");
+    expect_bad("health", "throttle_reasons", "1024", "health.throttle_reasons");  // an unknown bit
+    expect_bad("health", "throttle_reasons", "4.5", "health.throttle_reasons");
+    expect_bad("health", "remapped_rows_failed", "2", "health.remapped_rows_failed");
+    expect_bad("health", "remapped_rows_pending", "-1", "health.remapped_rows_pending");
+    expect_bad("health", "temperature_c", "-300", "health.temperature_c");
+    expect_bad("health", "temperature_c", "1000", "health.temperature_c");
+    expect_bad("health", "ecc", "\"on\"", "health.ecc");
+    expect_bad("health", "ecc_uncorrected_volatile", "0.5", "health.ecc_uncorrected_volatile");
+    expect_bad("link", "pcie_gen", "9", "link.pcie_gen");
+    expect_bad("link", "pcie_width", "64", "link.pcie_width");
+    expect_bad("link", "pcie_width", "12", "link.pcie_width");
+    expect_bad("link", "pcie_width_max", "0.5", "link.pcie_width_max");
+    expect_bad("link", "pcie_gen_max", "0", "link.pcie_gen_max");
+    expect_bad("link", "pcie_gen", "5", "above its maximum");  // gen5 on a gen4 maximum
+    expect_bad("gpu", "emulated", "\"true\"", "emulated: must be true or false");
+    expect_bad("gpu", "name", "5", "name: must be a string");
+    expect_bad("gpu", "name", "\"A100\\u001b[2J\"", "name: holds a control character");
+    expect_bad("gpu", "device", "\"cuda:1\"", "\"cuda:1\" is listed twice");
+    expect_bad("numerics", "numerics.golden", "true", "numerics.numerics.golden");
+}
+
+// The outlier rule against the definition, brute force: each GPU against the median of its
+// siblings (bench_median of the others' figures).
+static void test_outliers_brute_force(void) {
+    enum { N = 11 };
+    cJSON *f = node(N, 0.9);
+    double v[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = 2039 * (0.55 + 0.04 * ((i * 7) % N));  // distinct, some far below the others
+        set(fig(f, i, "memory.d2d"), "value", v[i]);
+    }
+    cJSON *j = judge(f);
+    for (int i = 0; i < N; i++) {
+        double o[N];
+        int m = 0;
+        for (int k = 0; k < N; k++)
+            if (k != i) o[m++] = v[k];
+        double med = bench_median(o, m), ratio = v[i] / med;
+        const char *want = ratio < 0.75 ? CHECK_FAIL : ratio < 0.9 ? CHECK_WARN : "";
+        CHECK_MSG(!strcmp(verdict(j, i, "outlier.memory.d2d"), want),
+                  "cuda:%d ratio %.3f: %s, want %s", i, ratio, verdict(j, i, "outlier.memory.d2d"),
+                  want);
+        const cJSON *c;
+        cJSON_ArrayForEach(
+            c,
+            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "gpus"), i),
+                                "checks")) if (!strcmp(cJSON_GetObjectItem(c, "check")->valuestring,
+                                                       "outlier.memory.d2d"))
+            CHECK_MSG(cJSON_GetObjectItem(c, "expected")->valuedouble == med,
+                      "cuda:%d: median %g, want %g", i,
+                      cJSON_GetObjectItem(c, "expected")->valuedouble, med);
+    }
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+}
+
+// The expectations file with its first FROM replaced by TO: refused, naming WANT.
+static void expect_file_bad(const char *text, const char *from, const char *to, const char *want) {
+    const char *at = strstr(text, from);
+    CHECK_MSG(at, "'%s' is not in the expectations file", from);
+    if (!at) return;
+    size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+    char *t = malloc(n), err[600] = "";
+    snprintf(t, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    cJSON *e = check_expect_parse(t, "x.json", err, sizeof err);
+    CHECK_MSG(!e && strstr(err, want) && strstr(err, "x.json"), "%s -> %s: %s, want '%s'", from, to,
+              e ? "accepted" : err, want);
+    cJSON_Delete(e);
+    free(t);
+}
+
+static void test_expect_file(const char *path) {
+    char *text = bench_read_file(path, NULL);
+    CHECK(text);
+    if (!text) return;
+    char err[600];
+    cJSON *ok = check_expect_parse(text, "x.json", err, sizeof err);
+    CHECK_MSG(ok, "%s", err);
+    cJSON_Delete(ok);
+    expect_file_bad(text, "\"hbm_GBps\": 2039", "\"hbm_GBps\": 1e999", "\"hbm_GBps\" is not");
+    expect_file_bad(text, "\"pcie_gen\": 4", "\"pcie_gen\": 99",
+                    "\"pcie_gen\" is not a PCIe generation");
+    expect_file_bad(text, "\"pcie_width\": 16", "\"pcie_width\": 0.5",
+                    "\"pcie_width\" is not a PCIe width");
+    expect_file_bad(text, "\"bf16\": 312", "\"bf16\": 1e999", "tflops.bf16 is not");
+    expect_file_bad(text, "\"nvlink_GBps\": 600", "\"nvlink_GBps\": -600",
+                    "\"nvlink_GBps\" is not");
+    expect_file_bad(text, "\"hbm_GBps\": 2039", "\"hbm_GBps\": 2039, \"hbm_GBps\": 20390",
+                    "duplicate key \"hbm_GBps\" in models[3]");
+    expect_file_bad(text, "\"format\"", "\"outlier\": {\"warn\": 1, \"fail\": 1}, \"format\"",
+                    "duplicate key \"outlier\"");
+    expect_file_bad(text, "\"models\": [", "\"models\": [] } trailing {\"x\": [",
+                    "text after the value");
+    expect_file_bad(text, "What each GPU", "What \xff each GPU", "invalid UTF-8");
+    expect_file_bad(text, "What each GPU", "What \xc0\xaf each GPU",
+                    "invalid UTF-8");  // overlong '/'
+    expect_file_bad(text, "\"model\": \"A100 SXM4 80GB\"", "\"model\": \"   \"",
+                    "\"model\" is blank");
+    expect_file_bad(text, "\"model\": \"A100 SXM4 80GB\"", "\"model\": \"A100\\u0000x\"",
+                    "\\u0000");
+    expect_file_bad(text, "\"A100-SXM4-80GB\", ", "\"A100-SXM4-80GB\", \"nvidia a100-pcie-40gb\", ",
+                    "is also models[0]");
+    expect_file_bad(text, "\"outlier\": {", "\"physical_limit\": {\"margin\": 5}, \"outlier\": {",
+                    "physical_limit");
+    expect_file_bad(text, "\"hbm_GBps\": 2039,",
+                    "\"hbm_GBps\": 2039, \"checks\": {\"memory.d2d\": 1e8},",
+                    "faster than this GPU can be");
+    expect_file_bad(text, "\"warn\": 0.80, \"fail\": 0.70", "\"warn\": 0.80, \"fail\": 1e999",
+                    "memory.d2d");
+    expect_file_bad(text, "\"warn\": 0.80, \"fail\": 0.70", "\"warn\": 0.80, \"fail\": 1e-9",
+                    "needs 0.01 <= fail");   // a FAIL threshold that fails nothing
+    free(text);
+}
+
+// A check results directory written as `bench check --out` writes it, with the fields it is
+// judged by: complete, write_errors, emulated, the check section (figures judged now), and, when
+// SPOIL is given, a figure set after judging (a recorded PASS for a figure that cannot be true).
+static void write_run(const char *dir, const char *name, bool complete, bool write_error,
+                      bool host_fail, double spoil) {
+    mkdir(dir, 0755);
+    cJSON *f = node(2, 0.85);
+    for (int g = 0; g < 2; g++)
+        cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), g), "name",
+                                  cJSON_CreateString(name));
+    cJSON *host = cJSON_AddObjectToObject(f, "host");
+    cJSON_AddStringToObject(
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(host, "numerics"), "reference.golden"),
+        "result", host_fail ? "fail" : "pass");
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddBoolToObject(s, "complete", complete);
+    cJSON_AddBoolToObject(s, "emulated", false);
+    cJSON *j = judge(f);
+    if (spoil > 0)
+        for (int g = 0; g < 2; g++) set(fig(j, g, "memory.d2d"), "value", spoil);
+    cJSON_AddItemToObject(s, "check", j);
+    cJSON *we = cJSON_AddArrayToObject(s, "write_errors");
+    if (write_error) cJSON_AddItemToArray(we, cJSON_CreateString("check.csv"));
+    char path[700], *text = cJSON_Print(s);
+    snprintf(path, sizeof path, "%s/status.json", dir);
+    FILE *o = fopen(path, "w");
+    if (o) {
+        fputs(text, o);
+        fclose(o);
+    }
+    free(text);
+    cJSON_Delete(s);
+    cJSON_Delete(f);
+}
+
+static double fleet_median(const cJSON *e, const char *device, const char *check, const char *key) {
+    const cJSON *v =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(check_expect_model(e, device), key), check);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static void test_write_expect_refusals(const char *tmp) {
+    char d[9][500];
+    const char *what[9] = {"good",    "good2",     "incomplete", "write-error", "host-fail",
+                           "d2d-1e8", "d2d-1e308", "emulated",   "blank-name"};
+    for (int i = 0; i < 9; i++) snprintf(d[i], sizeof d[i], "%s/we21-%s", tmp, what[i]);
+    const char *a100 = "NVIDIA A100-SXM4-80GB";
+    write_run(d[0], a100, true, false, false, 0);
+    write_run(d[1], a100, true, false, false, 0);
+    write_run(d[2], a100, false, false, false, 0);
+    write_run(d[3], a100, true, true, false, 0);
+    write_run(d[4], a100, true, false, true, 0);
+    write_run(d[5], a100, true, false, false, 1e8);    // recorded PASS, 10^8 GB/s
+    write_run(d[6], a100, true, false, false, 1e308);  // the median of two overflows
+    write_run(d[7], a100, true, false, false, 0);
+    write_run(d[8], "NVIDIA    ", true, false, false, 0);  // a model name of spaces
+    char csv[600];  // a run on the emulated device, said only by its samples' column
+    snprintf(csv, sizeof csv, "%s/.x.samples.csv", d[7]);
+    FILE *o = fopen(csv, "w");
+    if (o) {
+        fputs(
+            "suite,benchmark,param,x,metric,unit,repetition,value,emulated\n"
+            "check,memory.d2d,cuda:0,,GB/s,GB/s,0,1,TRUE\n",
+            o);
+        fclose(o);
+    }
+    char again[600];  // d[0] named twice, once through "."
+    snprintf(again, sizeof again, "%s/.", d[0]);
+    char *dirs[] = {d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], again}, err[2000];
+    cJSON *e = check_expect_from_runs(expect, dirs, 10, err, sizeof err);
+    CHECK_MSG(e, "%s", err);
+    if (!e) return;
+    const char *left[] = {"we21-incomplete (incomplete",
+                          "we21-write-error (incomplete",
+                          "we21-host-fail (failed",
+                          "we21-d2d-1e8 cuda:0 (it had a FAIL",
+                          "we21-d2d-1e308 cuda:0 (it had a FAIL",
+                          "we21-emulated (a run on the emulated",
+                          "we21-blank-name cuda:0 (its name is not a model name",
+                          "counted once"};
+    for (size_t k = 0; k < sizeof left / sizeof *left; k++)
+        CHECK_MSG(strstr(err, left[k]), "the note lacks '%s': %s", left[k], err);
+    // two healthy runs of 2 GPUs each: 4 figures, the median of which is 0.85 x the datasheet
+    CHECK_MSG(fleet_median(e, a100, "memory.d2d", "checks_from") == 4, "counted %g",
+              fleet_median(e, a100, "memory.d2d", "checks_from"));
+    CHECK_MSG(fabs(fleet_median(e, a100, "memory.d2d", "checks") - 2039 * 0.85) < 1e-9, "median %g",
+              fleet_median(e, a100, "memory.d2d", "checks"));
+    char *text = cJSON_Print(e), err2[600];  // what it writes, --expect reads
+    cJSON *back = check_expect_parse(text, "fleet.json", err2, sizeof err2);
+    CHECK_MSG(back, "%s", err2);
+    cJSON_Delete(back);
+    free(text);
+    cJSON_Delete(e);
+    char *none[] = {d[2], d[8]};  // nothing left: bad input, with what was left out and why
+    e = check_expect_from_runs(expect, none, 2, err, sizeof err);
+    CHECK_MSG(!e && strstr(err, "no GPU figures") && strstr(err, "name is not a model name"), "%s",
+              err);
+    cJSON_Delete(e);
+}
+
+// --gpus N FILE: writes a healthy node of N A100s to FILE, cuda:1234 (when there) with a slow
+// bf16 GEMM, for `bench check --from-figures` to judge (the outlier rule on thousands of GPUs).
+static int write_many(int n, const char *path) {
+    cJSON *f = node(n > 0 ? n : 1, 0.9);
+    if (n > 1234) set(fig(f, 1234, "gemm.bf16"), "value", 312 * 0.5);
+    char *text = cJSON_PrintUnformatted(f);
+    FILE *o = fopen(path, "w");
+    bool ok = text && o && fputs(text, o) >= 0;
+    if (o) ok = fclose(o) == 0 && ok;
+    free(text);
+    cJSON_Delete(f);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[3], "--gpus")) return write_many(atoi(argv[4]), argv[2]);
     if (argc != 3) {
-        fprintf(stderr, "usage: test_check EXPECTATIONS_JSON TMPDIR\n");
+        fprintf(stderr,
+                "usage: test_check EXPECTATIONS_JSON TMPDIR\n"
+                "       test_check EXPECTATIONS_JSON FILE --gpus N\n");
         return 2;
     }
     char err[400];
@@ -296,6 +708,12 @@ int main(int argc, char **argv) {
     test_no_gpu_and_emulated();
     test_parse();
     test_write_expect(argv[2]);
+    test_physical_limits();
+    test_incomplete();
+    test_bad_figures();
+    test_outliers_brute_force();
+    test_expect_file(argv[1]);
+    test_write_expect_refusals(argv[2]);
     cJSON_Delete(expect);
     CHECK_DONE("test_check");
 }

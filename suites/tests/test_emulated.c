@@ -118,7 +118,9 @@ static int mode_unit(const char *work) {
     context_case("{\"device\":\"cuda:0\",\"emulated\":true}", true);
     context_case("{\"device\":\"cpu\",\"emulated\":true}", true);   // the flag is the word
     context_case("{\"device\":\"cuda:0\",\"emulated\":false}", false);
-    context_case("{\"device\":\"cuda:0\",\"emulated\":\"true\"}", false);   // a string is not
+    // a marker is read failing safe (json_strict.h): "true", 1, "TRUE" say emulated too
+    context_case("{\"device\":\"cuda:0\",\"emulated\":\"true\"}", true);
+    context_case("{\"device\":\"cuda:0\",\"emulated\":\"no\"}", false);
     context_case("{\"device\":\"cuda:0\"}", false);
     context_case("{\"device\":\"cuda:0\",\"env\":{\"gpus\":[{\"index\":0,\"emulated\":true}]}}",
                  true);   // an older context without the flag: the device's own env entry
@@ -129,7 +131,12 @@ static int mode_unit(const char *work) {
     // a cpu run of an emulated build: the CPU's own figures
     context_case("{\"device\":\"cpu\",\"emulated\":false,\"env\":{\"cuda_emulated\":true,"
                  "\"gpus\":[{\"index\":0,\"emulated\":true}]}}", false);
-    context_case("{\"device\":\"cuda:x\",\"env\":{\"gpus\":[{\"emulated\":true}]}}", false);
+    // not one GPU (cuda:x, cuda:all): emulated when any GPU of its env is
+    context_case("{\"device\":\"cuda:x\",\"env\":{\"gpus\":[{\"emulated\":true}]}}", true);
+    context_case("{\"device\":\"cuda:all\",\"env\":{\"gpus\":[{\"index\":0,\"emulated\":true},"
+                 "{\"index\":1,\"emulated\":true}]}}", true);
+    context_case("{\"device\":\"cuda:all\",\"env\":{\"gpus\":[{\"index\":0,\"emulated\":false}]}}",
+                 false);
     context_case("[]", false);
     CHECK(!bench_context_emulated(NULL));
 

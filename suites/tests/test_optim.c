@@ -1,7 +1,8 @@
 /* test_optim.c — the optimizers' maximize and amsgrad options (torch.optim's single-tensor
  * formulas): SGD and Adam/AdamW objects stepped over a few steps against trajectories computed
  * here by hand in double, the AMSGrad state saved and loaded (state.<i>.max_exp_avg_sq), and the
- * op-level errors for a missing or mis-shaped max_exp_avg_sq.
+ * op-level errors for a missing or mis-shaped max_exp_avg_sq, and state files that load but
+ * could not be used (other dims, step counts that are not whole numbers up to 2^53).
  * usage: test_optim TMPDIR cpu|cuda:0   (cuda:0 without a device: exit 77, one line) */
 #include <math.h>
 #include <stdio.h>
@@ -212,6 +213,116 @@ static void test_save_load(const char *dir) {
     tdm_tensor_free(pc);
 }
 
+// ---- state files that load but could not be used (issue 21) -------------------------------------
+// A state tensor with the parameter's element count in other dims, and Adam step counts that are
+// not whole numbers from 0 to 2^53 (NaN, infinities, negative, fractions, 2^53 + 2, a huge i64),
+// and a "params" count with trailing text: each load fails, says why, and leaves the state as it
+// was (the optimizer still steps as before the attempt).
+static void write_state(const char *path, const char *kind, const char *params, int n,
+                        const char *const *names, tdm_tensor *const *ts) {
+    const char *meta[] = {"format", "tandem-optimizer/1", "optimizer", kind, "lr", "0.01",
+                          "params", params};
+    CHECK_MSG(tdm_safetensors_save(path, n, names, (const tdm_tensor *const *)ts, 4, meta) ==
+                  TDM_OK, "%s", tdm_last_error());
+}
+
+static void test_unusable_state(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/optim_unusable_%s.safetensors", dir, dev_tag);
+    int64_t shape[2] = {2, 3}, flipped[2] = {3, 2};
+    double v6[6] = {1, 2, 3, 4, 5, 6}, g6[6] = {0.5, -0.25, 0.125, 1, -1, 2};
+    tdm_tensor *p = tdm_tensor_from_host(2, shape, TDM_DTYPE_F64, dev, v6);
+    tdm_tensor *g = tdm_tensor_from_host(2, shape, TDM_DTYPE_F64, dev, g6);
+    tdm_tensor *good = tdm_tensor_from_host(2, shape, TDM_DTYPE_F64, TDM_CPU, g6);
+    tdm_tensor *bad = tdm_tensor_from_host(2, flipped, TDM_DTYPE_F64, TDM_CPU, g6);
+    tdm_adam_params ap = adam_params(false, false, false);
+    tdm_optimizer *o = tdm_optim_adam(&p, 1, &ap);
+    tdm_sgd_params sp = {.lr = 0.1, .momentum = 0.9};
+    tdm_optimizer *os = tdm_optim_sgd(&p, 1, &sp);
+    CHECK_MSG(p && g && good && bad && o && os, "%s", tdm_last_error());
+    if (!p || !g || !good || !bad || !o || !os) return;
+    CHECK(tdm_tensor_set_grad(p, g) == TDM_OK);
+    CHECK_MSG(tdm_optimizer_step(o) == TDM_OK, "%s", tdm_last_error());   // step 1: state exists
+
+    // exp_avg (3, 2) for a (2, 3) parameter: same count, other dims
+    const char *an[] = {"state.0.exp_avg", "state.0.exp_avg_sq", "state.0.step"};
+    float one = 1;
+    tdm_tensor *step = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, TDM_CPU, &one);
+    tdm_tensor *ts[3] = {bad, good, step};
+    write_state(path, "adam", "1", 3, an, ts);
+    CHECK(tdm_optimizer_load(o, path) == TDM_ERR_SHAPE);
+    CHECK_MSG(strstr(tdm_last_error(), "state.0.exp_avg has shape (3, 2), parameter 0 has (2, 3)"),
+              "%s", tdm_last_error());
+    ts[0] = good;
+    ts[1] = bad;
+    write_state(path, "adam", "1", 3, an, ts);
+    CHECK_MSG(tdm_optimizer_load(o, path) == TDM_ERR_SHAPE &&
+                  strstr(tdm_last_error(), "state.0.exp_avg_sq has shape (3, 2)"),
+              "%s", tdm_last_error());
+    // SGD's momentum buffer likewise
+    const char *sn[] = {"state.0.momentum_buffer"};
+    write_state(path, "sgd", "1", 1, sn, &bad);
+    CHECK_MSG(tdm_optimizer_load(os, path) == TDM_ERR_SHAPE &&
+              strstr(tdm_last_error(), "state.0.momentum_buffer has shape (3, 2)"), "%s",
+              tdm_last_error());
+
+    // step counts: f32 and f64 scalars that are not whole numbers in [0, 2^53], an i64 past 2^53
+    const double steps[] = {NAN, INFINITY, -INFINITY, -1, 1.5, 0x1p53 + 2, 0x1p60, 1e300};
+    ts[0] = good;
+    ts[1] = good;
+    for (size_t k = 0; k < sizeof steps / sizeof *steps; k++)
+        for (int f64 = 0; f64 < 2; f64++) {
+            float sf = (float)steps[k];
+            if (!f64 && (double)sf == 0x1p53) continue;   // 2^53 + 2 rounds to 2^53 in f32: valid
+            tdm_tensor_free(step);
+            step = f64 ? tdm_tensor_from_host(0, NULL, TDM_DTYPE_F64, TDM_CPU, &steps[k])
+                       : tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, TDM_CPU, &sf);
+            ts[2] = step;
+            write_state(path, "adam", "1", 3, an, ts);
+            tdm_status s = tdm_optimizer_load(o, path);
+            CHECK_MSG(s == TDM_ERR_FORMAT && strstr(tdm_last_error(), "state.0.step is") &&
+                          strstr(tdm_last_error(), "not a step count"),
+                      "step %g (%s): %s", steps[k], f64 ? "f64" : "f32",
+                      s == TDM_OK ? "loaded" : tdm_last_error());
+        }
+    int64_t big = (int64_t)1 << 62;
+    tdm_tensor_free(step);
+    step = tdm_tensor_from_host(0, NULL, TDM_DTYPE_I64, TDM_CPU, &big);
+    ts[2] = step;
+    write_state(path, "adam", "1", 3, an, ts);
+    CHECK_MSG(tdm_optimizer_load(o, path) == TDM_ERR_FORMAT, "i64 step 2^62: %s", tdm_last_error());
+    // the params count is a whole number, nothing after it
+    double two53 = 0x1p53;
+    tdm_tensor_free(step);
+    step = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F64, TDM_CPU, &two53);
+    ts[2] = step;
+    for (int k = 0; k < 4; k++) {
+        static const char *counts[] = {"1abc", " 1", "", "01x"};
+        write_state(path, "adam", counts[k], 3, an, ts);
+        CHECK_MSG(tdm_optimizer_load(o, path) == TDM_ERR_FORMAT &&
+                  strstr(tdm_last_error(), "not the state of a adam optimizer over 1 parameters"),
+                  "params '%s': %s", counts[k], tdm_last_error());
+    }
+
+    // Nothing refused changed the state: the next step equals that of an untouched twin.
+    tdm_tensor *q = tdm_tensor_from_host(2, shape, TDM_DTYPE_F64, dev, v6);
+    tdm_optimizer *twin = tdm_optim_adam(&q, 1, &ap);
+    CHECK(q && twin && tdm_tensor_set_grad(q, g) == TDM_OK && tdm_optimizer_step(twin) == TDM_OK);
+    CHECK(tdm_optimizer_step(o) == TDM_OK && tdm_optimizer_step(twin) == TDM_OK);
+    double a[6], b[6];
+    host(p, a);
+    host(q, b);
+    CHECK_MSG(!memcmp(a, b, sizeof a), "after the refused loads %.17g vs %.17g", a[0], b[0]);
+    // 2^53 itself is a valid count; "1" params as written by save
+    write_state(path, "adam", "1", 3, an, ts);
+    CHECK_MSG(tdm_optimizer_load(o, path) == TDM_OK, "step 2^53: %s", tdm_last_error());
+    tdm_optimizer_free(twin);
+    tdm_optimizer_free(os);
+    tdm_optimizer_free(o);
+    tdm_tensor *fr[] = {p, g, good, bad, step, q};
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) tdm_tensor_free(fr[i]);
+}
+
 // ---- the op's errors ---------------------------------------------------------------------------
 static void test_op_errors(void) {
     tdm_tensor *p = vec(P0, NP), *g = vec(P0, NP);
@@ -259,6 +370,7 @@ int main(int argc, char **argv) {
     test_sgd_maximize();
     test_adam_trajectories();
     test_save_load(argv[1]);
+    test_unusable_state(argv[1]);
     test_op_errors();
     CHECK_DONE(dev.type == TDM_DEVICE_CUDA ? "optim.cuda0" : "optim.cpu");
 }

@@ -9,6 +9,14 @@
  *                                       so by test_emulated mark): report.html and report.md open
  *                                       with the banner, every caption and the plots' titles say
  *                                       emulated
+ *   test_report inject  BENCH WORK PLOTS hostile names (quotes, system(), backquotes, pipes,
+ *                                       backslashes, bytes that are not UTF-8) in every suite's
+ *                                       CSV (bench list's, and one per PLOTS/<suite>.gp), the
+ *                                       context and the directories' names: bench plot and report
+ *                                       draw every figure, showing the names, and run nothing
+ *   test_report checks  BENCH WORK      bench check's verdict table in the report: status.json's
+ *                                       names, GPUs, figures and notes escaped; 300 checks and 70
+ *                                       GPUs, every check shown
  * WORK is a scratch directory of the test's own.
  * The expected file names are derived here from the CSVs by docs' rule (bench plot --help):
  * <suite>-<metric>.{png,svg}, "/" spelled "_per_", other characters outside [A-Za-z0-9._-] "_",
@@ -26,6 +34,7 @@
 
 #include "check.h"
 #include "harness/fileio.h"
+#include "harness/json_strict.h"
 
 static const char *bench, *work;
 
@@ -722,10 +731,386 @@ static int mode_hostile(void) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// issue 21: hostile names in a results directory never reach gnuplot as code (test_report inject)
+
+/* Names an attacker puts in a CSV, context.json or a directory's name: each would run
+ * `touch PWNED` (or break the figure) if gnuplot parsed it as code or took it for a file name. */
+static const char *const evil[] = {
+    "x'.system('touch PWNED').'",       // out of a single-quoted string: eval, -e
+    "x\".system(\"touch PWNED\").\"",   // out of a double-quoted one
+    "`touch PWNED`",                    // backquote substitution
+    "y\\",                              // a backslash: escapes a data file's closing quote
+    "@evil |touch PWNED <b>&amp; #c",   // a macro, a pipe, markup, a comment
+    "tab\there\rcr \xc3\xa9 \xff\xfe",  // control characters, UTF-8, bytes that are not UTF-8
+};
+#define N_EVIL (int)(sizeof evil / sizeof *evil)
+/* What each looks like in an SVG gnuplot wrote: < and & as entities, control characters as
+ * spaces, bytes that are not UTF-8 as '?'. */
+static const char *const evil_svg[N_EVIL] = {
+    "x'.system('touch PWNED').'",
+    "x\".system(\"touch PWNED\").\"",
+    "`touch PWNED`",
+    "y\\",
+    "@evil |touch PWNED &lt;b>&amp;amp; #c",
+    "tab here cr \xc3\xa9 ??",
+};
+// the words the suites' own scripts style by (plots/scaling.gp, amp.gp, cpu-vs-gpu.gp)
+static const char *const evil_prefix[N_EVIL] = {"predicted_", "", "", "mlp_10000_", "nvlink_", ""};
+static const char *const evil_suffix[N_EVIL] = {"", "_fp16", "_cuda", "", "", "_bf16"};
+
+/* S in single quotes for sh, ' as '\''. */
+static const char *shq(char *buf, size_t len, const char *s) {
+    size_t k = 0;
+    buf[k++] = '\'';
+    for (; *s && k + 6 < len; s++) {
+        if (*s == '\'')
+            k += (size_t)fmt(buf + k, len - k, "'\\''");
+        else
+            buf[k++] = *s;
+    }
+    buf[k++] = '\'';
+    buf[k] = '\0';
+    return buf;
+}
+
+/* S as a JSON string's contents. */
+static const char *json_esc(char *buf, size_t len, const char *s) {
+    size_t k = 0;
+    for (; *s && k + 8 < len; s++) {
+        if (*s == '"' || *s == '\\')
+            k += (size_t)fmt(buf + k, len - k, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            k += (size_t)fmt(buf + k, len - k, "\\u%04x", (unsigned char)*s);
+        else
+            buf[k++] = *s;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+/* The paths under DIR (recursively) whose name contains PWNED: what a command run by gnuplot
+ * left. Returns how many, printing each. */
+static int find_pwned(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char p[4096];
+        fmt(p, sizeof p, "%s/%s", dir, de->d_name);
+        struct stat sb;
+        if (!strncmp(de->d_name, "PWNED", 5)) {
+            printf("found %s\n", p);
+            n++;
+        }
+        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) n += find_pwned(p);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The suites to plant a CSV for: every suite bench list names, every plots/<name>.gp (lines.gp
+ * and bars.gp as suites too: a CSV may be called so), and a suite with a hostile name. */
+static int evil_suites(const char *plots_dir, char suites[][64], int max) {
+    int n = 0;
+    char path[4096];
+    fmt(path, sizeof path, "%s/.list", work);
+    CHECK(sh("'%s' list > '%s'", bench, path) == 0);
+    char *list = bench_read_file(path, NULL);
+    for (char *l = list; l && *l && n < max; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (*l != ' ' && *l != '\n') fmt(suites[n++], 64, "%.*s", (int)strcspn(l, " \n:"), l);
+    free(list);
+    DIR *d = opendir(plots_dir);
+    CHECK_MSG(d != NULL, "%s: %s", plots_dir, strerror(errno));
+    struct dirent *de;
+    while (d && (de = readdir(d)) && n < max - 1) {
+        size_t l = strlen(de->d_name);
+        if (l < 4 || strcmp(de->d_name + l - 3, ".gp")) continue;
+        bool seen = false;
+        for (int i = 0; i < n; i++)
+            seen |= !strncmp(suites[i], de->d_name, l - 3) && !suites[i][l - 3];
+        if (!seen) fmt(suites[n++], 64, "%.*s", (int)(l - 3), de->d_name);
+    }
+    if (d) closedir(d);
+    fmt(suites[n++], 64, "%s", evil[0]);
+    return n;
+}
+
+/* A results directory DIR whose every CSV (one per suite) names its benchmarks, params, metrics
+ * and units with evil[], and whose context.json names the device and the machine so. Three
+ * figures per suite: time and the metric evil[0]/s as lines, the metric evil[2] as bars. */
+static void make_evil(const char *dir, char suites[][64], int n_suites) {
+    CHECK_MSG(mkdir(dir, 0777) == 0, "mkdir %s: %s", dir, strerror(errno));
+    for (int s = 0; s < n_suites; s++) {
+        char path[4096], csv[16384];
+        size_t at = (size_t)fmt(csv, sizeof csv,
+                                "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,"
+                                "max,repetitions\n");
+        for (int i = 0; i < N_EVIL; i++) {
+            char b[256];
+            fmt(b, sizeof b, "%s%s%s", evil_prefix[i], evil[i], evil_suffix[i]);
+            for (int x = 8; x <= 64; x *= 8)
+                at += (size_t)fmt(csv + at, sizeof csv - at,
+                                  "%s,%s,n:%d,%d,time,ns,%d,%d,1,0.01,%d,%d,9\n"
+                                  "%s,%s,n:%d,%d,%s/s,%s,%d,%d,1,0.01,%d,%d,9\n",
+                                  suites[s], b, x, x, 100 * x + i, 100 * x + i, 99 * x, 101 * x + i,
+                                  suites[s], b, x, x, evil[0], evil[1], 10 + i, 10 + i, 9, 11 + i);
+            at += (size_t)fmt(csv + at, sizeof csv - at, "%s,%s,%s,,%s,%s,%d,%d,0,0,%d,%d,9\n",
+                              suites[s], b, evil[i], evil[2], evil[4], 5 + i, 5 + i, 5 + i, 5 + i);
+        }
+        fmt(path, sizeof path, "%s/%s.csv", dir, suites[s]);
+        CHECK_MSG(spit(path, csv), "%s: cannot write", path);
+    }
+    char path[4096], j0[256], j1[256], j4[256];
+    fmt(path, sizeof path, "%s/context.json", dir);
+    char ctx[2048];
+    fmt(ctx, sizeof ctx,
+        "{\"format\":\"tandem-results/1\",\"device\":\"%s\",\"emulated\":false,\"env\":{\"host\":"
+        "\"%s\",\"gpus\":[{\"name\":\"%s\"}]}}",
+        json_esc(j0, sizeof j0, evil[0]), json_esc(j1, sizeof j1, evil[1]),
+        json_esc(j4, sizeof j4, evil[4]));
+    CHECK(spit(path, ctx));
+}
+
+/* The figures in PLOTS: every .png and .svg valid, one of each per .dat; the SVGs UTF-8; their
+ * text in ALL (malloc'd, the caller frees). Returns the number of figures. */
+static int evil_figures(const char *plots, char **all) {
+    int n_png = 0, n_svg = 0, n_dat = 0;
+    size_t len = 0;
+    *all = NULL;
+    DIR *d = opendir(plots);
+    CHECK_MSG(d != NULL, "%s: %s", plots, strerror(errno));
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        char p[4096];
+        fmt(p, sizeof p, "%s/%s", plots, de->d_name);
+        if (l > 4 && !strcmp(de->d_name + l - 4, ".png")) {
+            check_png(p);
+            n_png++;
+        } else if (l > 4 && !strcmp(de->d_name + l - 4, ".dat")) {
+            n_dat++;
+        } else if (l > 4 && !strcmp(de->d_name + l - 4, ".svg")) {
+            check_svg(p);
+            n_svg++;
+            size_t k;
+            char *svg = bench_read_file(p, &k);
+            // an SVG that is not UTF-8 does not display
+            CHECK_MSG(svg && bench_utf8_invalid_at(svg, k) == k, "%s: not UTF-8", p);
+            char *grown = svg ? realloc(*all, len + k + 1) : NULL;
+            if (grown) {
+                memcpy(grown + len, svg, k + 1);
+                len += k;
+                *all = grown;
+            }
+            free(svg);
+        } else if (de->d_name[0] != '.') {
+            CHECK_MSG(false, "%s: left behind in the plots' directory", p);
+        }
+    }
+    if (d) closedir(d);
+    CHECK_MSG(n_png == n_dat && n_svg == n_dat, "%s: %d .dat, %d .png, %d .svg", plots, n_dat,
+              n_png, n_svg);
+    return n_dat;
+}
+
+static int mode_inject(const char *plots_dir) {
+    char suites[64][64], cwd[4096];
+    int n_suites = evil_suites(plots_dir, suites, 64);
+    CHECK_MSG(n_suites >= 12, "%d suites: bench list or %s gave too few", n_suites, plots_dir);
+    // the results directories, by names that are code too, given to bench relative to cwd
+    static const char *const dirs[] = {"r'.system('touch PWNED').'", "|touch PWNED;",
+                                       "<touch PWNED;", "nl\nx `touch PWNED`"};
+    fmt(cwd, sizeof cwd, "%s/cwd", work);
+    CHECK(sh("rm -rf '%s' && mkdir -p '%s'", cwd, cwd) == 0);
+    char q[3][4096], p[4096];
+    // every suite in the first directory; in the others (their names are the point) two: scaling
+    // (its script styles by name) and the suite with a hostile name
+    char few[2][64];
+    fmt(few[0], sizeof few[0], "scaling");
+    fmt(few[1], sizeof few[1], "%s", evil[0]);
+    for (int k = 0; k < 4; k++) {
+        int ns = k ? 2 : n_suites;
+        fmt(p, sizeof p, "%s/%s", cwd, dirs[k]);
+        make_evil(p, k ? few : suites, ns);
+        CHECK_MSG(sh("cd %s && '%s' plot %s", shq(q[0], sizeof q[0], cwd), bench,
+                     shq(q[1], sizeof q[1], dirs[k])) == 0,
+                  "bench plot on hostile names (directory %d) did not draw", k);
+        fmt(p, sizeof p, "%s/%s/plots", cwd, dirs[k]);
+        char *svg;
+        int n = evil_figures(p, &svg);
+        CHECK_MSG(n == 3 * ns, "%s: %d figures, want 3 for each of %d suites", p, n, ns);
+        // the names are drawn as they are (as text, escaped by gnuplot's SVG terminal)
+        for (int i = 0; i < N_EVIL; i++)
+            CHECK_MSG(svg && strstr(svg, evil_svg[i]), "no figure shows the name \"%s\"", evil[i]);
+        char want[512];
+        fmt(want, sizeof want, "predicted_%s (PREDICTION)", evil[0]);
+        CHECK_MSG(svg && strstr(svg, want), "scaling.gp: no \"%s\" in the figures", want);
+        CHECK_MSG(svg && strstr(svg, "dashed lines are predictions"), "scaling.gp did not run");
+        free(svg);
+    }
+    // side by side (two of the small ones), into a directory that is a command too; then bench
+    // report, which draws the missing figures first
+    char q3[4096];
+    CHECK(sh("cd %s && '%s' plot --out %s %s %s", shq(q[0], sizeof q[0], cwd), bench,
+             shq(q[1], sizeof q[1], "<touch PWNED; side"), shq(q[2], sizeof q[2], dirs[1]),
+             shq(q3, sizeof q3, dirs[2])) == 0);
+    char *svg;
+    fmt(p, sizeof p, "%s/<touch PWNED; side", cwd);
+    CHECK(evil_figures(p, &svg) == 3 * 2);
+    free(svg);
+    CHECK(sh("cd %s && rm -rf %s/plots && '%s' report %s", shq(q[0], sizeof q[0], cwd),
+             shq(q[1], sizeof q[1], dirs[1]), bench, shq(q[2], sizeof q[2], dirs[1])) == 0);
+    char rdir[4096];
+    fmt(rdir, sizeof rdir, "%s/%s", cwd, dirs[1]);
+    fmt(p, sizeof p, "%s/report.html", rdir);
+    char *html = bench_read_file(p, NULL);
+    CHECK_MSG(html && !strstr(html, "No plots"), "bench report did not draw the figures");
+    if (html) {
+        int imgs = check_refs(rdir, html, "src", "plots/");
+        CHECK_MSG(imgs == 3 * 2, "report.html shows %d figures, want %d", imgs, 3 * 2);
+    }
+    free(html);
+    // more series than one command-line argument (128 KiB) has room for the titles of, and a
+    // metric whose file name would pass the file system's 255 bytes (twice: spelled alike once
+    // cut)
+    enum { N_LONG = 300, LONG = 600 };
+    char *csv = malloc((size_t)N_LONG * 2 * (LONG + 64) + 4096), metric[320];
+    CHECK(csv != NULL);
+    if (csv) {
+        memset(metric, 'm', 300);
+        metric[300] = '\0';
+        size_t at = (size_t)fmt(csv, 4096, "suite,benchmark,param,x,metric,unit,median\n");
+        for (int x = 8; x <= 64; x *= 8) {
+            for (int k = 0; k < N_LONG; k++)
+                at += (size_t)sprintf(csv + at, "ops,%03d%0*d,n:%d,%d,time,ns,%d\n", k, LONG, 0, x,
+                                      x, x + k);
+            at += (size_t)sprintf(csv + at, "ops,a,n:%d,%d,%s,x,%d\n", x, x, metric, x);
+            at += (size_t)sprintf(csv + at, "ops,a,n:%d,%d,%s/s,x,%d\n", x, x, metric, x);
+        }
+        fmt(p, sizeof p, "%s/long", cwd);
+        CHECK(mkdir(p, 0777) == 0);
+        fmt(p, sizeof p, "%s/long/ops.csv", cwd);
+        CHECK(spit(p, csv));
+        fmt(p, sizeof p, "%s/long", cwd);
+        CHECK_MSG(sh("'%s' plot --quiet '%s'", bench, p) == 0, "bench plot on long names failed");
+        fmt(p, sizeof p, "%s/long/plots", cwd);
+        CHECK(evil_figures(p, &svg) == 3);
+        free(svg);
+        char want[LONG + 64];  // (a key this long does not fit: the .dat says what was drawn)
+        fmt(want, sizeof want, "# series %d: %03d%0*d\n", N_LONG, N_LONG - 1, LONG, 0);
+        fmt(p, sizeof p, "%s/long/plots/ops-time.dat", cwd);
+        char *dat = bench_read_file(p, NULL);
+        CHECK_MSG(dat && strstr(dat, want), "%s: not %d series", p, N_LONG);
+        free(dat);
+    }
+    free(csv);
+    int pwned = find_pwned(work);
+    CHECK_MSG(pwned == 0, "%d PWNED file(s): a name from the results ran as a command", pwned);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// issue 21: bench check's verdict table in the report (test_report checks): every field from
+// status.json escaped, every check shown
+
+#define N_CHECKS 300  // more than the 256 the table once stopped at, without saying so
+#define N_GPUS 70     // more than the 64 whose checks it once read
+
+static int mode_checks(void) {
+    char dir[4096], path[4096];
+    fmt(dir, sizeof dir, "%s/checks", work);
+    CHECK(sh("rm -rf '%s' && mkdir -p '%s'", dir, dir) == 0);
+    fmt(path, sizeof path, "%s/ops.csv", dir);
+    CHECK(spit(path,
+               "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,"
+               "repetitions\nops,add,n:8,8,GB/s,GB/s,1.5,1.5,0.1,0.07,1.4,1.6,9\n"));
+    // status.json's "check": host checks named check.000 .. check.299, hostile ones, and GPUs
+    // whose names, models, verdicts, figures, units and notes carry markup and Markdown
+    size_t cap = 1 << 20, at = 0;
+    char *st = malloc(cap);
+    CHECK(st != NULL);
+    if (!st) return 0;
+    at += (size_t)fmt(st + at, cap - at,
+                      "{\"complete\":true,\"finished\":[],\"check\":{\"summary\":{\"line\":"
+                      "\"FAIL: <b>1</b> [x](http://evil)\"},\"host\":{\"checks\":["
+                      "{\"check\":\"[click](http://evil)\",\"verdict\":\"FAIL\",\"measured\":"
+                      "\"<i>fast</i>\",\"note\":\"<script>alert(1)</script>\"},"
+                      "{\"check\":\"<img src=x onerror=alert(1)>\",\"verdict\":\"<u>WARN</u>\","
+                      "\"measured\":2,\"unit\":\"]u[\"}");
+    for (int i = 0; i < N_CHECKS; i++)
+        at += (size_t)fmt(st + at, cap - at,
+                          ",{\"check\":\"check.%03d\",\"verdict\":\"PASS\",\"measured\":%d,"
+                          "\"unit\":\"GB/s\",\"note\":\"n\"}",
+                          i, i);
+    at += (size_t)fmt(st + at, cap - at, "]},\"gpus\":[");
+    for (int g = 0; g < N_GPUS; g++)
+        at += (size_t)fmt(st + at, cap - at,
+                          "%s{\"device\":\"<b>cuda:%d</b>\",\"model\":\"[A100](http://evil)\","
+                          "\"checks\":[{\"check\":\"%s\",\"verdict\":\"PASS\",\"measured\":1}]}",
+                          g ? "," : "", g, g == N_GPUS - 1 ? "only.on.the.last.gpu" : "check.000");
+    at += (size_t)fmt(st + at, cap - at, "]}}");
+    fmt(path, sizeof path, "%s/status.json", dir);
+    CHECK(spit(path, st));
+    free(st);
+    CHECK(sh("'%s' report --no-plots '%s'", bench, dir) == 0);
+    fmt(path, sizeof path, "%s/report.html", dir);
+    char *html = bench_read_file(path, NULL);
+    fmt(path, sizeof path, "%s/report.md", dir);
+    char *md = bench_read_file(path, NULL);
+    CHECK(html && md);
+    if (!html || !md) {
+        free(html);
+        free(md);
+        return 0;
+    }
+    // escaped: no markup, no link from status.json in either document
+    CHECK_MSG(!strstr(html, "<img src=x") && !strstr(html, "<script>alert") &&
+                  !strstr(html, "<b>cuda") && !strstr(html, "<i>fast") &&
+                  !strstr(html, "<u>WARN") && !strstr(html, "<b>1</b>"),
+              "report.html: markup from status.json's check section unescaped");
+    CHECK(strstr(html, "&lt;img src=x onerror=alert(1)&gt;") && strstr(html, "&lt;b&gt;cuda:0") &&
+          strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;") && strstr(html, "&lt;i&gt;fast"));
+    // in the verdict table's section (the suites' own sections link to their pages)
+    const char *table = strstr(md, "## bench check: verdict"), *end = NULL;
+    if (table) end = strstr(table, "\n## ");
+    CHECK_MSG(table && end, "report.md: no verdict section");
+    bool bare = false;  // a '<', '>', '[' or ']' without its backslash
+    for (const char *c = table; c && c < end; c++)
+        if (strchr("<>[]", *c)) bare |= c[-1] != '\\';
+    CHECK_MSG(!bare, "report.md: <, >, [ or ] from status.json without a backslash");
+    CHECK(strstr(md, "\\[click\\](http://evil)") &&
+          strstr(md, "\\<img src=x onerror=alert(1)\\>") && strstr(md, "\\<b\\>cuda:0\\</b\\>") &&
+          strstr(md, "\\<i\\>fast\\</i\\>") && strstr(md, "\\]u\\["));
+    // every check has its row, the last GPU's own one too; the table says how many
+    int missing = 0;
+    for (int i = 0; i < N_CHECKS; i++) {
+        char row[128];
+        fmt(row, sizeof row, "<tr><td style=\"text-align:left\">check.%03d</td>", i);
+        bool in_html = strstr(html, row) != NULL;
+        fmt(row, sizeof row, "\n| check.%03d |", i);
+        missing += !in_html || !strstr(md, row);
+    }
+    CHECK_MSG(missing == 0, "%d of %d checks have no row in report.html or report.md", missing,
+              N_CHECKS);
+    CHECK_MSG(
+        strstr(html, ">only.on.the.last.gpu</td>") && strstr(md, "\n| only.on.the.last.gpu |"),
+        "the check of GPU %d has no row", N_GPUS);
+    char total[64];
+    fmt(total, sizeof total, "%d checks.", N_CHECKS + 3);
+    CHECK_MSG(strstr(html, total) && strstr(md, total), "the table does not say \"%s\"", total);
+    free(html);
+    free(md);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr,
-                "usage: test_report plot|report|side|bad|hostile|emulated BENCH WORK [DIR]\n");
+                "usage: test_report plot|report|side|bad|hostile|emulated|inject|checks BENCH "
+                "WORK [DIR]\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argc > 4 ? argv[4] : NULL;
@@ -734,7 +1119,7 @@ int main(int argc, char **argv) {
     char mk[4200];
     fmt(mk, sizeof mk, "mkdir -p '%s'", work);
     if (system(mk) != 0) return 2;
-    bool needs_dir = strcmp(mode, "bad") && strcmp(mode, "hostile");
+    bool needs_dir = strcmp(mode, "bad") && strcmp(mode, "hostile") && strcmp(mode, "checks");
     if (needs_dir != (dir != NULL)) {
         fprintf(stderr, "test_report %s: %s a results directory\n", mode,
                 needs_dir ? "needs" : "takes no");
@@ -752,6 +1137,10 @@ int main(int argc, char **argv) {
         mode_hostile();
     else if (!strcmp(mode, "emulated"))
         mode_emulated(dir);
+    else if (!strcmp(mode, "inject"))
+        mode_inject(dir);
+    else if (!strcmp(mode, "checks"))
+        mode_checks();
     else {
         fprintf(stderr, "test_report: unknown mode %s\n", mode);
         return 2;

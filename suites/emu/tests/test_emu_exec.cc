@@ -2,7 +2,8 @@
  * semantics, with kernels written here and launched through TDM_LAUNCH: thread and block
  * coordinates, barriers and warp intrinsics (shuffle lanes computed from CUDA's documented
  * rules, independently of exec.cc's PTX-style computation), the three thread orders, a missing
- * __syncthreads making a block reduction wrong, atomics of every type across blocks running on
+ * __syncthreads making a block reduction wrong, shared memory that is garbage at every block's
+ * start (a planted read before the first write), atomics of every type across blocks running on
  * several OS threads, argument conversion at the launch, and the reports a GPU's failures get
  * (barrier divergence, mismatched warp masks, __trap, bad launch configurations): each of those
  * runs in a child process (this program with --case NAME) whose stderr is checked, so a hang is
@@ -166,6 +167,89 @@ static void test_block_sum() {
         fwd, rnd, rev, blocks);
     CHECK(fwd > 0, "missing barrier not seen in forward order");
     CHECK(rnd > 0, "missing barrier not seen in random order");
+}
+
+// ---- shared memory is garbage at block start ----------------------------------------------------
+// On a GPU a block's shared memory holds whatever was there: a kernel that reads it before
+// writing it is wrong. The emulator fills it with 0xFF bytes (NaN, -1) at every block start, so
+// such a read shows instead of reading zeros (a fresh OS thread) or the previous block's values.
+
+// A __device__ helper's own shared memory, read before it is written: its bits.
+__device__ unsigned helper_first_read() {
+    __shared__ unsigned h;
+    const unsigned v = h;
+    __syncthreads();
+    if (threadIdx.x == 0) h = 5;
+    __syncthreads();
+    return v;
+}
+
+// Each block first reads (bits) what is in its shared memory, then writes its own values there,
+// as a block that forgets to initialize does: out[block * 4 + {float, double, half, helper}].
+template <typename T>
+__global__ void k_shared_first_read(unsigned long long *out) {
+    __shared__ T f[64];
+    __shared__ double d[3];
+    __shared__ __half h[2];
+    const unsigned t = threadIdx.x;
+    unsigned long long bits[3] = {0, 0, 0};
+    if (t == 0) {
+        memcpy(&bits[0], (const void *)&f[63], sizeof(T));
+        memcpy(&bits[1], (const void *)&d[2], sizeof(double));
+        memcpy(&bits[2], (const void *)&h[1], sizeof(__half));
+    }
+    __syncthreads();
+    f[t] = (T)blockIdx.x;
+    if (t < 3) d[t] = blockIdx.x;
+    if (t < 2) h[t] = __float2half((float)blockIdx.x);
+    const unsigned helper = helper_first_read();
+    if (t == 0) {
+        for (int i = 0; i < 3; i++) out[blockIdx.x * 4 + i] = bits[i];
+        out[blockIdx.x * 4 + 3] = helper;
+    }
+}
+
+// A planted bug: a block sum into shared memory nobody zeroed (acc += rather than acc =). On the
+// emulator before shared memory was filled, every OS thread's first block summed right (zeros)
+// and later blocks were off by what the one before left: only garbage makes every block wrong.
+__global__ void k_sum_unzeroed(const float *x, float *out) {
+    __shared__ float acc;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int i = 0; i < 32; i++) acc += x[blockIdx.x * 32 + i];   // the bug: acc never zeroed
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = acc;
+    if (threadIdx.x == 0) acc = 0;   // what "works" when the next block on this thread comes
+}
+
+static void test_shared_garbage() {
+    const int blocks = 64;   // over 4 OS threads: each runs several blocks in turn
+    std::vector<unsigned long long> out((size_t)blocks * 4, 0);
+    TDM_LAUNCH(blocks, 64, 0, 0, k_shared_first_read<float>)(out.data());
+    sync_ok("shared first read (float)");
+    int bad = 0;
+    for (int b = 0; b < blocks; b++) {
+        const unsigned long long *o = &out[(size_t)b * 4];
+        bad += o[0] != 0xFFFFFFFFull || o[1] != ~0ull || o[2] != 0xFFFFull || o[3] != 0xFFFFFFFFull;
+        if (bad == 1 && (o[0] != 0xFFFFFFFFull || o[3] != 0xFFFFFFFFull))
+            printf("  block %d read %llx %llx %llx %llx first\n", b, o[0], o[1], o[2], o[3]);
+    }
+    CHECK(bad == 0, "%d of %d blocks read something other than garbage (0xFF bytes) from shared "
+          "memory before writing it", bad, blocks);
+    float nan_bits;
+    memcpy(&nan_bits, &out[0], 4);
+    CHECK(std::isnan(nan_bits), "the garbage is a NaN as f32");
+    TDM_LAUNCH(blocks, 64, 0, 0, k_shared_first_read<int>)(out.data());
+    sync_ok("shared first read (int)");
+    CHECK(out[0] == 0xFFFFFFFFull && out[(size_t)(blocks - 1) * 4] == 0xFFFFFFFFull,
+          "an int read first: %llx, %llx (want -1)", out[0], out[(size_t)(blocks - 1) * 4]);
+
+    std::vector<float> x((size_t)blocks * 32, 1.0f), sums(blocks, 0.0f);
+    TDM_LAUNCH(blocks, 32, 0, 0, k_sum_unzeroed)(x.data(), sums.data());
+    sync_ok("sum into unzeroed shared memory");
+    int nan = 0;
+    for (float v : sums) nan += std::isnan(v);
+    CHECK(nan == blocks, "the planted read-before-write made %d of %d block sums NaN", nan, blocks);
 }
 
 // ---- warp intrinsics --------------------------------------------------------------------------
@@ -711,6 +795,7 @@ int main(int argc, char **argv) {
     test_votes();
     test_atomics();
     test_block_sum();
+    test_shared_garbage();
     test_failures();
     bench();
     if (failures) {

@@ -8,7 +8,9 @@
  * has graphs). Cases that leave a sticky fault or must time out run in a child process of this
  * binary (--case NAME) with a short TANDEM_EMU_NCCL_TIMEOUT_MS: a missing rank is reported rather
  * than hangs, a count mismatch between ranks is reported, destroying ranks' communicators one
- * after another from one thread is reported. The whole in-process suite runs again in a child
+ * after another from one thread is reported, and so are a cudaFree and a cudaMalloc on a device
+ * whose collective waits for a peer. Three ranks check NCCL's arithmetic: ncclAvg pre-multiplies
+ * by float(1/3) and sums in ring order. The whole in-process suite runs again in a child
  * with TANDEM_EMU_SYNC=1 (work items inline on the calling thread). Exit status 0: all passed. */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -504,10 +506,59 @@ static void test_graph() {
     if (unsupported) printf("  graph capture: not supported by this runtime, skipped\n");
 }
 
+// NCCL's arithmetic with 3 ranks (nccl.cc's header comment): ncclAvg over floats multiplies each
+// rank's value by float(1/3) and rounds, then sums in ring order (chunk c of ceil(n/3) elements
+// from rank c+1); ncclSum the same without the multiply. Computed here in float step by step,
+// from that description; the avg is not sum/3 rounded once for some element (which is why
+// callers judge it with a bound).
+static void test_ring_order() {
+    const int nranks = 3;
+    const size_t n = 37, chunk = (n + nranks - 1) / nranks;
+    auto x = [](int r, size_t i) { return (float)((double)(i + 1) * 0.1 * (r + 1) + r * 1e-3); };
+    ncclUniqueId id;
+    NCCL_OK(ncclGetUniqueId(&id));
+    std::atomic<int> differs{0};
+    run_ranks(nranks, [&](int rank) {
+        ncclComm_t comm;
+        NCCL_OK(ncclCommInitRank(&comm, nranks, id, rank));
+        cudaStream_t s;
+        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        std::vector<float> mine(n);
+        for (size_t i = 0; i < n; i++) mine[i] = x(rank, i);
+        float *buf = (float *)dev_alloc(n * sizeof(float));
+        for (ncclRedOp_t op : {ncclAvg, ncclSum}) {
+            upload(buf, mine.data(), n * sizeof(float), s);
+            NCCL_OK(ncclAllReduce(buf, buf, n, ncclFloat32, op, comm, s));
+            CUDA_OK(cudaStreamSynchronize(s));
+            std::vector<unsigned char> got = download(buf, n * sizeof(float), s);
+            const float scale = op == ncclAvg ? (float)(1.0 / nranks) : 1.0f;
+            for (size_t i = 0; i < n; i++) {
+                const int first = (int)((i / chunk + 1) % nranks);
+                float acc = x(first, i) * scale;
+                for (int k = 1; k < nranks; k++) {
+                    const float p = x((first + k) % nranks, i) * scale;
+                    acc = acc + p;
+                }
+                const float g = ((const float *)got.data())[i];
+                CHECK(g == acc, "3 ranks, rank %d, f32 %s [%zu] = %.9g, want %.9g (ring order)",
+                      rank, oname(op), i, g, acc);
+                double sum = 0;
+                for (int r = 0; r < nranks; r++) sum += x(r, i);
+                if (op == ncclAvg && rank == 0 && g != (float)(sum / nranks)) differs++;
+            }
+        }
+        CUDA_OK(cudaFree(buf));
+        CUDA_OK(cudaStreamDestroy(s));
+        NCCL_OK(ncclCommDestroy(comm));
+    });
+    CHECK(differs.load() > 0, "3 ranks: every f32 avg equals sum/3 rounded once: not NCCL's");
+}
+
 static void in_process_suite() {
     test_basics();
     test_allreduce(2);
     test_allreduce(4);
+    test_ring_order();
     test_group(2, false);
     test_group(4, false);
     test_group(4, true);
@@ -565,9 +616,26 @@ static int child(const char *name) {
         NCCL_OK(ncclCommAbort(p.comm[0]));
         NCCL_OK(ncclCommAbort(p.comm[1]));
         free_pair(p);
+    } else if (!strcmp(name, "free_pending") || !strcmp(name, "malloc_pending")) {
+        // cudaFree / cudaMalloc on cuda:0 while rank 0's all-reduce waits for rank 1: a fault
+        Pair p;
+        make_pair(p);
+        void *extra = dev_alloc(256);
+        NCCL_OK(ncclAllReduce(p.buf[0], p.buf[0], 64, ncclFloat32, ncclSum, p.comm[0], p.s[0]));
+        void *more = nullptr;
+        cudaError_t e = name[0] == 'f' ? cudaFree(extra) : cudaMalloc(&more, 256);
+        CHECK(e == cudaErrorNotPermitted, "%s while a collective is queued: %s", name,
+              cudaGetErrorName(e));
+        NCCL_OK(ncclCommAbort(p.comm[1]));   // rank 0's collective fails and returns
+        NCCL_OK(ncclCommAbort(p.comm[0]));
+        free_pair(p);
     } else if (!strcmp(name, "mismatch")) {   // rank 0 reduces 16 elements, rank 1 32
+        // The rank that finds the disagreement (the later to arrive) faults on its device; the
+        // other's device is untouched, as a GPU's context error is per device: both communicators
+        // report an async error, one stream (either) the fault.
         ncclUniqueId id;
         NCCL_OK(ncclGetUniqueId(&id));
+        std::atomic<int> faulted{0};
         run_ranks(2, [&](int rank) {
             ncclComm_t comm;
             NCCL_OK(ncclCommInitRank(&comm, 2, id, rank));
@@ -575,7 +643,10 @@ static int child(const char *name) {
             CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
             float *buf = (float *)dev_alloc(32 * sizeof(float));
             NCCL_OK(ncclAllReduce(buf, buf, rank ? 32 : 16, ncclFloat32, ncclSum, comm, s));
-            CHECK(cudaStreamSynchronize(s) != cudaSuccess, "a mismatch is a fault");
+            const cudaError_t e = cudaStreamSynchronize(s);
+            CHECK(e == cudaSuccess || e == cudaErrorLaunchFailure, "rank %d: %s", rank,
+                  cudaGetErrorName(e));
+            if (e != cudaSuccess) faulted++;
             ncclResult_t async = ncclSuccess;
             NCCL_OK(await_async_error(comm, &async));
             CHECK(async != ncclSuccess, "rank %d: async error after a mismatch", rank);
@@ -583,6 +654,8 @@ static int child(const char *name) {
             (void)cudaFree(buf);
             (void)cudaStreamDestroy(s);
         });
+        CHECK(faulted.load() == 1, "a mismatch is a fault of one rank's device, not %d",
+              faulted.load());
     } else if (!strcmp(name, "destroy_in_turn")) {   // one thread destroys rank 0, then rank 1
         Pair p;
         make_pair(p);
@@ -705,6 +778,10 @@ int main(int argc, char **argv) {
         expect_case(self, "mismatch", {fast, sync}, {"mismatch", "count 16", "count 32"});
     }
     expect_case(self, "destroy_in_turn", {fast}, {"intra-node collective", "ranks 1"});
+    expect_case(self, "free_pending", {fast, "TANDEM_EMU_SYNC=0"},
+                {"cudaFree on cuda:0 while 1 NCCL collective", "rank 0 of communicator"});
+    expect_case(self, "malloc_pending", {fast, "TANDEM_EMU_SYNC=0"},
+                {"cudaMalloc on cuda:0 while 1 NCCL collective", "can deadlock"});
     expect_case(self, "init_missing", {fast}, {"timed out", "missing: ranks 1"});
 
     printf("%s\n", g_failures ? "test_emu_nccl: FAILED" : "test_emu_nccl: ok");

@@ -1,8 +1,10 @@
 /* test_emu_runtime.cc — tests of the emulated CUDA runtime (suites/emu/runtime*.cc) against what a
  * GPU does: device memory (allocation, double free, the cap, host code that touches it), copies
- * of every kind and their host synchronization (stale pinned reads before a sync), the legacy
- * stream's implicit ordering, events between streams, sticky faults, graph capture (replays,
- * cross-stream forks and joins, and the calls that invalidate a capture) and two devices.
+ * of every kind and their host synchronization (stale pinned reads before a sync), host reads of
+ * write-combined pinned memory (counted: slow on a GPU), the legacy
+ * stream's implicit ordering, events between streams, sticky faults (per device), graph capture
+ * (replays, cross-stream forks and joins, and the calls that invalidate a capture) and two
+ * devices.
  *
  * Standalone: exits 0 when every check passes, 1 otherwise (each failure printed). The tests that
  * must die (host code reading device memory), make an error sticky or need other switches
@@ -357,6 +359,34 @@ static void test_async_host_memory() {
 
 // The legacy stream waits for blocking streams' earlier work and they wait for its; streams made
 // with cudaStreamNonBlocking do neither.
+extern "C" unsigned long long tdm_emu_wc_host_reads(void);   // runtime.cc, test-only
+
+// Write-combined pinned memory: host writes and device copies are its use; a host read works on a
+// GPU but is uncached (slow), so the emulator counts it (and says so once on stderr).
+static void test_write_combined() {
+    const size_t n = 3 * 4096 + 100;   // the last page partly used
+    unsigned char *wc = nullptr, *pinned = nullptr, *d = nullptr;
+    EXPECT_OK(cudaHostAlloc((void **)&wc, n, cudaHostAllocWriteCombined));
+    EXPECT_OK(cudaHostAlloc((void **)&pinned, n, cudaHostAllocDefault));
+    EXPECT_OK(cudaMalloc((void **)&d, n));
+    if (!wc || !pinned || !d) return;
+    const unsigned long long before = tdm_emu_wc_host_reads();
+    memset(wc, 7, n);                                              // host writes
+    EXPECT_OK(cudaMemcpy(d, wc, n, cudaMemcpyHostToDevice));       // the device reads
+    EXPECT_OK(cudaMemset(d, 9, n));
+    EXPECT_OK(cudaMemcpy(wc, d, n, cudaMemcpyDeviceToHost));       // the device writes
+    EXPECT_OK(cudaMemcpy(pinned, d, n, cudaMemcpyDeviceToHost));
+    EXPECT(all_bytes(pinned, n, 9));                               // cached memory: not counted
+    EXPECT(tdm_emu_wc_host_reads() == before);
+    EXPECT(wc[n - 1] == 9);                                        // a host read
+    EXPECT(tdm_emu_wc_host_reads() == before + 1);
+    memset(wc, 1, n);                                              // writes again: not counted
+    EXPECT(tdm_emu_wc_host_reads() == before + 1);
+    EXPECT_OK(cudaFreeHost(wc));
+    EXPECT_OK(cudaFreeHost(pinned));
+    EXPECT_OK(cudaFree(d));
+}
+
 static void test_legacy_stream() {
     const size_t n = 1024;
     char *d, *pinned;
@@ -909,6 +939,59 @@ static int child_sticky() {
     return bad ? 1 : 0;
 }
 
+// A fault on cuda:1 is cuda:1's alone, as a GPU's context error: its calls return it, cuda:0's
+// keep working, also while cuda:1 is no longer current. The fault comes from a work item on
+// cuda:1's stream while cuda:0 is current (kernel: from a block of a grid, which the pool's
+// threads may run), so only the stream says whose it is.
+static int child_sticky_per_device(bool kernel) {
+    void *p0 = nullptr, *p1 = nullptr, *q = nullptr;
+    cudaStream_t s0, s1;
+    if (cudaSetDevice(1) || cudaMalloc(&p1, 64) || cudaStreamCreate(&s1) || cudaSetDevice(0) ||
+        cudaMalloc(&p0, 64) || cudaStreamCreate(&s0))
+        return 3;
+    cudaError_t e;
+    if (kernel)
+        e = tdm_emu::enqueue(s1, "kernel k_trap", [] {
+            tdm_emu::run_grid("k_trap", dim3(8), dim3(32), 0, [] {
+                if (blockIdx.x == 5 && threadIdx.x == 7)
+                    tdm_emu::kernel_trap("__trap()", __FILE__, __LINE__);
+            });
+        });
+    else
+        e = tdm_emu::enqueue(s1, "bad work", [] {
+            tdm_emu::fault(cudaErrorIllegalAddress, "a test fault on cuda:1's stream");
+        });
+    if (e) return 3;
+    const cudaError_t want = kernel ? cudaErrorLaunchFailure : cudaErrorIllegalAddress;
+    int bad = 0;
+    bad += cudaStreamSynchronize(s1) != want;   // the stream of the fault reports it
+    // cuda:0, current all along, is untouched
+    bad += cudaGetLastError() != cudaSuccess;
+    bad += cudaPeekAtLastError() != cudaSuccess;
+    bad += cudaMalloc(&q, 64) != cudaSuccess;
+    bad += cudaMemset(p0, 1, 64) != cudaSuccess;
+    bad += tdm_emu::enqueue(s0, "x", [] {}) != cudaSuccess;
+    bad += cudaStreamSynchronize(s0) != cudaSuccess;
+    bad += cudaDeviceSynchronize() != cudaSuccess;
+    bad += cudaFree(q) != cudaSuccess;
+    // cuda:1's calls fail, from cuda:0 too
+    bad += tdm_emu::enqueue(s1, "x", [] {}) != want;
+    bad += cudaStreamSynchronize(s1) != want;
+    bad += cudaSetDevice(1) != want;   // made current all the same
+    int d = -1;
+    bad += cudaGetDevice(&d) != cudaSuccess || d != 1;
+    bad += cudaMalloc(&q, 64) != want;
+    bad += cudaGetLastError() != want;
+    bad += cudaDeviceSynchronize() != want;
+    bad += cudaSetDevice(0) != cudaSuccess;   // and back: cuda:0 still works
+    bad += cudaMemset(p0, 2, 64) != cudaSuccess;
+    bad += cudaDeviceSynchronize() != cudaSuccess;
+    fprintf(stderr, "per-device sticky checks failed: %d\n", bad);
+    return bad ? 1 : 0;
+}
+static int child_sticky_per_device_item() { return child_sticky_per_device(false); }
+static int child_sticky_per_device_kernel() { return child_sticky_per_device(true); }
+
 // TANDEM_EMU_ABORT=1: the first fault aborts.
 static int child_abort() {
     tdm_emu::fault(cudaErrorIllegalAddress, "a test fault");
@@ -1012,6 +1095,15 @@ static void test_children() {
     EXPECT_CHILD(c.exited(0), c);
     EXPECT_CHILD(c.says("tandem emu: a test fault at 0x"), c);
 
+    for (const char *sync : {"TANDEM_EMU_SYNC=0", "TANDEM_EMU_SYNC=1"}) {
+        c = run_child("child_sticky_per_device_item", {sync});
+        EXPECT_CHILD(c.exited(0), c);
+        EXPECT_CHILD(c.says("tandem emu: a test fault on cuda:1's stream"), c);
+        c = run_child("child_sticky_per_device_kernel", {sync});
+        EXPECT_CHILD(c.exited(0), c);
+        EXPECT_CHILD(c.says("kernel k_trap: block (5,0,0), thread (7,0,0)"), c);
+    }
+
     c = run_child("child_abort", {"TANDEM_EMU_ABORT=1"});
     EXPECT_CHILD(c.signaled(SIGABRT), c);
     EXPECT_CHILD(c.says("tandem emu: a test fault"), c);
@@ -1051,6 +1143,8 @@ int main(int argc, char **argv) {
         {"child_host_read", child_host_read},
         {"child_host_write_freed", child_host_write_freed},
         {"child_sticky", child_sticky},
+        {"child_sticky_per_device_item", child_sticky_per_device_item},
+        {"child_sticky_per_device_kernel", child_sticky_per_device_kernel},
         {"child_abort", child_abort},
         {"child_copy_past_end", child_copy_past_end},
         {"child_check_range", child_check_range},
@@ -1078,6 +1172,7 @@ int main(int argc, char **argv) {
         {"malloc", test_malloc},
         {"copies", test_copies},
         {"async_host_memory", test_async_host_memory},
+        {"write_combined", test_write_combined},
         {"legacy_stream", test_legacy_stream},
         {"events", test_events},
         {"capture", test_capture},
