@@ -129,7 +129,7 @@ static bool golden_missing(int n_gpus, char *why, size_t len) {
     }
     if (d) closedir(d);
     if (!cases) {
-        snprintf(why, len, "the golden cases: %.3000s holds no case file (*.safetensors)%s", dir,
+        snprintf(why, len, "the golden cases: %.500s holds no case file (*.safetensors)%s", dir,
                  d ? "" : ": cannot read it");
         return true;
     }

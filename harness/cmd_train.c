@@ -464,8 +464,10 @@ static tdm_device rank_device(const train_ctx *t, int rank) {
 // must not end as if it had succeeded (Megatron-LM stops likewise). With --amp fp16 the scaler
 // skips steps whose gradients overflow; a loss that overflows stops the run all the same.
 static tdm_status diverged(double loss) {
-    return tdm_error_set(TDM_ERR_ARG, "the loss is %g: training diverged (a non-finite loss); "
-                         "stopped", loss);
+    // named, not printed with %g: glibc writes a NaN's sign bit ("-nan"), which varies by build
+    const char *what = isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";
+    return tdm_error_set(TDM_ERR_ARG, "the loss is %s: training diverged (a non-finite loss); "
+                         "stopped", what);
 }
 
 static tdm_status train_rank(int rank, void *arg) {
