@@ -1071,6 +1071,21 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
     return dat->oom || a->oom ? 1 : 0;
 }
 
+int bench_plots_dir(const char *cmd, const char *dir, char *out, size_t len) {
+    if (snprintf(out, len, "%s/plots", dir) >= (int)len) {
+        fprintf(stderr, "bench %s: %s/plots: path too long\n", cmd, dir);
+        return 2;
+    }
+    struct stat sb;
+    if (lstat(out, &sb) == 0 && !S_ISDIR(sb.st_mode)) {   // lstat: a link is not followed
+        fprintf(stderr, "bench %s: %s: not a directory (%s): the figures go only into a plots "
+                "folder of the results directory's own\n", cmd, out,
+                S_ISLNK(sb.st_mode) ? "a symbolic link" : bench_strerror(ENOTDIR));
+        return 2;
+    }
+    return 0;
+}
+
 int bench_plot_draw(const char *cmd, const bench_results *runs, int n, const bench_figure *figs,
                     int n_figs, const char *outdir, bool verbose) {
     char gp[PATH_MAX], scripts[PATH_MAX];
@@ -1247,7 +1262,7 @@ int bench_plot(int argc, char **argv) {
         if (out)
             snprintf(outdir, sizeof outdir, "%s", out);
         else
-            snprintf(outdir, sizeof outdir, "%s/plots", runs[0].dir);
+            rc = bench_plots_dir("plot", runs[0].dir, outdir, sizeof outdir);
     }
     bench_figure *figs = NULL;
     int n_figs = 0;

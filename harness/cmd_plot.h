@@ -52,6 +52,11 @@ typedef struct {
 int bench_figures_plan(const bench_results *runs, int n, bench_figure **figs, int *n_figs);
 void bench_figures_free(bench_figure *figs, int n);
 
+/* DIR/plots into out (len bytes): 0; or 2, with a message, when it exists as anything but a
+ * directory (a symbolic link planted in a results directory would have the figures written
+ * wherever it points). */
+int bench_plots_dir(const char *cmd, const char *dir, char *out, size_t len);
+
 /* Draws every figure as OUTDIR/<name>.png and .svg (+ <name>.dat, the data as plotted), created
  * atomically; OUTDIR is created when missing. Returns 0, 1 when gnuplot is missing or fails (the
  * message says which figure, with gnuplot's own output), 2 when OUTDIR cannot be made. */

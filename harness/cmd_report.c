@@ -1276,8 +1276,8 @@ int bench_report(int argc, char **argv) {
                        !file_ok(run.dir, figs[i].name, "svg", t);
         }
         char outdir[PATH_MAX];
-        snprintf(outdir, sizeof outdir, "%s/plots", run.dir);
-        if (missing && n_figs &&
+        rc = bench_plots_dir("report", run.dir, outdir, sizeof outdir);
+        if (!rc && missing && n_figs &&
             bench_plot_draw("report", &run, 1, figs, n_figs, outdir, false) != 0) {
             fprintf(stderr,
                     "bench report: writing the report without the plots that are missing\n");

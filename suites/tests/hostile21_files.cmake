@@ -53,6 +53,13 @@ add_test(NAME hostile21.files.report_plot_links_refused COMMAND sh -c
 set_tests_properties(hostile21.files.report_plot_links_refused PROPERTIES FIXTURES_REQUIRED hostile21_files_run
                      TIMEOUT 180)
 
+# A results directory whose plots/ is a link (to a folder elsewhere): bench plot and bench report
+# refuse it (exit 2) and nothing is drawn where it points (the figures went there before).
+add_test(NAME hostile21.files.plots_dir_link_refused COMMAND sh -c
+  "D=${H21F}/plotslink; rm -rf $D && mkdir -p $D/elsewhere && cp -r ${H21F_RUN} $D/r && ln -s $D/elsewhere $D/r/plots || exit 1; for c in plot report; do out=$(timeout 120 ${H21F_B} $c $D/r 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] && echo \"$out\" | grep -q 'r/plots: not a directory (a symbolic link)' || { echo \"bench $c: exit $rc, want 2 and the link named\"; exit 1; }; done; [ -z \"$(ls -A $D/elsewhere)\" ] || { echo 'figures were written through the link:'; ls $D/elsewhere; exit 1; }")
+set_tests_properties(hostile21.files.plots_dir_link_refused PROPERTIES FIXTURES_REQUIRED hostile21_files_run
+                     TIMEOUT 300)
+
 # bench conform's failing case and bench replay's actuals: a link under the file's name is not
 # replaced (conform says the case was not written; replay exits 2 before running).
 add_test(NAME hostile21.files.conform_replay_links_refused COMMAND sh -c
