@@ -83,9 +83,16 @@ int bench_peer_run(const bench_peer_opts *o, const char *dir, const char *suites
     args[n++] = "--command";
     args[n++] = cmd_json;
     if (quick) args[n++] = "--quick";
+    char *filter_arg = NULL;   // one word, "--filter=REGEX": argparse reads "--filter -X" as two options
     if (filter) {
-        args[n++] = "--filter";
-        args[n++] = filter;
+        const size_t len = strlen("--filter=") + strlen(filter) + 1;
+        if (!(filter_arg = malloc(len))) {
+            fprintf(stderr, "bench run: out of memory\n");
+            free(cmd_json);
+            return 2;
+        }
+        snprintf(filter_arg, len, "--filter=%s", filter);
+        args[n++] = filter_arg;
     }
     args[n] = NULL;
 
@@ -140,6 +147,7 @@ int bench_peer_run(const bench_peer_opts *o, const char *dir, const char *suites
     }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    free(filter_arg);
     free(cmd_json);
     return rc;
 }

@@ -33,3 +33,9 @@ endif()
 add_test(NAME peer.cpu_suites_ids_match COMMAND sh -c
   "d=${TEST_TMP}/peer/all; rm -rf $d && $<TARGET_FILE:bench> run --device cpu --quick --suite ops,transfer,amp,cpu-vs-gpu --peer torch --python ${PEER_PYTHON} --repetitions 1 --min-time 0.01 --out $d >/dev/null 2>&1 || { echo 'bench run --peer torch failed'; exit 1; }; $<TARGET_FILE:bench> report $d >/dev/null || exit 1; if grep -i 'have no PyTorch result' $d/report.md; then exit 1; fi; n=$(grep -c 'tandem .*x \\(slower\\|faster\\)' $d/report.md); echo \"$n ratio rows\"; [ $n -ge 60 ]")
 set_tests_properties(peer.cpu_suites_ids_match PROPERTIES TIMEOUT 300)
+# A negative filter ("-REGEX": Google Benchmark's exclusion) reaches the peer as one word,
+# --filter=-REGEX: handed as two words, argparse took "-REGEX" for an option and the peer exited 2
+# (found on the first GPU session). Both sides must run the same benchmarks: none excluded runs.
+add_test(NAME peer.negative_filter COMMAND sh -c
+  "d=${TEST_TMP}/peer/negfilter; rm -rf $d && $<TARGET_FILE:bench> run --device cpu --quick --suite ops --filter -matmul --peer torch --python ${PEER_PYTHON} --repetitions 1 --min-time 0.01 --out $d >$d.log 2>&1 || { cat $d.log; exit 1; }; if grep -q matmul $d/ops.csv $d/peer-torch/ops.csv; then echo 'an excluded benchmark ran'; exit 1; fi; grep -c . $d/peer-torch/ops.csv")
+set_tests_properties(peer.negative_filter PROPERTIES TIMEOUT 300)
