@@ -47,6 +47,10 @@ typedef union {
     bool training;                                                          // batch_norm
     int64_t padding_idx;                                                    // embedding
     int dims[TDM_MAX_DIMS];                                                 // permute
+    struct { int dim; int64_t start; } narrow;                              // narrow, cat
+    struct { tdm_scalar_op op; double s; } scalar;                          // add_scalar, ...
+    struct { double dropout_p, scale; bool is_causal; uint64_t seed, offset;
+             const uint64_t *delta; } sdpa;                                 // attention
 } tdm_node_params;
 
 #define TDM_NODE_MAX_SAVED 2
@@ -115,6 +119,12 @@ tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
                                      tdm_reduction reduction, double label_smoothing,
                                      int64_t ignore_index);
 tdm_tensor *tdm_record_permute(tdm_tensor *y, const tdm_tensor *x, const int *dims);
+// scaled_dot_product_attention: scale as the caller gave it (NAN: the default); the dropout
+// draw's seed, offset and delta (NULL eagerly) for the backward to redraw the same weights.
+tdm_tensor *tdm_record_sdpa(tdm_tensor *y, const tdm_tensor *q, const tdm_tensor *k,
+                            const tdm_tensor *v, const tdm_tensor *attn_mask, double dropout_p,
+                            bool is_causal, double scale, uint64_t seed, uint64_t offset,
+                            const uint64_t *delta);
 tdm_tensor *tdm_record_mse_loss(tdm_tensor *y, const tdm_tensor *input, const tdm_tensor *target,
                                 tdm_reduction reduction);
 // mean/rstd, save_mean/save_invstd: the statistics the forward produced (retained by the node).
@@ -127,6 +137,20 @@ tdm_tensor *tdm_record_batch_norm(tdm_tensor *y, const tdm_tensor *x, const tdm_
 tdm_tensor *tdm_record_embedding(tdm_tensor *y, const tdm_tensor *indices,
                                  const tdm_tensor *weight, int64_t padding_idx);
 tdm_tensor *tdm_record_reshape(tdm_tensor *y, const tdm_tensor *x);
+// The views of core/ops_view.c. transpose: y = x with dims d0, d1 swapped (wrapped); narrow: y =
+// x's elements start.. along dim (wrapped, start >= 0); cat (`name` "cat" or "stack"): y = the n
+// inputs joined along dim (wrapped against y), all of y's dtype, skipped (0,) inputs included.
+tdm_tensor *tdm_record_transpose(tdm_tensor *y, const tdm_tensor *x, int d0, int d1);
+tdm_tensor *tdm_record_narrow(tdm_tensor *y, const tdm_tensor *x, int dim, int64_t start);
+tdm_tensor *tdm_record_cat(tdm_tensor *y, const char *name, int n, const tdm_tensor *const *xs,
+                           int dim);
+// x (shape `ndim`, `shape`) is zeros but for gy placed at start.. along dim: narrow's backward
+// (core/ops_view.c). NULL with the error set.
+tdm_tensor *tdm_narrow_backward(const tdm_tensor *gy, int ndim, const int64_t *shape, int dim,
+                                int64_t start);
+// a (op) s with a Python number s (core/ops_scalar.c); the backward takes s as a double.
+tdm_tensor *tdm_record_binary_scalar(tdm_tensor *y, const tdm_tensor *a, tdm_scalar_op op,
+                                     double s);
 // A copy across dtypes or devices (name "to" or "clone"): the gradient goes back to x's.
 tdm_tensor *tdm_record_copy(tdm_tensor *y, const tdm_tensor *x, const char *name);
 

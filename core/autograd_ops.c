@@ -185,6 +185,25 @@ tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
                                INPUTS(logits, target, weight), &np, 0, NULL);
 }
 
+// inputs: q, k, v, attn_mask (NULL, bool, or floating: then it may want a gradient too); the
+// weights are recomputed from them, the dropout redrawn from the forward's (seed, offset, delta)
+static tdm_status sdpa_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    return tdm_sdpa_backward_at(gy, n->inputs[0], n->inputs[1], n->inputs[2], n->inputs[3],
+                                n->params.sdpa.dropout_p, n->params.sdpa.is_causal,
+                                n->params.sdpa.scale, n->params.sdpa.seed,
+                                n->params.sdpa.offset, n->params.sdpa.delta, want(n, g, 0),
+                                want(n, g, 1), want(n, g, 2), want(n, g, 3));
+}
+
+tdm_tensor *tdm_record_sdpa(tdm_tensor *y, const tdm_tensor *q, const tdm_tensor *k,
+                            const tdm_tensor *v, const tdm_tensor *attn_mask, double dropout_p,
+                            bool is_causal, double scale, uint64_t seed, uint64_t offset,
+                            const uint64_t *delta) {
+    tdm_node_params np = {.sdpa = {dropout_p, scale, is_causal, seed, offset, delta}};
+    return tdm_autograd_record(y, "scaled_dot_product_attention", sdpa_bw, 4,
+                               INPUTS(q, k, v, attn_mask), &np, 0, NULL);
+}
+
 // inputs: input, target (both may require grad)
 static tdm_status mse_loss_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
     return tdm_mse_loss_backward(gy, n->inputs[0], n->inputs[1], n->params.reduction,
@@ -290,4 +309,76 @@ static tdm_status copy_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g
 
 tdm_tensor *tdm_record_copy(tdm_tensor *y, const tdm_tensor *x, const char *name) {
     return tdm_autograd_record(y, name, copy_bw, 1, INPUTS(x), NULL, 0, NULL);
+}
+
+// ---- the views of core/ops_view.c (views.* tests: test_views.c) ---------------------------------
+
+// inputs: x; y = x.transpose(d0, d1), so gx = gy.transpose(d0, d1)
+static tdm_status transpose_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    if (!tdm_node_wants(n, 0)) return TDM_OK;
+    g[0] = tdm_tensor_transpose(gy, n->params.dims[0], n->params.dims[1]);
+    return g[0] ? TDM_OK : tdm_last_status();
+}
+
+tdm_tensor *tdm_record_transpose(tdm_tensor *y, const tdm_tensor *x, int d0, int d1) {
+    tdm_node_params np;
+    memset(&np, 0, sizeof np);
+    np.dims[0] = d0;
+    np.dims[1] = d1;
+    return tdm_autograd_record(y, "transpose", transpose_bw, 1, INPUTS(x), &np, 0, NULL);
+}
+
+// inputs: x; gx = zeros of x's shape with gy at start.. along dim
+static tdm_status narrow_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    const tdm_tensor *x = n->inputs[0];
+    if (!tdm_node_wants(n, 0)) return TDM_OK;
+    g[0] = tdm_narrow_backward(gy, x->ndim, x->shape, n->params.narrow.dim,
+                               n->params.narrow.start);
+    return g[0] ? TDM_OK : tdm_last_status();
+}
+
+tdm_tensor *tdm_record_narrow(tdm_tensor *y, const tdm_tensor *x, int dim, int64_t start) {
+    tdm_node_params np = {.narrow = {dim, start}};
+    return tdm_autograd_record(y, "narrow", narrow_bw, 1, INPUTS(x), &np, 0, NULL);
+}
+
+// inputs: the joined tensors in order; input i's gradient is gy's slice at its place along dim
+// (a skipped 1-D input of size 0, with fewer dims than y, gets zeros of its shape)
+static tdm_status cat_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    const int dim = n->params.narrow.dim;
+    int64_t at = 0;
+    for (int i = 0; i < n->n_inputs; i++) {
+        const tdm_tensor *x = n->inputs[i];
+        const bool skipped = x->ndim != gy->ndim;
+        if (tdm_node_wants(n, i)) {
+            g[i] = skipped ? tdm_tensor_zeros(x->ndim, x->shape, x->dtype, x->device)
+                           : tdm_tensor_narrow(gy, dim, at, x->shape[dim]);
+            if (!g[i]) return tdm_last_status();   // the engine frees what is filled
+        }
+        if (!skipped) at += x->shape[dim];
+    }
+    return TDM_OK;
+}
+
+tdm_tensor *tdm_record_cat(tdm_tensor *y, const char *name, int n, const tdm_tensor *const *xs,
+                           int dim) {
+    tdm_node_params np = {.narrow = {dim, 0}};
+    return tdm_autograd_record(y, name, cat_bw, n, xs, &np, 0, NULL);
+}
+
+// ---- a tensor and a Python number (core/ops_scalar.c) ------------------------------------------
+
+static const char *const SCALAR_NAMES[] = {"add", "sub", "rsub", "mul", "div", "rdiv"};
+
+// inputs: a (floating when it wants a gradient)
+static tdm_status binary_scalar_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    return tdm_binary_scalar_backward(n->params.scalar.op, gy, n->inputs[0], n->params.scalar.s,
+                                      want(n, g, 0));
+}
+
+tdm_tensor *tdm_record_binary_scalar(tdm_tensor *y, const tdm_tensor *a, tdm_scalar_op op,
+                                     double s) {
+    tdm_node_params np = {.scalar = {op, s}};
+    const char *name = (unsigned)op < 6 ? SCALAR_NAMES[op] : "binary_scalar";
+    return tdm_autograd_record(y, name, binary_scalar_bw, 1, INPUTS(a), &np, 0, NULL);
 }

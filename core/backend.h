@@ -17,8 +17,25 @@ extern "C" {
 
 typedef enum { TDM_BINARY_ADD = 0, TDM_BINARY_MUL } tdm_binary_op;
 typedef enum { TDM_REDUCE_SUM = 0, TDM_REDUCE_MEAN } tdm_reduce_op;
+// The number of a binary_scalar op, as PyTorch's Scalar: a Python int (is_int: i exact, f its
+// double) or a Python float (f).
+typedef struct {
+    bool is_int;
+    int64_t i;
+    double f;
+} tdm_scalar;
 // Where the two sides of an asynchronous copy live (host = cpu memory of any kind).
 typedef enum { TDM_COPY_H2D = 0, TDM_COPY_D2H, TDM_COPY_D2D, TDM_COPY_H2H } tdm_copy_dir;
+// F.scaled_dot_product_attention's settings as core hands them to the sdpa slots
+// (core/ops_attention.c).
+typedef struct {
+    double scale;            // the scores' factor, resolved (1/sqrt(E) by default; 1 when E = 0)
+    bool is_causal;          // key j takes part in query i's row only where j <= i
+    double dropout_p;        // 0: none; else weight (b,i,j) is kept iff draw (b L + i) S + j of
+    uint64_t seed, offset;   // the uniform stream (seed, offset [+ *delta]) is below
+    const uint64_t *delta;   // tdm_dropout_threshold, and scaled by 1/(1-p); delta NULL, or the
+                             // device counter of a captured draw (core/random_impl.h)
+} tdm_sdpa_params;
 
 struct tdm_backend_ops {
     const char *name;
@@ -108,6 +125,17 @@ struct tdm_backend_ops {
                          tdm_tensor *y);
     tdm_status (*dropout)(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,
                           tdm_tensor *y);
+    // y = a (op) s, elementwise (ops.h's tdm_scalar_op), a and y of one shape; y's dtype is the
+    // promoted one core chose: a's, or f32 for an integer a (core/ops_scalar.c). A floating y is
+    // computed in its accumulation type (f32 for f32/f16/bf16, f64 for f64) from a and s
+    // converted to it (s->i when s->is_int) and rounded once; an integer y (i32/i64 a, integral
+    // s, no division) in a's type with s->i converted to it, wrapping. ga = the backward for a
+    // floating a (gy and ga of a's shape and dtype): gy, gy, -gy, gy s, gy / s, -(gy s / a) / a,
+    // in the accumulation type, one rounding.
+    tdm_status (*binary_scalar)(tdm_scalar_op op, const tdm_tensor *a, const tdm_scalar *s,
+                                tdm_tensor *y);
+    tdm_status (*binary_scalar_backward)(tdm_scalar_op op, const tdm_tensor *gy,
+                                         const tdm_tensor *a, const tdm_scalar *s, tdm_tensor *ga);
 
     // ---- reductions: reduce_mask bit d set = dim d of x is reduced; y is x's shape with
     //      reduced dims set to 1 (keepdim), whatever the caller asked for ----
@@ -121,6 +149,15 @@ struct tdm_backend_ops {
     // backward of sum and mean. x is read through x->stride, which may be any strides over its
     // storage: tdm_tensor_permute passes a permuted view.
     tdm_status (*expand)(const tdm_tensor *x, double scale, tdm_tensor *y);
+    // The copies of the views (core/ops_view.c: narrow, cat, split, transpose): for every
+    // coordinate c of `shape` (ndim <= TDM_MAX_DIMS dims, numel >= 1),
+    //     dst[dst_off + sum_d c_d dst_stride[d]] = src[src_off + sum_d c_d src_stride[d]]
+    // in elements of their (one) dtype, any dtype: bytes moved, never converted (exact). Core
+    // has checked that both extents lie inside their storages, and that dst's do not overlap.
+    // Asynchronous on the device (no host wait: capturable).
+    tdm_status (*copy_strided)(tdm_tensor *dst, int64_t dst_off, const int64_t *dst_stride,
+                               const tdm_tensor *src, int64_t src_off, const int64_t *src_stride,
+                               int ndim, const int64_t *shape);
 
     // ---- softmax and losses ----
     tdm_status (*softmax)(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
@@ -140,6 +177,20 @@ struct tdm_backend_ops {
     tdm_status (*mse_loss_backward)(const tdm_tensor *gloss, const tdm_tensor *a,
                                     const tdm_tensor *b, tdm_reduction red, tdm_tensor *ga,
                                     tdm_tensor *gb);
+
+    // ---- attention: q (B,L,E), k (B,S,E), v (B,S,Ev), y (B,L,Ev), contiguous, B L S >= 1;
+    //      mask NULL or a view of shape (batch dims..., L, S), the batch dims multiplying to B,
+    //      read through its strides (0 where it broadcasts; its storage is smaller than the
+    //      view): bool (nonzero takes part) or floating (added to the scaled scores). A row
+    //      whose scores are all -inf gives zeros (PyTorch's _safe_softmax). Backward: gq, gk,
+    //      gv (q's, k's, v's shapes) and gmask ((B,L,S) contiguous, a floating mask's dtype) are
+    //      each NULL when not wanted; the weights are recomputed from q, k and the mask. ----
+    tdm_status (*sdpa)(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
+                       const tdm_tensor *mask, const tdm_sdpa_params *p, tdm_tensor *y);
+    tdm_status (*sdpa_backward)(const tdm_tensor *gy, const tdm_tensor *q, const tdm_tensor *k,
+                                const tdm_tensor *v, const tdm_tensor *mask,
+                                const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,
+                                tdm_tensor *gv, tdm_tensor *gmask);
 
     // ---- normalization: x viewed as (rows, cols) for layer norm, (N, C, S) for batch norm;
     //      weight/bias/running stats/saved stats may be NULL where the op allows ----
@@ -212,6 +263,17 @@ struct tdm_backend_ops {
     // backend check without a host sync per tensor; core reads found_inf once per step.
     tdm_status (*amp_unscale_check)(tdm_tensor *const *grads, int n, double inv_scale,
                                     tdm_tensor *found_inf);
+    // optional (NULL: clip_grad_norm_ "not supported"): gradient clipping, no host wait, so that
+    // it can be captured. grad_norm: total (0-d f32, the tensors' device) = the norm_type-norm of
+    // the n tensors' elements together (any floating dtypes): (sum |x|^p)^(1/p) for a finite
+    // p > 0, max |x| for INFINITY; NaN propagates. Accumulated in f32 (f64 for f64 tensors) or
+    // better, the root in f64, rounded once to f32. grad_clip_scale: each ts[i] *= c, in place,
+    // c = min(max_norm / (total + 1e-6), 1) (NaN stays NaN) evaluated in f64 on the device from
+    // the f32 total, each product rounded once to its tensor's dtype.
+    tdm_status (*grad_norm)(const tdm_tensor *const *ts, int n, double norm_type,
+                            tdm_tensor *total);
+    tdm_status (*grad_clip_scale)(tdm_tensor *const *ts, int n, double max_norm,
+                                  const tdm_tensor *total);
     // optional: every element of t (i64) += n, in place, in stream order on the device
     // (BatchNorm2d's num_batches_tracked: no host round trip in a training step, and a captured
     // step counts each replay). NULL: core reads and writes the value through the host.

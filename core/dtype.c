@@ -12,6 +12,7 @@ static const struct {
     [TDM_DTYPE_F32] = {"f32", "float32", 4},  [TDM_DTYPE_F16] = {"f16", "float16", 2},
     [TDM_DTYPE_BF16] = {"bf16", "bfloat16", 2}, [TDM_DTYPE_F64] = {"f64", "float64", 8},
     [TDM_DTYPE_I32] = {"i32", "int32", 4},    [TDM_DTYPE_I64] = {"i64", "int64", 8},
+    [TDM_DTYPE_BOOL] = {"bool", "bool", 1},
 };
 
 static bool dtype_valid(tdm_dtype dt) { return (unsigned)dt < TDM_DTYPE_COUNT; }
@@ -26,7 +27,8 @@ tdm_status tdm_dtype_parse(const char *s, tdm_dtype *out) {
             return TDM_OK;
         }
     }
-    return tdm_error_set(TDM_ERR_ARG, "unknown dtype '%s' (expected f32, f16, bf16, f64, i32, i64)",
+    return tdm_error_set(TDM_ERR_ARG,
+                         "unknown dtype '%s' (expected f32, f16, bf16, f64, i32, i64, bool)",
                          s ? s : "(null)");
 }
 

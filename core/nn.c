@@ -27,12 +27,16 @@ typedef enum {
     MOD_LAYER_NORM,
     MOD_EMBEDDING,
     MOD_SEQUENTIAL,
+    MOD_GPT,              // nanoGPT's GPT, Block and CausalSelfAttention (the GPT section below)
+    MOD_GPT_BLOCK,
+    MOD_SELF_ATTENTION,
 } module_kind;
 
 static const char *kind_name(module_kind k) {
     static const char *names[] = {"Linear",  "Conv2d",      "ReLU",      "GELU",
                                   "MaxPool2d", "AvgPool2d", "Flatten",   "Dropout",
-                                  "BatchNorm2d", "LayerNorm", "Embedding", "Sequential"};
+                                  "BatchNorm2d", "LayerNorm", "Embedding", "Sequential",
+                                  "GPT", "Block", "CausalSelfAttention"};
     return names[k];
 }
 
@@ -46,7 +50,7 @@ typedef struct {
     tdm_tensor **slot;
     bool is_param;   // false for buffers (running stats)
     init_kind init;
-    double bound;    // INIT_UNIFORM: U(-bound, bound)
+    double bound;    // INIT_UNIFORM: U(-bound, bound); INIT_NORMAL: N(0, bound^2)
 } state_entry;
 
 // A leaf's own tensors: weight, bias, running_mean, running_var, num_batches_tracked.
@@ -71,9 +75,14 @@ struct tdm_module {
     int norm_ndim;              // LayerNorm
     int64_t norm_shape[TDM_MAX_DIMS];
 
-    int n_children;             // Sequential
+    int n_children;             // Sequential, GPT, Block, CausalSelfAttention
     tdm_module **children;
     int segments;               // activation checkpointing: 0 or 1 = off
+
+    int64_t n_head;             // CausalSelfAttention
+    tdm_generator *gen;         // CausalSelfAttention: attn_dropout's stream (SDPA's dropout_p)
+    int64_t block_size;         // GPT: the longest sequence (wpe's rows)
+    tdm_tensor *pos;            // GPT: positions 0..T-1 (int64) on the model's device, cached
 };
 
 // ---- construction helpers --------------------------------------------------------------------
@@ -120,6 +129,15 @@ static tdm_module *module_ready(tdm_module *m, tdm_status s) {
         return NULL;
     }
     return m;
+}
+
+// Tied parameters (GPT's lm_head.weight is transformer.wte.weight): one tensor under several
+// state entries. The index of the first entry holding entry i's tensor (i itself when none
+// before does): parameters, init, moves and saves count the tensor once, there.
+static int entry_first(const tdm_module *m, int i) {
+    for (int j = 0; j < i; j++)
+        if (*m->state[j].slot == *m->state[i].slot) return j;
+    return i;
 }
 
 static bool positive(const char *what, const char *arg, int64_t v) {
@@ -288,24 +306,29 @@ tdm_module *tdm_nn_embedding(int64_t num_embeddings, int64_t dim) {
     m->in = num_embeddings;
     m->out = dim;
     int64_t ws[2] = {num_embeddings, dim};
-    return module_ready(m, own_add(m, OWN_WEIGHT, "weight", 2, ws, true, INIT_NORMAL, 0));
+    return module_ready(m, own_add(m, OWN_WEIGHT, "weight", 2, ws, true, INIT_NORMAL, 1));
 }
 
-// A Sequential's state dict is its children's, each name prefixed by the child's index. Its
-// weights are redrawn with seed 0 from the whole model's state order (as tdm_module_init(seq, 0)
-// would), so a model's initial weights depend only on its structure and the seed.
-tdm_module *tdm_nn_sequential(int n, tdm_module *const *children) {
+// A container (Sequential, and GPT's modules) owns its n children (also on failure); its state
+// dict is theirs, each name prefixed by the child's name (names[i], or its index i when names is
+// NULL: a Sequential's "0.weight"). `draw`: redraw the weights with seed 0 from the whole
+// container's state order (as tdm_module_init(m, 0) would); GPT's inner containers leave that to
+// the model, which draws once.
+static tdm_module *container_new(module_kind kind, int n, tdm_module *const *children,
+                                 const char *const *names, bool draw) {
     if (n < 0 || (n > 0 && !children)) {
-        tdm_error_set(TDM_ERR_ARG, "nn.Sequential: %d children%s", n, children ? "" : " (NULL)");
+        tdm_error_set(TDM_ERR_ARG, "nn.%s: %d children%s", kind_name(kind), n,
+                      children ? "" : " (NULL)");
         return NULL;
     }
     tdm_module *m = NULL;
     tdm_status s = TDM_OK;
     for (int i = 0; s == TDM_OK && i < n; i++)
-        if (!children[i]) s = tdm_error_set(TDM_ERR_ARG, "nn.Sequential: child %d is NULL", i);
-    if (s == TDM_OK && !(m = module_new(MOD_SEQUENTIAL))) s = tdm_last_status();
+        if (!children[i])
+            s = tdm_error_set(TDM_ERR_ARG, "nn.%s: child %d is NULL", kind_name(kind), i);
+    if (s == TDM_OK && !(m = module_new(kind))) s = tdm_last_status();
     if (s == TDM_OK && n && !(m->children = calloc((size_t)n, sizeof *m->children)))
-        s = tdm_error_set(TDM_ERR_OOM, "nn.Sequential: out of host memory");
+        s = tdm_error_set(TDM_ERR_OOM, "nn.%s: out of host memory", kind_name(kind));
     if (s != TDM_OK) {   // it owns the children also on failure
         for (int i = 0; i < n; i++) tdm_module_free(children[i]);
         tdm_module_free(m);
@@ -317,13 +340,20 @@ tdm_module *tdm_nn_sequential(int n, tdm_module *const *children) {
         for (int j = 0; s == TDM_OK && j < c->n_state; j++) {
             const state_entry *e = &c->state[j];
             char name[512];
-            if (snprintf(name, sizeof name, "%d.%s", i, e->name) >= (int)sizeof name)
-                s = tdm_error_set(TDM_ERR_ARG, "nn.Sequential: state name too long");
+            int len = names ? snprintf(name, sizeof name, "%s.%s", names[i], e->name)
+                            : snprintf(name, sizeof name, "%d.%s", i, e->name);
+            if (len >= (int)sizeof name)
+                s = tdm_error_set(TDM_ERR_ARG, "nn.%s: state name too long", kind_name(kind));
             else
                 s = entry_add(m, name, e->slot, e->is_param, e->init, e->bound);
         }
     }
+    if (!draw && s == TDM_OK) return m;
     return module_ready(m, s);
+}
+
+tdm_module *tdm_nn_sequential(int n, tdm_module *const *children) {
+    return container_new(MOD_SEQUENTIAL, n, children, NULL, true);
 }
 
 // ---- init -----------------------------------------------------------------------------------
@@ -344,6 +374,7 @@ static tdm_status entry_draw(const state_entry *e, uint64_t seed, uint64_t offse
     double *d = tdm_data(v);
     for (int64_t i = 0; i < v->numel; i++) {
         if (e->init == INIT_UNIFORM) d[i] = d[i] * (2 * e->bound) - e->bound;
+        else if (e->init == INIT_NORMAL) d[i] *= e->bound;
         else if (e->init == INIT_ONES) d[i] = 1;
     }
     tdm_status s = tdm_tensor_copy_(t, v);
@@ -352,14 +383,20 @@ static tdm_status entry_draw(const state_entry *e, uint64_t seed, uint64_t offse
 }
 
 // Dropout streams: module j (pre-order index in the tree) starts at offset (j + 1) << 32, above
-// the parameters' offsets (their state index), so no two draws share a stream.
-static void dropout_seed(tdm_module *m, uint64_t seed, uint64_t *index) {
+// the parameters' offsets (their state index), so no two draws share a stream. A
+// CausalSelfAttention's attn_dropout (a generator: SDPA's) is seeded likewise.
+static tdm_status dropout_seed(tdm_module *m, uint64_t seed, uint64_t *index) {
     uint64_t j = (*index)++;
     if (m->kind == MOD_DROPOUT) {
         m->rng.seed = seed;
         m->rng.offset = (j + 1) << 32;
     }
-    for (int i = 0; i < m->n_children; i++) dropout_seed(m->children[i], seed, index);
+    if (m->kind == MOD_SELF_ATTENTION) {
+        tdm_generator_free(m->gen);
+        if (!(m->gen = tdm_generator_new(seed, (j + 1) << 32))) return tdm_last_status();
+    }
+    for (int i = 0; i < m->n_children; i++) TDM_TRY(dropout_seed(m->children[i], seed, index));
+    return TDM_OK;
 }
 
 tdm_status tdm_module_init(tdm_module *m, uint64_t seed) {
@@ -367,16 +404,27 @@ tdm_status tdm_module_init(tdm_module *m, uint64_t seed) {
     bool grad = tdm_grad_set_enabled(false);
     tdm_status s = TDM_OK;
     for (int i = 0; s == TDM_OK && i < m->n_state; i++)
-        s = entry_draw(&m->state[i], seed, (uint64_t)i);
+        if (entry_first(m, i) == i) s = entry_draw(&m->state[i], seed, (uint64_t)i);
     tdm_grad_set_enabled(grad);
     uint64_t index = 0;
-    if (s == TDM_OK) dropout_seed(m, seed, &index);
+    if (s == TDM_OK) s = dropout_seed(m, seed, &index);
     return s;
+}
+
+void tdm_module_rng_advance(tdm_module *m, uint64_t forwards) {
+    if (!m) return;
+    if (m->kind == MOD_DROPOUT) m->rng.offset += forwards;   // one draw per training call
+    if (m->kind == MOD_SELF_ATTENTION && m->gen && m->p > 0)   // SDPA draws only when p > 0
+        tdm_generator_set_offset(m->gen, tdm_generator_offset(m->gen) + forwards);
+    for (int i = 0; i < m->n_children; i++) tdm_module_rng_advance(m->children[i], forwards);
 }
 
 // ---- forward --------------------------------------------------------------------------------
 
 static tdm_tensor *module_forward(tdm_module *m, const tdm_tensor *x, bool recompute);
+static tdm_tensor *gpt_forward(tdm_module *m, const tdm_tensor *idx, bool recompute);
+static tdm_tensor *block_forward(tdm_module *m, const tdm_tensor *x, bool recompute);
+static tdm_tensor *attention_forward(tdm_module *m, const tdm_tensor *x, bool recompute);
 
 static tdm_status num_batches_add1(tdm_tensor *t) {
     const struct tdm_backend_ops *be = tdm_backend_of(t);
@@ -481,6 +529,9 @@ static tdm_tensor *module_forward(tdm_module *m, const tdm_tensor *x, bool recom
                               NULL);
     case MOD_EMBEDDING: return tdm_embedding(x, m->own[OWN_WEIGHT], TDM_EMBEDDING_NO_PADDING);
     case MOD_SEQUENTIAL: return sequential_forward(m, x, recompute);
+    case MOD_GPT: return gpt_forward(m, x, recompute);
+    case MOD_GPT_BLOCK: return block_forward(m, x, recompute);
+    case MOD_SELF_ATTENTION: return attention_forward(m, x, recompute);
     }
     tdm_error_set(TDM_ERR_ARG, "module_forward: unknown module kind %d", (int)m->kind);
     return NULL;
@@ -493,6 +544,228 @@ tdm_tensor *tdm_module_forward(tdm_module *m, const tdm_tensor *x) {
     }
     if (tdm_check_tensor("module_forward", "input", x) != TDM_OK) return NULL;
     return module_forward(m, x, false);
+}
+
+// ---- GPT (nanoGPT's model.py) ------------------------------------------------------------------
+//
+// GPT-2 as nanoGPT writes it: token and position embeddings, pre-LN blocks
+//     x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
+// with causal self-attention through scaled_dot_product_attention and an MLP with GELU, then ln_f
+// and an lm_head without bias whose weight *is* transformer.wte.weight (weight tying: one tensor,
+// its gradient the sum of both uses'). The modules are containers whose children carry nanoGPT's
+// attribute names, so the state dict has nanoGPT's names; transformer.h is a Sequential of the
+// blocks (activation checkpointing runs on it: one block a segment at most).
+
+static bool ends_with(const char *s, const char *suffix);
+
+enum { GPT_WTE, GPT_WPE, GPT_DROP, GPT_H, GPT_LN_F, GPT_LM_HEAD, GPT_N };
+enum { BLK_LN_1, BLK_ATTN, BLK_LN_2, BLK_MLP, BLK_N };
+enum { ATT_C_ATTN, ATT_C_PROJ, ATT_RESID_DROPOUT, ATT_N };
+
+// Frees the n modules when one of them failed (its error stands); true when all were made.
+static bool made(int n, tdm_module **ms) {
+    bool ok = true;
+    for (int i = 0; i < n; i++) ok = ok && ms[i];
+    if (!ok)
+        for (int i = 0; i < n; i++) tdm_module_free(ms[i]);
+    return ok;
+}
+
+static tdm_module *gpt_attention(const tdm_gpt_config *c) {
+    tdm_module *kids[ATT_N] = {tdm_nn_linear(c->n_embd, 3 * c->n_embd, true),
+                               tdm_nn_linear(c->n_embd, c->n_embd, true),
+                               tdm_nn_dropout(c->dropout)};
+    static const char *const names[ATT_N] = {"c_attn", "c_proj", "resid_dropout"};
+    tdm_module *m = made(ATT_N, kids) ? container_new(MOD_SELF_ATTENTION, ATT_N, kids, names,
+                                                      false)
+                                      : NULL;
+    if (m) {
+        m->n_head = c->n_head;
+        m->p = c->dropout;   // attn_dropout: SDPA's dropout_p, drawn from m->gen
+    }
+    return m;
+}
+
+static tdm_module *gpt_block(const tdm_gpt_config *c) {
+    int64_t d = c->n_embd;
+    tdm_module *mlp[4] = {tdm_nn_linear(d, 4 * d, true), tdm_nn_gelu(c->gelu_tanh),
+                          tdm_nn_linear(4 * d, d, true), tdm_nn_dropout(c->dropout)};
+    static const char *const mlp_names[4] = {"c_fc", "gelu", "c_proj", "dropout"};
+    tdm_module *kids[BLK_N] = {tdm_nn_layer_norm(1, &d, 1e-5), gpt_attention(c),
+                               tdm_nn_layer_norm(1, &d, 1e-5),
+                               made(4, mlp) ? container_new(MOD_SEQUENTIAL, 4, mlp, mlp_names,
+                                                            false)
+                                            : NULL};
+    static const char *const names[BLK_N] = {"ln_1", "attn", "ln_2", "mlp"};
+    return made(BLK_N, kids) ? container_new(MOD_GPT_BLOCK, BLK_N, kids, names, false) : NULL;
+}
+
+tdm_module *tdm_nn_gpt(const tdm_gpt_config *c) {
+    if (!c) {
+        tdm_error_set(TDM_ERR_ARG, "nn.GPT: config is NULL");
+        return NULL;
+    }
+    if (!positive("GPT", "n_layer", c->n_layer) || !positive("GPT", "n_head", c->n_head) ||
+        !positive("GPT", "n_embd", c->n_embd) || !positive("GPT", "block_size", c->block_size) ||
+        !positive("GPT", "vocab_size", c->vocab_size))
+        return NULL;
+    if (c->n_embd % c->n_head || c->n_layer > 1 << 20) {
+        tdm_error_set(TDM_ERR_ARG, "nn.GPT: n_embd %lld must be a multiple of n_head %lld (and "
+                      "n_layer %lld at most 2^20)", (long long)c->n_embd, (long long)c->n_head,
+                      (long long)c->n_layer);
+        return NULL;
+    }
+    if (!(c->dropout >= 0 && c->dropout < 1)) {
+        tdm_error_set(TDM_ERR_ARG, "nn.GPT: dropout must be in [0, 1), got %g", c->dropout);
+        return NULL;
+    }
+    int n_layer = (int)c->n_layer;
+    tdm_module **blocks = calloc((size_t)n_layer, sizeof *blocks);
+    if (!blocks) {
+        tdm_error_set(TDM_ERR_OOM, "nn.GPT: out of host memory");
+        return NULL;
+    }
+    for (int i = 0; i < n_layer; i++) blocks[i] = gpt_block(c);
+    tdm_module *kids[GPT_N] = {
+        tdm_nn_embedding(c->vocab_size, c->n_embd), tdm_nn_embedding(c->block_size, c->n_embd),
+        tdm_nn_dropout(c->dropout),
+        made(n_layer, blocks) ? container_new(MOD_SEQUENTIAL, n_layer, blocks, NULL, false) : NULL,
+        tdm_nn_layer_norm(1, &c->n_embd, 1e-5), tdm_nn_linear(c->n_embd, c->vocab_size, false)};
+    free(blocks);
+    if (!made(GPT_N, kids)) return NULL;
+    // Tying: lm_head's weight becomes wte's tensor (nanoGPT: wte.weight = lm_head.weight).
+    tdm_module *wte = kids[GPT_WTE], *head = kids[GPT_LM_HEAD];
+    tdm_tensor_free(head->own[OWN_WEIGHT]);
+    head->own[OWN_WEIGHT] = tdm_tensor_retain(wte->own[OWN_WEIGHT]);
+    static const char *const names[GPT_N] = {"transformer.wte", "transformer.wpe",
+                                             "transformer.drop", "transformer.h",
+                                             "transformer.ln_f", "lm_head"};
+    tdm_module *m = container_new(MOD_GPT, GPT_N, kids, names, false);
+    if (!m) return NULL;
+    m->block_size = c->block_size;
+    // nanoGPT's _init_weights: Linear and Embedding weights N(0, 0.02), the residual projections
+    // (c_proj.weight) N(0, 0.02/sqrt(2 n_layer)), Linear biases 0; LayerNorms keep 1 and 0.
+    for (int i = 0; i < m->n_state; i++) {
+        state_entry *e = &m->state[i];
+        if (e->init != INIT_UNIFORM && e->init != INIT_NORMAL) continue;   // a LayerNorm's
+        if (ends_with(e->name, ".bias")) {
+            e->init = INIT_ZEROS;
+        } else {
+            e->init = INIT_NORMAL;
+            e->bound = ends_with(e->name, "c_proj.weight") ? 0.02 / sqrt(2.0 * (double)n_layer)
+                                                           : 0.02;
+        }
+    }
+    return module_ready(m, TDM_OK);
+}
+
+static void gpt_positions_drop(tdm_module *m) {
+    tdm_tensor_free(m->pos);
+    m->pos = NULL;
+}
+
+// The positions 0..t-1 (int64) on dev: made once per length and device (a host copy), so that a
+// step captured in a CUDA graph after an eager one reads them without copying.
+static const tdm_tensor *gpt_positions(tdm_module *m, int64_t t, tdm_device dev) {
+    if (m->pos && m->pos->shape[0] == t && tdm_device_equal(m->pos->device, dev)) return m->pos;
+    gpt_positions_drop(m);
+    int64_t *p = malloc((size_t)t * sizeof *p);
+    if (!p) {
+        tdm_error_set(TDM_ERR_OOM, "nn.GPT: out of host memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < t; i++) p[i] = i;
+    m->pos = tdm_tensor_from_host(1, &t, TDM_DTYPE_I64, dev, p);
+    free(p);
+    return m->pos;
+}
+
+// idx (B,T) int64 token indices -> logits (B,T,V).
+static tdm_tensor *gpt_forward(tdm_module *m, const tdm_tensor *idx, bool recompute) {
+    if (idx->ndim != 2 || idx->dtype != TDM_DTYPE_I64) {
+        char b[96];
+        tdm_error_set(TDM_ERR_SHAPE, "nn.GPT: expected token indices (B,T) int64, got %s %s",
+                      tdm_shape_str(idx->ndim, idx->shape, b, sizeof b),
+                      tdm_dtype_name(idx->dtype));
+        return NULL;
+    }
+    int64_t t = idx->shape[1];
+    if (t > m->block_size || t < 1) {
+        tdm_error_set(TDM_ERR_SHAPE, "nn.GPT: cannot forward a sequence of length %lld, block "
+                      "size is only %lld", (long long)t, (long long)m->block_size);
+        return NULL;
+    }
+    tdm_module **c = m->children;
+    const tdm_tensor *pos = gpt_positions(m, t, idx->device);   // (T)
+    if (!pos) return NULL;
+    tdm_tensor *tok = module_forward(c[GPT_WTE], idx, recompute);              // (B,T,C)
+    tdm_tensor *pe = tok ? module_forward(c[GPT_WPE], pos, recompute) : NULL;   // (T,C)
+    tdm_tensor *x = pe ? tdm_add(tok, pe, 1.0) : NULL;                          // (B,T,C)
+    tdm_tensor_free(tok);
+    tdm_tensor_free(pe);
+    for (int i = GPT_DROP; x && i <= GPT_LM_HEAD; i++) {   // drop, h, ln_f, lm_head
+        tdm_tensor *next = module_forward(c[i], x, recompute);
+        tdm_tensor_free(x);
+        x = next;
+    }
+    return x;   // (B,T,V)
+}
+
+// x (B,T,C) -> x + attn(ln_1(x)), then + mlp(ln_2(.)).
+static tdm_tensor *block_forward(tdm_module *m, const tdm_tensor *x, bool recompute) {
+    tdm_module **c = m->children;
+    tdm_tensor *h = tdm_tensor_retain((tdm_tensor *)x);
+    for (int i = BLK_LN_1; h && i <= BLK_LN_2; i += 2) {   // ln_1 + attn, then ln_2 + mlp
+        tdm_tensor *a = module_forward(c[i], h, recompute);
+        tdm_tensor *b = a ? module_forward(c[i + 1], a, recompute) : NULL;
+        tdm_tensor *next = b ? tdm_add(h, b, 1.0) : NULL;
+        tdm_tensor_free(a);
+        tdm_tensor_free(b);
+        tdm_tensor_free(h);
+        h = next;
+    }
+    return h;
+}
+
+// x (B,T,C) -> c_attn -> q, k, v (B,nh,T,hs) -> causal SDPA -> (B,T,C) -> c_proj -> dropout.
+// attn_dropout is SDPA's dropout_p (training only), drawn from the module's generator.
+static tdm_tensor *attention_forward(tdm_module *m, const tdm_tensor *x, bool recompute) {
+    if (x->ndim != 3) {
+        char b[96];
+        tdm_error_set(TDM_ERR_SHAPE, "nn.CausalSelfAttention: expected (B,T,C), got %s",
+                      tdm_shape_str(x->ndim, x->shape, b, sizeof b));
+        return NULL;
+    }
+    int64_t B = x->shape[0], T = x->shape[1], C = x->shape[2], nh = m->n_head;
+    int64_t heads[4] = {B, T, nh, C / nh}, flat[3] = {B, T, C};
+    tdm_module **c = m->children;
+    tdm_tensor *qkv = module_forward(c[ATT_C_ATTN], x, recompute);   // (B,T,3C)
+    tdm_tensor *part[3] = {NULL, NULL, NULL}, *hv[3] = {NULL, NULL, NULL};
+    bool ok = qkv && tdm_tensor_split(qkv, C, 2, part, 3) == 3;      // q, k, v (B,T,C)
+    for (int i = 0; ok && i < 3; i++) {
+        tdm_tensor *v = tdm_tensor_view(part[i], 4, heads);           // (B,T,nh,hs)
+        hv[i] = v ? tdm_tensor_transpose(v, 1, 2) : NULL;              // (B,nh,T,hs)
+        tdm_tensor_free(v);
+        ok = hv[i] != NULL;
+    }
+    double p = m->training ? m->p : 0.0;
+    tdm_tensor *y = ok ? tdm_scaled_dot_product_attention(hv[0], hv[1], hv[2], NULL, p, true,
+                                                          TDM_SDPA_SCALE_DEFAULT, m->gen)
+                       : NULL;                                         // (B,nh,T,hs)
+    tdm_tensor_free(qkv);
+    for (int i = 0; i < 3; i++) {
+        tdm_tensor_free(part[i]);
+        tdm_tensor_free(hv[i]);
+    }
+    tdm_tensor *yt = y ? tdm_tensor_transpose(y, 1, 2) : NULL;         // (B,T,nh,hs)
+    tdm_tensor *yc = yt ? tdm_tensor_view(yt, 3, flat) : NULL;         // (B,T,C)
+    tdm_tensor_free(y);
+    tdm_tensor_free(yt);
+    tdm_tensor *h = yc ? module_forward(c[ATT_C_PROJ], yc, recompute) : NULL;
+    tdm_tensor_free(yc);
+    tdm_tensor *out = h ? module_forward(c[ATT_RESID_DROPOUT], h, recompute) : NULL;
+    tdm_tensor_free(h);
+    return out;   // (B,T,C)
 }
 
 // ---- activation checkpointing -----------------------------------------------------------------
@@ -525,12 +798,25 @@ static void checkpoint_ctx_free(void *ctx) {
     free(c);
 }
 
-// Appends m's dropout modules (recursively) to c (or only counts them when c->dropout is NULL).
+// The offset of a module's random stream: a Dropout's, or a CausalSelfAttention's generator.
+static bool has_stream(const tdm_module *m) {
+    return m->kind == MOD_DROPOUT || (m->kind == MOD_SELF_ATTENTION && m->gen);
+}
+static uint64_t stream_offset(const tdm_module *m) {
+    return m->kind == MOD_DROPOUT ? m->rng.offset : tdm_generator_offset(m->gen);
+}
+static void stream_offset_set(tdm_module *m, uint64_t offset) {
+    if (m->kind == MOD_DROPOUT) m->rng.offset = offset;
+    else tdm_generator_set_offset(m->gen, offset);
+}
+
+// Appends m's modules with a random stream (recursively) to c (or only counts them when
+// c->dropout is NULL).
 static void dropouts_collect(tdm_module *m, checkpoint_ctx *c) {
-    if (m->kind == MOD_DROPOUT) {
+    if (has_stream(m)) {
         if (c->dropout) {
             c->dropout[c->n_dropout] = m;
-            c->offset[c->n_dropout] = m->rng.offset;
+            c->offset[c->n_dropout] = stream_offset(m);
         }
         c->n_dropout++;
     }
@@ -567,8 +853,8 @@ static tdm_status checkpoint_backward(void *ctx, const tdm_tensor *grad_output,
     }
     if (input_grad) tdm_tensor_set_requires_grad(x, true);
     for (int i = 0; i < c->n_dropout; i++) {   // replay the forward's masks
-        now[i] = c->dropout[i]->rng.offset;
-        c->dropout[i]->rng.offset = c->offset[i];
+        now[i] = stream_offset(c->dropout[i]);
+        stream_offset_set(c->dropout[i], c->offset[i]);
     }
     tdm_autocast_state autocast = tdm_autocast_get();
     tdm_autocast_exit(c->autocast);   // sets the forward's autocast state
@@ -579,7 +865,7 @@ static tdm_status checkpoint_backward(void *ctx, const tdm_tensor *grad_output,
 
     tdm_grad_set_enabled(grad);
     tdm_autocast_exit(autocast);
-    for (int i = 0; i < c->n_dropout; i++) c->dropout[i]->rng.offset = now[i];
+    for (int i = 0; i < c->n_dropout; i++) stream_offset_set(c->dropout[i], now[i]);
     if (s == TDM_OK && input_grad) {
         tdm_tensor *g = tdm_tensor_grad(x);
         grad_inputs[0] = g ? tdm_tensor_retain(g) : NULL;
@@ -648,6 +934,7 @@ static tdm_tensor *checkpoint_range(tdm_module *m, int lo, int hi, const tdm_ten
 }
 
 tdm_status tdm_sequential_set_checkpoint_segments(tdm_module *seq, int segments) {
+    if (seq && seq->kind == MOD_GPT) seq = seq->children[GPT_H];   // its blocks, transformer.h
     if (!seq || seq->kind != MOD_SEQUENTIAL)
         return tdm_error_set(TDM_ERR_ARG, "sequential_set_checkpoint_segments: %s is not a "
                              "Sequential", seq ? kind_name(seq->kind) : "NULL");
@@ -679,7 +966,7 @@ tdm_status tdm_module_to(tdm_module *m, tdm_device dev) {
     bool grad_mode = tdm_grad_set_enabled(false);
     for (int i = 0; s == TDM_OK && i < n; i++) {
         tdm_tensor *t = *m->state[i].slot;
-        if (tdm_device_equal(t->device, dev)) continue;
+        if (tdm_device_equal(t->device, dev) || entry_first(m, i) != i) continue;   // tied: once
         moved[i] = tdm_tensor_to(t, dev, t->dtype);
         tdm_tensor *g = tdm_tensor_grad(t);
         if (g) grads[i] = tdm_tensor_to(g, dev, g->dtype);
@@ -703,6 +990,7 @@ tdm_status tdm_module_to(tdm_module *m, tdm_device dev) {
     }
     free(moved);
     free(grads);
+    if (s == TDM_OK) gpt_positions_drop(m);   // made again on the new device
     return s;
 }
 
@@ -714,6 +1002,8 @@ void tdm_module_free(tdm_module *m) {
     for (int i = 0; i < m->n_state; i++) free(m->state[i].name);
     free(m->state);
     if (m->kind == MOD_DROPOUT) tdm_stream_release(&m->rng);   // graphs advancing it refuse now
+    tdm_generator_free(m->gen);
+    tdm_tensor_free(m->pos);
     free(m);
 }
 
@@ -723,7 +1013,7 @@ int tdm_module_parameters(tdm_module *m, tdm_tensor **out, int cap) {
     if (!m) return 0;
     int n = 0;
     for (int i = 0; i < m->n_state; i++) {
-        if (!m->state[i].is_param) continue;
+        if (!m->state[i].is_param || entry_first(m, i) != i) continue;   // a tied one: once
         if (out && n < cap) out[n] = *m->state[i].slot;
         n++;
     }
@@ -739,26 +1029,72 @@ int tdm_module_state(tdm_module *m, const char **names, tdm_tensor **tensors, in
     return m->n_state;
 }
 
-// What safetensors.torch.save_file writes: the state dict and {"format": "pt"}.
-tdm_status tdm_module_save(tdm_module *m, const char *path) {
-    if (!m || !path) return tdm_error_set(TDM_ERR_ARG, "module_save: module and path are required");
-    int n = m->n_state;
-    const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
-    const tdm_tensor **tensors = malloc((size_t)(n ? n : 1) * sizeof *tensors);
+// The name a tied tensor is saved under: the first of its names in sorted order, as
+// safetensors.torch.save_model keeps ("lm_head.weight" over "transformer.wte.weight").
+static int entry_kept(const tdm_module *m, int i) {
+    int keep = i;
+    for (int j = 0; j < m->n_state; j++)
+        if (*m->state[j].slot == *m->state[i].slot && strcmp(m->state[j].name,
+                                                              m->state[keep].name) < 0)
+            keep = j;
+    return keep;
+}
+
+// What safetensors.torch.save_model writes: the state dict with each tied tensor once (under
+// entry_kept's name; each other name a metadata entry naming the kept one), and
+// {"format": "pt"}; then the n_extra tensors; the data by decreasing element size.
+tdm_status tdm_module_save_with(tdm_module *m, const char *path, int n_extra,
+                                const char *const *extra_names,
+                                const tdm_tensor *const *extra) {
+    if (!m || !path || n_extra < 0 || (n_extra && (!extra_names || !extra)))
+        return tdm_error_set(TDM_ERR_ARG, "module_save: module and path are required");
+    int n = m->n_state, cap = n + n_extra + 1;
+    const char **names = malloc((size_t)cap * sizeof *names);
+    const tdm_tensor **tensors = malloc((size_t)cap * sizeof *tensors);
+    const char **meta = malloc((size_t)(2 * cap) * sizeof *meta);
     tdm_status s = TDM_OK;
-    if (!names || !tensors) {
+    if (!names || !tensors || !meta) {
         s = tdm_error_set(TDM_ERR_OOM, "module_save: out of host memory");
     } else {
+        int k = 0, n_meta = 1;
+        meta[0] = "format";
+        meta[1] = "pt";
         for (int i = 0; i < n; i++) {
-            names[i] = m->state[i].name;
-            tensors[i] = *m->state[i].slot;
+            int keep = entry_kept(m, i);
+            if (keep != i) {   // a tied name: said in the metadata
+                meta[2 * n_meta] = m->state[i].name;
+                meta[2 * n_meta++ + 1] = m->state[keep].name;
+                continue;
+            }
+            names[k] = m->state[i].name;
+            tensors[k++] = *m->state[i].slot;
         }
-        const char *meta[2] = {"format", "pt"};
-        s = tdm_safetensors_save(path, n, names, tensors, 1, meta);
+        for (int i = 0; i < n_extra; i++) {
+            names[k] = extra_names[i];
+            tensors[k++] = extra[i];
+        }
+        // By decreasing element size, keeping the order within a size (as the safetensors
+        // writer lays data out): every tensor is then aligned to its element size.
+        for (int i = 1; i < k; i++)
+            for (int j = i; j > 0 && tdm_dtype_size(tensors[j]->dtype) >
+                                         tdm_dtype_size(tensors[j - 1]->dtype); j--) {
+                const char *tn = names[j];
+                const tdm_tensor *tt = tensors[j];
+                names[j] = names[j - 1];
+                tensors[j] = tensors[j - 1];
+                names[j - 1] = tn;
+                tensors[j - 1] = tt;
+            }
+        s = tdm_safetensors_save(path, k, names, tensors, n_meta, meta);
     }
     free(names);
     free(tensors);
+    free(meta);
     return s;
+}
+
+tdm_status tdm_module_save(tdm_module *m, const char *path) {
+    return tdm_module_save_with(m, path, 0, NULL, NULL);
 }
 
 static bool shape_equal(const tdm_tensor *a, const tdm_tensor *b) {
@@ -771,6 +1107,42 @@ static bool shape_equal(const tdm_tensor *a, const tdm_tensor *b) {
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// Entry i is missing from the file: fine when it is tied to an entry that is there (a state dict
+// written by safetensors' save_model keeps one name of a tied tensor); else the error.
+static tdm_status tied_present(const tdm_module *m, const tdm_safetensors *st, const char *prefix,
+                               int i, const char *path) {
+    const char *other = NULL;
+    for (int j = 0; j < m->n_state; j++) {
+        if (j == i || *m->state[j].slot != *m->state[i].slot) continue;
+        char name[768];
+        snprintf(name, sizeof name, "%s%s", prefix, m->state[j].name);
+        if (tdm_safetensors_has(st, name)) return TDM_OK;
+        other = m->state[j].name;
+    }
+    if (other)
+        return tdm_error_set(TDM_ERR_FORMAT, "module_load %s: missing entry '%s%s' (or '%s%s': "
+                             "the two are tied, one tensor)", path, prefix, m->state[i].name,
+                             prefix, other);
+    return tdm_error_set(TDM_ERR_FORMAT, "module_load %s: missing entry '%s%s'", path, prefix,
+                         m->state[i].name);
+}
+
+// A file holding both names of a tied tensor must hold one value: they are one parameter.
+static tdm_status tied_equal(const tdm_tensor *a, const tdm_tensor *b, const char *path,
+                             const char *prefix, const char *na, const char *nb) {
+    size_t bytes = tdm_tensor_nbytes(a);
+    unsigned char *ha = malloc(bytes ? bytes : 1), *hb = malloc(bytes ? bytes : 1);
+    tdm_status s = ha && hb ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "module_load: out of memory");
+    if (s == TDM_OK) s = tdm_tensor_to_host(a, ha, bytes);
+    if (s == TDM_OK) s = tdm_tensor_to_host(b, hb, bytes);
+    if (s == TDM_OK && memcmp(ha, hb, bytes))
+        s = tdm_error_set(TDM_ERR_FORMAT, "module_load %s: '%s%s' and '%s%s' are tied (one "
+                          "tensor) but differ in the file", path, prefix, na, prefix, nb);
+    free(ha);
+    free(hb);
+    return s;
 }
 
 // Every entry is read, checked and converted first; only then are they copied in, so a failed
@@ -793,7 +1165,7 @@ tdm_status tdm_module_load(tdm_module *m, const char *path, const char *prefix, 
         }
         if (!tdm_safetensors_has(st, name)) {
             if (strict && !ends_with(m->state[i].name, "num_batches_tracked"))
-                s = tdm_error_set(TDM_ERR_FORMAT, "module_load %s: missing entry '%s'", path, name);
+                s = tied_present(m, st, prefix, i, path);
             continue;
         }
         tdm_tensor *f = tdm_safetensors_get(st, name, t->device);
@@ -816,6 +1188,11 @@ tdm_status tdm_module_load(tdm_module *m, const char *path, const char *prefix, 
         tdm_tensor_free(f);
     }
     tdm_safetensors_close(st);
+    for (int i = 0; s == TDM_OK && i < n; i++)   // both names of a tied tensor: equal
+        for (int j = 0; s == TDM_OK && staged[i] && j < i; j++)
+            if (staged[j] && *m->state[j].slot == *m->state[i].slot)
+                s = tied_equal(staged[j], staged[i], path, prefix, m->state[j].name,
+                               m->state[i].name);
     bool grad = tdm_grad_set_enabled(false);
     for (int i = 0; s == TDM_OK && i < n; i++)
         if (staged[i]) s = tdm_tensor_copy_(*m->state[i].slot, staged[i]);

@@ -1,6 +1,7 @@
 /* nn_spec.c — the model grammar of `bench train --model` (documented in nn.h):
  *   mlp:D0-D1-...-Dk          Linear/ReLU layers
  *   cnn:CxHxW/TOK-TOK-...     conv, batch norm, activations, pools, flatten, linear, dropout
+ *   gpt:L2-H2-D32-T16-V67     nanoGPT's GPT (tdm_nn_gpt): its GPTConfig as tokens
  * A hand-written tokenizer builds the equivalent nn.Sequential, tracking the activation's shape
  * (without the batch dim) so that each layer gets its input size: Conv2d and BatchNorm2d take the
  * channels, Linear after `flat` takes C*H*W. Every error names the offending token. */
@@ -334,6 +335,95 @@ static tdm_module *cnn_build(const char *body) {
     return layers_finish(&l);
 }
 
+// ---- gpt:L2-H2-D32-T16-V67[-dropP][-erf] -----------------------------------------------------------
+
+#define GPT_TOKENS "Ln, Hn, Dn, Tn, Vn (each once, all required), dropP or erf"
+
+static bool gpt_error(span t, const char *why) {
+    char b[80];
+    tdm_error_set(TDM_ERR_ARG, "gpt: token '%s': %s (expected %s; e.g. gpt:L2-H2-D32-T16-V67)",
+                  span_str(t, b, sizeof b), why, GPT_TOKENS);
+    return false;
+}
+
+// dropP: a probability in [0, 1) written as a decimal number (drop0.1, drop.1, drop0).
+static bool gpt_dropout(span t, double *p) {
+    char num[32];
+    int n = t.n - 4, digits = 0, dots = 0;
+    bool ok = n > 0 && n < (int)sizeof num;
+    for (int i = 4; ok && i < t.n; i++) {
+        if (t.s[i] >= '0' && t.s[i] <= '9') digits++;
+        else if (t.s[i] == '.') dots++;
+        else ok = false;
+    }
+    if (ok && digits > 0 && dots <= 1) {
+        memcpy(num, t.s + 4, (size_t)n);
+        num[n] = '\0';
+        *p = strtod(num, NULL);
+        if (*p < 1) return true;
+    }
+    return gpt_error(t, "dropP needs a probability in [0, 1)");
+}
+
+static bool gpt_parse(const char *body, tdm_gpt_config *c) {
+    span *toks;
+    int n;
+    if (!split(body, body + strlen(body), '-', &toks, &n)) {
+        tdm_error_set(TDM_ERR_OOM, "model spec: out of host memory");
+        return false;
+    }
+    static const char letters[] = "LHDTV";
+    int64_t v[5] = {0};
+    bool seen[7] = {false}, ok = true;   // L H D T V, drop, erf
+    *c = (tdm_gpt_config){.gelu_tanh = true};
+    for (int i = 0; ok && i < n; i++) {
+        span t = toks[i];
+        const char *l = t.n ? strchr(letters, t.s[0]) : NULL;
+        int k = l ? (int)(l - letters) : span_is(t, "erf") ? 6 : 5;
+        if (t.n == 0) {
+            ok = gpt_error(t, "empty (a '-' at an end, or two in a row)");
+        } else if (seen[k]) {
+            ok = gpt_error(t, "given twice");
+        } else if (l) {
+            int j = 1;
+            ok = (read_number(t, &j, &v[k]) && j == t.n && v[k] > 0) ||
+                 gpt_error(t, "needs a positive integer after the letter");
+        } else if (k == 6) {
+            c->gelu_tanh = false;
+        } else if (t.n > 4 && !strncmp(t.s, "drop", 4)) {
+            ok = gpt_dropout(t, &c->dropout);
+        } else {
+            ok = gpt_error(t, "unknown token");
+        }
+        seen[k] = true;
+    }
+    free(toks);
+    for (int k = 0; ok && k < 5; k++)
+        if (!seen[k]) {
+            tdm_error_set(TDM_ERR_ARG, "gpt: '%c' is missing (expected %s; e.g. "
+                          "gpt:L2-H2-D32-T16-V67)", letters[k], GPT_TOKENS);
+            ok = false;
+        }
+    if (ok && v[2] % v[1]) {
+        tdm_error_set(TDM_ERR_ARG, "gpt: D%lld (n_embd) must be a multiple of H%lld (n_head)",
+                      (long long)v[2], (long long)v[1]);
+        ok = false;
+    }
+    c->n_layer = v[0];
+    c->n_head = v[1];
+    c->n_embd = v[2];
+    c->block_size = v[3];
+    c->vocab_size = v[4];
+    return ok;
+}
+
+tdm_status tdm_nn_gpt_spec(const char *spec, tdm_gpt_config *c) {
+    if (!spec || !c) return tdm_error_set(TDM_ERR_ARG, "nn_gpt_spec: spec and config are required");
+    if (strncmp(spec, "gpt:", 4))
+        return tdm_error_set(TDM_ERR_ARG, "model spec '%.80s': not a gpt: spec", spec);
+    return gpt_parse(spec + 4, c) ? TDM_OK : tdm_last_status();
+}
+
 // ---- public entry points ------------------------------------------------------------------------
 
 tdm_module *tdm_nn_from_spec(const char *spec) {
@@ -343,10 +433,14 @@ tdm_module *tdm_nn_from_spec(const char *spec) {
     }
     if (!strncmp(spec, "mlp:", 4)) return mlp_build(spec + 4);
     if (!strncmp(spec, "cnn:", 4)) return cnn_build(spec + 4);
+    if (!strncmp(spec, "gpt:", 4)) {
+        tdm_gpt_config c;
+        return gpt_parse(spec + 4, &c) ? tdm_nn_gpt(&c) : NULL;
+    }
     char b[80];
     span kind = {spec, (int)strcspn(spec, ":")};
-    tdm_error_set(TDM_ERR_ARG, "model spec '%s': unknown model kind '%s' (expected mlp:D0-D1-... "
-                  "or cnn:CxHxW/TOKENS)", spec, span_str(kind, b, sizeof b));
+    tdm_error_set(TDM_ERR_ARG, "model spec '%s': unknown model kind '%s' (expected mlp:D0-D1-..., "
+                  "cnn:CxHxW/TOKENS or gpt:L..-H..-D..-T..-V..)", spec, span_str(kind, b, sizeof b));
     return NULL;
 }
 
@@ -367,8 +461,16 @@ tdm_status tdm_nn_spec_input_shape(const char *spec, int *ndim, int64_t *shape) 
         *ndim = 3;
         return TDM_OK;
     }
+    if (!strncmp(spec, "gpt:", 4)) {   // (T) token indices
+        tdm_gpt_config c;
+        if (!gpt_parse(spec + 4, &c)) return tdm_last_status();
+        *ndim = 1;
+        shape[0] = c.block_size;
+        return TDM_OK;
+    }
     char b[80];
     span kind = {spec, (int)strcspn(spec, ":")};
     return tdm_error_set(TDM_ERR_ARG, "model spec '%s': unknown model kind '%s' (expected "
-                         "mlp:D0-D1-... or cnn:CxHxW/TOKENS)", spec, span_str(kind, b, sizeof b));
+                         "mlp:D0-D1-..., cnn:CxHxW/TOKENS or gpt:L..-H..-D..-T..-V..)", spec,
+                         span_str(kind, b, sizeof b));
 }

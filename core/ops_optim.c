@@ -1,5 +1,9 @@
-/* ops_optim.c — the optimizer updates (sgd_step, adam_step), in place: argument checks and the
- * call through the backend table. The hyperparameter checks are torch.optim's. */
+/* ops_optim.c — the optimizer updates (sgd_step, adam_step), in place, and gradient-norm clipping
+ * (clip_grad_norm_): argument checks and the calls through the backend table. The
+ * hyperparameter checks are torch.optim's. */
+#include <math.h>
+#include <stdlib.h>
+
 #include "core/graph_impl.h"
 #include "core/profile_impl.h"
 
@@ -155,4 +159,86 @@ tdm_status tdm_adam_step_captured(tdm_tensor *param, const tdm_tensor *grad, tdm
                              "on the device (cannot be captured)", op, be->name);
     return be->adam_step_dev(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
                              (const double *)tdm_data_c(coef) + at, p);
+}
+
+// ---- gradient clipping (torch.nn.utils.clip_grad_norm_) -------------------------------------
+// The gradients of params[0..n) that have one, all on one device; the norm and the scale through
+// the backend, with no host wait unless error_if_nonfinite asks for the total on the host.
+
+static tdm_tensor *clip_fail(tdm_tensor **grads, tdm_tensor *total) {
+    free(grads);
+    tdm_tensor_free(total);
+    return NULL;
+}
+
+tdm_tensor *tdm_clip_grad_norm_(tdm_tensor *const *params, int n, double max_norm,
+                                double norm_type, bool error_if_nonfinite) {
+    const char *op = "clip_grad_norm_";
+    TDM_PROFILE_OP(op, n > 0 && params ? params[0] : NULL);
+    if (n < 0 || (n > 0 && !params)) {
+        tdm_error_set(TDM_ERR_ARG, "%s: invalid parameter list (n = %d)", op, n);
+        return NULL;
+    }
+    if (!(max_norm >= 0)) {
+        tdm_error_set(TDM_ERR_ARG, "%s: max_norm must be >= 0, got %g", op, max_norm);
+        return NULL;
+    }
+    if (!(norm_type > 0)) {   // NaN, 0 and negative orders (-inf among them)
+        tdm_error_set(TDM_ERR_UNSUPPORTED, "%s: norm_type %g is not supported (a finite p > 0, "
+                      "or INFINITY)", op, norm_type);
+        return NULL;
+    }
+    tdm_tensor **grads = malloc((size_t)(n ? n : 1) * sizeof *grads);
+    if (!grads) {
+        tdm_error_set(TDM_ERR_OOM, "%s: out of memory", op);
+        return NULL;
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (tdm_check_tensor(op, "parameter", params[i]) != TDM_OK) return clip_fail(grads, NULL);
+        tdm_tensor *g = params[i]->grad;
+        if (!g) continue;   // skipped, as in PyTorch
+        if (k && (g->device.type != grads[0]->device.type ||
+                  g->device.index != grads[0]->device.index)) {
+            char a[32], b[32];
+            tdm_error_set(TDM_ERR_DEVICE, "%s: the gradients are on more than one device (%s, "
+                          "%s): give each device's parameters in a call of their own", op,
+                          tdm_device_str(grads[0]->device, a, sizeof a),
+                          tdm_device_str(g->device, b, sizeof b));
+            return clip_fail(grads, NULL);
+        }
+        grads[k++] = g;
+    }
+    const tdm_device dev = k ? grads[0]->device : n ? params[0]->device : TDM_CPU;
+    if (!k) {   // nothing to clip: a zero total, as PyTorch's torch.tensor(0.)
+        free(grads);
+        return tdm_tensor_zeros(0, NULL, TDM_DTYPE_F32, dev);
+    }
+    if (error_if_nonfinite && tdm_graph_is_capturing(dev)) {
+        tdm_error_set(TDM_ERR_UNSUPPORTED, "%s: cannot be captured in a CUDA graph with "
+                      "error_if_nonfinite (it reads the total norm on the host); pass false", op);
+        return clip_fail(grads, NULL);
+    }
+    const struct tdm_backend_ops *be = tdm_backend_of(grads[0]);
+    if (!be->grad_norm || !be->grad_clip_scale) {
+        tdm_error_unsupported(op, be);
+        return clip_fail(grads, NULL);
+    }
+    tdm_tensor *total = tdm_tensor_empty(0, NULL, TDM_DTYPE_F32, dev);
+    if (!total || be->grad_norm((const tdm_tensor *const *)grads, k, norm_type, total) != TDM_OK)
+        return clip_fail(grads, total);
+    if (error_if_nonfinite) {   // the host wait PyTorch's check makes too
+        double t = 0;
+        if (tdm_tensor_to_host_f64(total, &t) != TDM_OK) return clip_fail(grads, total);
+        if (!isfinite(t)) {
+            tdm_error_set(TDM_ERR_ARG, "%s: the total norm of order %g of the gradients is %s, "
+                          "so they cannot be clipped (error_if_nonfinite: pass false to scale "
+                          "them by the non-finite norm anyway)", op, norm_type,
+                          isnan(t) ? "nan" : "inf");
+            return clip_fail(grads, total);
+        }
+    }
+    if (be->grad_clip_scale(grads, k, max_norm, total) != TDM_OK) return clip_fail(grads, total);
+    free(grads);
+    return total;
 }

@@ -1,6 +1,8 @@
-/* optim.c — optimizers over parameter lists (torch.optim's SGD, Adam, AdamW) stepping with the
- * fused update ops of ops.h, their state as safetensors, and the gradient scaler of mixed
- * precision (torch.cuda.amp.GradScaler's algorithm). */
+/* optim.c — optimizers over parameter groups (torch.optim's SGD, Adam, AdamW with param_groups
+ * of their own lr and weight decay) stepping with the fused update ops of ops.h, their state as
+ * safetensors, nanoGPT's learning-rate schedule, and the gradient scaler of mixed precision
+ * (torch.cuda.amp.GradScaler's algorithm). */
+#include <cjson/cJSON.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,14 +26,22 @@ typedef struct {
     tdm_tensor *buf3;        // Adam's max_exp_avg_sq (amsgrad only)
     int64_t step;            // Adam: steps taken; SGD: whether buf holds a value (0/1)
     bool fresh;              // buf/buf2 made during a graph capture and never written yet
+    int group;               // its parameter group
 } opt_slot;
+
+typedef struct {
+    double lr, weight_decay;
+    int first, n;   // slots [first, first + n)
+} opt_group;
 
 struct tdm_optimizer {
     opt_kind kind;
-    tdm_sgd_params sgd;
+    tdm_sgd_params sgd;     // the hyperparameters; lr and weight_decay per group below
     tdm_adam_params adam;
     int n;
     opt_slot *slots;
+    int n_groups;
+    opt_group *groups;
 };
 
 tdm_adam_params tdm_adam_defaults(bool adamw) {
@@ -39,58 +49,153 @@ tdm_adam_params tdm_adam_defaults(bool adamw) {
                              .weight_decay = adamw ? 1e-2 : 0.0, .decoupled_weight_decay = adamw};
 }
 
-static tdm_optimizer *optim_new(opt_kind kind, tdm_tensor *const *params, int n) {
-    if (n < 0 || (n > 0 && !params)) {
-        tdm_error_set(TDM_ERR_ARG, "optimizer: invalid parameter list");
+static int ptr_cmp(const void *a, const void *b) {
+    const uintptr_t x = (uintptr_t)*(const tdm_tensor *const *)a;
+    const uintptr_t y = (uintptr_t)*(const tdm_tensor *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The groups' parameters, numbered in order, each group's NAN lr / weight_decay replaced by the
+// optimizer's (lr, wd). `who` names the optimizer in messages.
+static tdm_optimizer *optim_new(const char *who, opt_kind kind, const tdm_param_group *g,
+                                int n_groups, double lr, double wd) {
+    if (n_groups < 1 || !g) {
+        tdm_error_set(TDM_ERR_ARG, "%s: needs at least one parameter group (got %d)", who,
+                      n_groups);
         return NULL;
     }
-    for (int i = 0; i < n; i++) {
-        if (!params[i] || !tdm_dtype_is_float(params[i]->dtype)) {
-            tdm_error_set(TDM_ERR_ARG, "optimizer: parameter %d is %s", i,
-                          params[i] ? "not floating point" : "NULL");
+    int64_t total = 0;
+    for (int k = 0; k < n_groups; k++) {
+        const double glr = isnan(g[k].lr) ? lr : g[k].lr;
+        const double gwd = isnan(g[k].weight_decay) ? wd : g[k].weight_decay;
+        if (g[k].n < 0 || (g[k].n > 0 && !g[k].params)) {
+            tdm_error_set(TDM_ERR_ARG, "%s: group %d: invalid parameter list", who, k);
+            return NULL;
+        }
+        if (!(glr >= 0) || !(gwd >= 0)) {
+            tdm_error_set(TDM_ERR_ARG, "%s: group %d: invalid %s %g (must be >= 0)", who, k,
+                          !(glr >= 0) ? "lr" : "weight_decay", !(glr >= 0) ? glr : gwd);
+            return NULL;
+        }
+        for (int i = 0; i < g[k].n; i++) {
+            const tdm_tensor *t = g[k].params[i];
+            if (!t || !tdm_dtype_is_float(t->dtype)) {
+                tdm_error_set(TDM_ERR_ARG, "%s: parameter %lld%s is %s", who,
+                              (long long)(total + i), n_groups > 1 ? " (of its group's list)" : "",
+                              t ? "not floating point" : "NULL");
+                return NULL;
+            }
+        }
+        total += g[k].n;
+    }
+    if (total > INT_MAX) {
+        tdm_error_set(TDM_ERR_ARG, "%s: %lld parameters, more than %d", who, (long long)total,
+                      INT_MAX);
+        return NULL;
+    }
+    const int n = (int)total;
+    tdm_optimizer *o = calloc(1, sizeof *o);
+    opt_slot *slots = calloc((size_t)(n ? n : 1), sizeof *slots);
+    opt_group *groups = calloc((size_t)n_groups, sizeof *groups);
+    tdm_tensor **sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);
+    if (!o || !slots || !groups || !sorted) {
+        free(o);
+        free(slots);
+        free(groups);
+        free(sorted);
+        tdm_error_set(TDM_ERR_OOM, "%s: out of memory", who);
+        return NULL;
+    }
+    for (int k = 0, at = 0; k < n_groups; at += g[k].n, k++)
+        for (int i = 0; i < g[k].n; i++) sorted[at + i] = g[k].params[i];
+    qsort(sorted, (size_t)n, sizeof *sorted, ptr_cmp);
+    // One parameter in two groups is refused (PyTorch: "some parameters appear in more than one
+    // parameter group"); a repeat inside a single list is left as tdm_optim_sgd always took it.
+    for (int i = 1; i < n; i++) {
+        if (sorted[i] != sorted[i - 1]) continue;
+        int first = -1, second = -1;
+        for (int k = 0; k < n_groups; k++)
+            for (int j = 0; j < g[k].n; j++)
+                if (g[k].params[j] == sorted[i]) {
+                    if (first < 0) first = k;
+                    else if (k != first && second < 0) second = k;
+                }
+        if (second >= 0) {
+            tdm_error_set(TDM_ERR_ARG, "%s: a parameter appears in groups %d and %d (each "
+                          "parameter belongs to one group)", who, first, second);
+            free(o);
+            free(slots);
+            free(groups);
+            free(sorted);
             return NULL;
         }
     }
-    tdm_optimizer *o = calloc(1, sizeof *o);
-    opt_slot *slots = calloc((size_t)(n ? n : 1), sizeof *slots);
-    if (!o || !slots) {
-        free(o);
-        free(slots);
-        tdm_error_set(TDM_ERR_OOM, "optimizer: out of memory");
-        return NULL;
-    }
+    free(sorted);
     o->kind = kind;
     o->n = n;
     o->slots = slots;
-    for (int i = 0; i < n; i++) slots[i].param = tdm_tensor_retain(params[i]);
+    o->n_groups = n_groups;
+    o->groups = groups;
+    for (int k = 0, at = 0; k < n_groups; at += g[k].n, k++) {
+        groups[k] = (opt_group){.lr = isnan(g[k].lr) ? lr : g[k].lr,
+                                .weight_decay = isnan(g[k].weight_decay) ? wd : g[k].weight_decay,
+                                .first = at, .n = g[k].n};
+        for (int i = 0; i < g[k].n; i++) {
+            slots[at + i].param = tdm_tensor_retain(g[k].params[i]);
+            slots[at + i].group = k;
+        }
+    }
     return o;
 }
 
-tdm_optimizer *tdm_optim_sgd(tdm_tensor *const *params, int n, const tdm_sgd_params *p) {
+static bool sgd_params_ok(const tdm_sgd_params *p) {
     if (!p || p->lr < 0 || p->momentum < 0 || p->weight_decay < 0) {
         tdm_error_set(TDM_ERR_ARG, "sgd: invalid hyperparameters (lr, momentum and weight_decay "
                                    "must be >= 0)");
-        return NULL;
+        return false;
     }
     if (p->nesterov && (p->momentum <= 0 || p->dampening != 0)) {
         tdm_error_set(TDM_ERR_ARG, "sgd: nesterov momentum requires a momentum and zero dampening");
-        return NULL;
+        return false;
     }
-    tdm_optimizer *o = optim_new(OPT_SGD, params, n);
-    if (o) o->sgd = *p;
-    return o;
+    return true;
 }
 
-tdm_optimizer *tdm_optim_adam(tdm_tensor *const *params, int n, const tdm_adam_params *p) {
+static bool adam_params_ok(const tdm_adam_params *p) {
     if (!p || p->lr < 0 || p->eps < 0 || p->weight_decay < 0 || p->beta1 < 0 || p->beta1 >= 1 ||
         p->beta2 < 0 || p->beta2 >= 1) {
         tdm_error_set(TDM_ERR_ARG, "adam: invalid hyperparameters (lr, eps, weight_decay >= 0; "
                                    "betas in [0, 1))");
-        return NULL;
+        return false;
     }
-    tdm_optimizer *o = optim_new(OPT_ADAM, params, n);
+    return true;
+}
+
+tdm_optimizer *tdm_optim_sgd_groups(const tdm_param_group *g, int n_groups,
+                                    const tdm_sgd_params *p) {
+    if (!sgd_params_ok(p)) return NULL;
+    tdm_optimizer *o = optim_new("sgd", OPT_SGD, g, n_groups, p->lr, p->weight_decay);
+    if (o) o->sgd = *p;
+    return o;
+}
+
+tdm_optimizer *tdm_optim_adam_groups(const tdm_param_group *g, int n_groups,
+                                     const tdm_adam_params *p) {
+    if (!adam_params_ok(p)) return NULL;
+    tdm_optimizer *o = optim_new(p->decoupled_weight_decay ? "adamw" : "adam", OPT_ADAM, g,
+                                 n_groups, p->lr, p->weight_decay);
     if (o) o->adam = *p;
     return o;
+}
+
+tdm_optimizer *tdm_optim_sgd(tdm_tensor *const *params, int n, const tdm_sgd_params *p) {
+    const tdm_param_group g = {.params = params, .n = n, .lr = NAN, .weight_decay = NAN};
+    return tdm_optim_sgd_groups(&g, 1, p);
+}
+
+tdm_optimizer *tdm_optim_adam(tdm_tensor *const *params, int n, const tdm_adam_params *p) {
+    const tdm_param_group g = {.params = params, .n = n, .lr = NAN, .weight_decay = NAN};
+    return tdm_optim_adam_groups(&g, 1, p);
 }
 
 void tdm_optimizer_free(tdm_optimizer *o) {
@@ -103,16 +208,56 @@ void tdm_optimizer_free(tdm_optimizer *o) {
         tdm_tensor_free(o->slots[i].buf3);
     }
     free(o->slots);
+    free(o->groups);
     free(o);
 }
 
-double tdm_optimizer_lr(const tdm_optimizer *o) {
-    return o->kind == OPT_SGD ? o->sgd.lr : o->adam.lr;
+int tdm_optimizer_group_count(const tdm_optimizer *o) { return o ? o->n_groups : 0; }
+
+double tdm_optimizer_lr(const tdm_optimizer *o) { return o->groups[0].lr; }
+
+double tdm_optimizer_group_lr(const tdm_optimizer *o, int group) {
+    return o && group >= 0 && group < o->n_groups ? o->groups[group].lr : NAN;
+}
+
+double tdm_optimizer_group_weight_decay(const tdm_optimizer *o, int group) {
+    return o && group >= 0 && group < o->n_groups ? o->groups[group].weight_decay : NAN;
+}
+
+static bool lr_ok(const char *op, double lr) {
+    if (lr >= 0) return true;
+    tdm_error_set(TDM_ERR_ARG, "%s: invalid learning rate %g (must be >= 0); left as it was", op,
+                  lr);
+    return false;
 }
 
 void tdm_optimizer_set_lr(tdm_optimizer *o, double lr) {
-    if (o->kind == OPT_SGD) o->sgd.lr = lr;
-    else o->adam.lr = lr;
+    if (!o || !lr_ok("optimizer_set_lr", lr)) return;
+    for (int k = 0; k < o->n_groups; k++) o->groups[k].lr = lr;
+}
+
+void tdm_optimizer_set_group_lr(tdm_optimizer *o, int group, double lr) {
+    if (!o || group < 0 || group >= o->n_groups) {
+        tdm_error_set(TDM_ERR_ARG, "optimizer_set_group_lr: no group %d (the optimizer has %d)",
+                      group, o ? o->n_groups : 0);
+        return;
+    }
+    if (lr_ok("optimizer_set_group_lr", lr)) o->groups[group].lr = lr;
+}
+
+// The step's hyperparameters for a slot: the optimizer's, with its group's lr and weight decay.
+static tdm_sgd_params slot_sgd(const tdm_optimizer *o, const opt_slot *sl) {
+    tdm_sgd_params p = o->sgd;
+    p.lr = o->groups[sl->group].lr;
+    p.weight_decay = o->groups[sl->group].weight_decay;
+    return p;
+}
+
+static tdm_adam_params slot_adam(const tdm_optimizer *o, const opt_slot *sl) {
+    tdm_adam_params p = o->adam;
+    p.lr = o->groups[sl->group].lr;
+    p.weight_decay = o->groups[sl->group].weight_decay;
+    return p;
 }
 
 // A zeroed state tensor shaped like the parameter (lazily, as PyTorch creates state on step 1).
@@ -163,6 +308,7 @@ typedef struct {
     tdm_optimizer *o;
     int n;              // slots stepped by the captured call
     int *slot;          // their indices
+    double *wd;         // their group's weight decay at the capture (a kernel argument)
     tdm_tensor *coef;   // (n * K) f64, written before each replay
 } opt_capture;
 
@@ -172,6 +318,7 @@ static void opt_capture_release(void *ctx) {
     opt_capture *c = ctx;
     tdm_tensor_free(c->coef);
     free(c->slot);
+    free(c->wd);
     free(c);
 }
 
@@ -179,22 +326,32 @@ static tdm_status opt_capture_replay(void *ctx) {
     opt_capture *c = ctx;
     tdm_optimizer *o = c->o;
     const int k = o->kind == OPT_SGD ? SGD_COEFS : ADAM_COEFS;
-    double *v = malloc((size_t)(c->n ? c->n : 1) * (size_t)k * sizeof *v);
+    // The weight decay is a kernel argument of the captured step (the lr is not): a group whose
+    // weight decay changed since (a load) would replay the old one.
+    for (int i = 0; i < c->n; i++) {
+        const int g = o->slots[c->slot[i]].group;
+        if (o->groups[g].weight_decay != c->wd[i])
+            return tdm_error_set(TDM_ERR_ARG, "graph_replay: the optimizer's group %d has weight "
+                                 "decay %g, %g when its step was captured: capture it again", g,
+                                 o->groups[g].weight_decay, c->wd[i]);
+    }
+    const size_t rows = c->n > 0 ? (size_t)c->n : 1;   // (n, k) coefficients, one row at least
+    double *v = malloc(rows * (size_t)k * sizeof *v);
     if (!v) return tdm_error_set(TDM_ERR_OOM, "graph_replay: out of host memory");
     for (int i = 0; i < c->n; i++) {
         opt_slot *sl = &o->slots[c->slot[i]];
         double *cf = v + (size_t)i * (size_t)k;
         if (o->kind == OPT_SGD) {
             cf[0] = sl->step > 0;
-            cf[1] = o->sgd.lr;
+            cf[1] = o->groups[sl->group].lr;
             if (o->sgd.momentum != 0) sl->step = 1;
         } else {
-            const tdm_adam_params *p = &o->adam;
+            const tdm_adam_params p = slot_adam(o, sl);
             const int64_t step = sl->step + 1;
-            const double bc1 = 1 - pow(p->beta1, (double)step), bc2 = 1 - pow(p->beta2, (double)step);
-            cf[0] = p->lr / bc1;
+            const double bc1 = 1 - pow(p.beta1, (double)step), bc2 = 1 - pow(p.beta2, (double)step);
+            cf[0] = p.lr / bc1;
             cf[1] = sqrt(bc2);
-            cf[2] = 1 - p->lr * p->weight_decay;
+            cf[2] = 1 - p.lr * p.weight_decay;
             cf[3] = sl->fresh;
             sl->step = step;
         }
@@ -208,15 +365,21 @@ static tdm_status opt_capture_replay(void *ctx) {
 static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
     opt_capture *c = calloc(1, sizeof *c);
     int *slot = malloc((size_t)(o->n ? o->n : 1) * sizeof *slot);
-    if (!c || !slot) {
+    double *wd = malloc((size_t)(o->n ? o->n : 1) * sizeof *wd);
+    if (!c || !slot || !wd) {
         free(c);
         free(slot);
+        free(wd);
         return tdm_error_set(TDM_ERR_OOM, "optimizer_step: out of host memory");
     }
     c->o = o;
     c->slot = slot;
+    c->wd = wd;
     for (int i = 0; i < o->n; i++)
-        if (tdm_tensor_grad(o->slots[i].param)) slot[c->n++] = i;
+        if (tdm_tensor_grad(o->slots[i].param)) {
+            wd[c->n] = o->groups[o->slots[i].group].weight_decay;
+            slot[c->n++] = i;
+        }
     const int k = o->kind == OPT_SGD ? SGD_COEFS : ADAM_COEFS;
     int64_t len = (int64_t)(c->n ? c->n : 1) * k;
     c->coef = tdm_graph_empty_persistent(1, &len, TDM_DTYPE_F64, dev);
@@ -228,14 +391,16 @@ static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
             s = tdm_error_set(TDM_ERR_ARG, "optimizer_step: parameter %d is not on the capturing "
                               "device", slot[i]);
         } else if (o->kind == OPT_SGD) {
+            const tdm_sgd_params p = slot_sgd(o, sl);   // lr from coef; weight decay as given
             if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param, &sl->fresh);
             if (s == TDM_OK)
-                s = tdm_sgd_step_captured(sl->param, g, sl->buf, c->coef, (int64_t)i * k, &o->sgd);
+                s = tdm_sgd_step_captured(sl->param, g, sl->buf, c->coef, (int64_t)i * k, &p);
         } else {
+            const tdm_adam_params p = slot_adam(o, sl);
             s = adam_state(o, sl);
             if (s == TDM_OK)
                 s = tdm_adam_step_captured(sl->param, g, sl->buf, sl->buf2, sl->buf3, c->coef,
-                                           (int64_t)i * k, &o->adam);
+                                           (int64_t)i * k, &p);
         }
     }
     if (s != TDM_OK) {
@@ -265,14 +430,16 @@ tdm_status tdm_optimizer_step(tdm_optimizer *o) {
         s = zero_fresh(sl);
         if (s != TDM_OK) break;
         if (o->kind == OPT_SGD) {
+            const tdm_sgd_params p = slot_sgd(o, sl);
             if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param, &sl->fresh);
-            if (s == TDM_OK) s = tdm_sgd_step(sl->param, g, sl->buf, sl->step > 0, &o->sgd);
+            if (s == TDM_OK) s = tdm_sgd_step(sl->param, g, sl->buf, sl->step > 0, &p);
             if (s == TDM_OK && o->sgd.momentum != 0) sl->step = 1;
         } else {
+            const tdm_adam_params p = slot_adam(o, sl);
             s = adam_state(o, sl);
             if (s == TDM_OK)
                 s = tdm_adam_step_amsgrad(sl->param, g, sl->buf, sl->buf2, sl->buf3, sl->step + 1,
-                                          &o->adam);
+                                          &p);
             if (s == TDM_OK) sl->step++;
         }
     }
@@ -289,6 +456,67 @@ void tdm_optimizer_zero_grad(tdm_optimizer *o) {
 // "state.<i>.max_exp_avg_sq" (amsgrad only) and "state.<i>.step" (Adam; f32 scalar, as PyTorch
 // keeps it), for the parameters that have state. An amsgrad optimizer refuses a file without
 // max_exp_avg_sq beside exp_avg; one without amsgrad ignores it (PyTorch's step never reads it).
+// Metadata: format, optimizer, lr (group 0's), params (the count) and param_groups, PyTorch's
+// state_dict["param_groups"] with the settings a group holds here:
+// [{"params":[0,1,2],"lr":0.1,"weight_decay":0.01},{"params":[3],...}] (%.17g: exact doubles).
+
+// The param_groups JSON (malloc'd), or NULL with the error set.
+static char *groups_json(const tdm_optimizer *o) {
+    size_t cap = 64 + (size_t)o->n * 12 + (size_t)o->n_groups * 96, len = 0;
+    char *j = malloc(cap);
+    if (!j) {
+        tdm_error_set(TDM_ERR_OOM, "optimizer_save: out of memory");
+        return NULL;
+    }
+    len += (size_t)snprintf(j + len, cap - len, "[");
+    for (int k = 0; k < o->n_groups; k++) {
+        const opt_group *g = &o->groups[k];
+        len += (size_t)snprintf(j + len, cap - len, "%s{\"params\":[", k ? "," : "");
+        for (int i = 0; i < g->n; i++)
+            len += (size_t)snprintf(j + len, cap - len, "%s%d", i ? "," : "", g->first + i);
+        len += (size_t)snprintf(j + len, cap - len, "],\"lr\":%.17g,\"weight_decay\":%.17g}",
+                                g->lr, g->weight_decay);
+    }
+    snprintf(j + len, cap - len, "]");
+    return j;
+}
+
+// A file's param_groups checked against o's groups (the same parameters in each, in order; lr
+// and weight_decay numbers >= 0): their lr and weight_decay into lr[] / wd[] (n_groups each).
+static tdm_status groups_parse(const tdm_optimizer *o, const char *path, const char *text,
+                               double *lr, double *wd) {
+    cJSON *root = cJSON_Parse(text);
+    tdm_status s = TDM_OK;
+    if (!cJSON_IsArray(root) || cJSON_GetArraySize(root) != o->n_groups)
+        s = tdm_error_set(TDM_ERR_FORMAT, "%s: param_groups %s %d parameter groups, this optimizer "
+                          "has %d", path, cJSON_IsArray(root) ? "has" : "is not a list of",
+                          cJSON_IsArray(root) ? cJSON_GetArraySize(root) : 0, o->n_groups);
+    int k = 0;
+    for (const cJSON *e = root ? root->child : NULL; s == TDM_OK && e; e = e->next, k++) {
+        const opt_group *g = &o->groups[k];
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(e, "params");
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "lr");
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(e, "weight_decay");
+        bool same = cJSON_IsArray(ps) && cJSON_GetArraySize(ps) == g->n;
+        int i = 0;
+        for (const cJSON *q = same ? ps->child : NULL; q; q = q->next, i++)
+            same = same && cJSON_IsNumber(q) && q->valuedouble == (double)(g->first + i);
+        if (!same)
+            s = tdm_error_set(TDM_ERR_FORMAT, "%s: param_groups[%d] does not hold this optimizer's "
+                              "group %d (parameters %d to %d)", path, k, k, g->first,
+                              g->first + g->n - 1);
+        else if (!cJSON_IsNumber(l) || !cJSON_IsNumber(w) || !(l->valuedouble >= 0) ||
+                 !(w->valuedouble >= 0) || !isfinite(l->valuedouble) || !isfinite(w->valuedouble))
+            s = tdm_error_set(TDM_ERR_FORMAT, "%s: param_groups[%d]: lr and weight_decay must be "
+                              "finite numbers >= 0", path, k);
+        else {
+            lr[k] = l->valuedouble;
+            wd[k] = w->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    return s;
+}
 
 tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
     int cap = 4 * o->n, n = 0;
@@ -324,10 +552,13 @@ tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
     char lr[32], count[16];
     snprintf(lr, sizeof lr, "%.17g", tdm_optimizer_lr(o));
     snprintf(count, sizeof count, "%d", o->n);
+    char *groups = s == TDM_OK ? groups_json(o) : NULL;
+    if (s == TDM_OK && !groups) s = tdm_last_status();
     const char *meta[] = {"format", "tandem-optimizer/1", "optimizer",
                           o->kind == OPT_SGD ? "sgd" : o->adam.decoupled_weight_decay ? "adamw" : "adam",
-                          "lr", lr, "params", count};
-    if (s == TDM_OK) s = tdm_safetensors_save(path, n, np, tp, 4, meta);
+                          "lr", lr, "params", count, "param_groups", groups};
+    if (s == TDM_OK) s = tdm_safetensors_save(path, n, np, tp, 5, meta);
+    free(groups);
     for (int i = 0; steps && i < o->n; i++) tdm_tensor_free(steps[i]);
     free(names);
     free(np);
@@ -352,7 +583,12 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
     // Read everything first; replace the state only when all of it checked out.
     tdm_tensor **nb = calloc((size_t)(3 * o->n + 1), sizeof *nb);   // per slot: buf, buf2, buf3
     int64_t *nstep = calloc((size_t)(o->n + 1), sizeof *nstep);
-    if (s == TDM_OK && (!nb || !nstep)) s = tdm_error_set(TDM_ERR_OOM, "%s: out of memory", path);
+    double *glr = calloc((size_t)o->n_groups, sizeof *glr);
+    double *gwd = calloc((size_t)o->n_groups, sizeof *gwd);
+    if (s == TDM_OK && (!nb || !nstep || !glr || !gwd))
+        s = tdm_error_set(TDM_ERR_OOM, "%s: out of memory", path);
+    const char *groups = tdm_safetensors_metadata(st, "param_groups");   // absent: an older file
+    if (s == TDM_OK && groups) s = groups_parse(o, path, groups, glr, gwd);
     for (int i = 0; s == TDM_OK && i < o->n; i++) {
         const tdm_tensor *p = o->slots[i].param;
         const char *keys[3] = {o->kind == OPT_SGD ? "momentum_buffer" : "exp_avg", "exp_avg_sq",
@@ -407,6 +643,10 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
             tdm_tensor_free(t);
         }
     }
+    for (int k = 0; s == TDM_OK && groups && k < o->n_groups; k++) {
+        o->groups[k].lr = glr[k];
+        o->groups[k].weight_decay = gwd[k];
+    }
     for (int i = 0; nb && i < o->n; i++) {
         opt_slot *sl = &o->slots[i];
         if (s == TDM_OK) {
@@ -424,6 +664,8 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
     }
     free(nb);
     free(nstep);
+    free(glr);
+    free(gwd);
     tdm_safetensors_close(st);
     return s;
 }
@@ -435,6 +677,7 @@ struct tdm_grad_scaler {
     double scale;
     int growth_tracker;   // clean steps in a row
     bool found_inf;       // in the step being taken
+    const tdm_optimizer *unscaled;   // unscale_ ran for it since the last update (its step won't)
 };
 
 tdm_grad_scaler_params tdm_grad_scaler_defaults(void) {
@@ -540,20 +783,37 @@ static tdm_status unscale(tdm_grad_scaler *s, tdm_optimizer *o) {
     return st;
 }
 
-tdm_status tdm_grad_scaler_step(tdm_grad_scaler *s, tdm_optimizer *o, bool *skipped) {
-    if (skipped) *skipped = false;
-    if (!s->p.enabled) return tdm_optimizer_step(o);
+static tdm_status refuse_capture(const tdm_optimizer *o, const char *op) {
     for (int i = 0; i < o->n; i++)   // found_inf is read on the host to decide: not capturable
         if (tdm_graph_is_capturing(o->slots[i].param->device))
             return tdm_error_set(TDM_ERR_UNSUPPORTED,
-                                 "grad_scaler_step: cannot be captured in a CUDA graph: it reads "
-                                 "found_inf on the host to decide whether to step");
+                                 "%s: cannot be captured in a CUDA graph: it reads found_inf on "
+                                 "the host to decide whether to step", op);
+    return TDM_OK;
+}
+
+tdm_status tdm_grad_scaler_unscale_(tdm_grad_scaler *s, tdm_optimizer *o) {
+    if (!s->p.enabled) return TDM_OK;
+    if (s->unscaled == o)
+        return tdm_error_set(TDM_ERR_ARG, "grad_scaler_unscale_: already called on this optimizer "
+                             "since the last update");
+    TDM_TRY(refuse_capture(o, "grad_scaler_unscale_"));
     TDM_TRY(unscale(s, o));
+    s->unscaled = o;
+    return TDM_OK;
+}
+
+tdm_status tdm_grad_scaler_step(tdm_grad_scaler *s, tdm_optimizer *o, bool *skipped) {
+    if (skipped) *skipped = false;
+    if (!s->p.enabled) return tdm_optimizer_step(o);
+    TDM_TRY(refuse_capture(o, "grad_scaler_step"));
+    if (s->unscaled != o) TDM_TRY(unscale(s, o));   // else unscale_ did, and found_inf is its
     if (skipped) *skipped = s->found_inf;
     return s->found_inf ? TDM_OK : tdm_optimizer_step(o);
 }
 
 void tdm_grad_scaler_update(tdm_grad_scaler *s) {
+    s->unscaled = NULL;
     if (!s->p.enabled) return;
     if (s->found_inf) {
         s->scale *= s->p.backoff_factor;
@@ -563,4 +823,23 @@ void tdm_grad_scaler_update(tdm_grad_scaler *s) {
         s->growth_tracker = 0;
     }
     s->found_inf = false;
+}
+
+// ---- learning-rate schedule (nanoGPT's get_lr; optim.h gives the formula) ---------------------
+
+double tdm_lr_cosine_at(const tdm_lr_cosine *s, int64_t step) {
+    if (!s || !(s->max_lr >= 0) || !(s->min_lr >= 0) || isinf(s->max_lr) || isinf(s->min_lr) ||
+        s->warmup_steps < 0 || s->decay_steps < s->warmup_steps || step < 0) {
+        tdm_error_set(TDM_ERR_ARG, "lr_cosine: invalid schedule or step (lrs finite and >= 0, "
+                      "0 <= warmup_steps <= decay_steps, step >= 0)");
+        return NAN;
+    }
+    if (step < s->warmup_steps)   // as Python evaluates max_lr * (it + 1) / (warmup + 1)
+        return s->max_lr * (double)(step + 1) / (double)(s->warmup_steps + 1);
+    if (step >= s->decay_steps) return s->min_lr;   // nanoGPT: exactly this at it == decay too
+    const double ratio =
+        (double)(step - s->warmup_steps) / (double)(s->decay_steps - s->warmup_steps);
+    const double pi = 3.141592653589793;   // math.pi
+    const double coeff = 0.5 * (1.0 + cos(pi * ratio));
+    return s->min_lr + coeff * (s->max_lr - s->min_lr);
 }

@@ -162,3 +162,13 @@ tdm_tensor *tdm_generator_randn(tdm_generator *g, int ndim, const int64_t *shape
 tdm_tensor *tdm_generator_dropout(tdm_generator *g, const tdm_tensor *x, double p, bool training) {
     return generator_ok(g, "dropout") ? tdm_stream_dropout(&g->st, x, p, training) : NULL;
 }
+
+tdm_status tdm_generator_draw(tdm_generator *g, tdm_device dev, uint64_t *seed, uint64_t *offset,
+                              const uint64_t **delta) {
+    *seed = g->st.seed;
+    *offset = g->st.offset;
+    *delta = NULL;
+    if (tdm_graph_is_capturing(dev) && !(*delta = stream_delta(&g->st, dev)))
+        return tdm_last_status();
+    return TDM_OK;
+}

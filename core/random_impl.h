@@ -20,6 +20,12 @@ tdm_tensor *tdm_stream_dropout(tdm_philox_stream *st, const tdm_tensor *x, doubl
                                bool training);
 // st is going away: graphs that advance it refuse to replay.
 void tdm_stream_release(tdm_philox_stream *st);
+// The next draw of g for an op on dev that draws by itself (scaled_dot_product_attention's
+// dropout): *seed and *offset the draw's, *delta NULL eagerly and the device counter under
+// capture, as tdm_stream_dropout's. Moves nothing: the op moves g's offset on by one once it
+// succeeded (tdm_generator_set_offset).
+tdm_status tdm_generator_draw(tdm_generator *g, tdm_device dev, uint64_t *seed, uint64_t *offset,
+                              const uint64_t **delta);
 
 // core/ops_pointwise.c: dropout and its backward drawing at offset + *delta (device) when delta
 // is not NULL (the backend's dropout_dev); the node keeps delta for the backward.
@@ -27,5 +33,12 @@ tdm_tensor *tdm_dropout_at(const tdm_tensor *x, double p, bool training, uint64_
                            uint64_t offset, const uint64_t *delta);
 tdm_status tdm_dropout_backward_at(const tdm_tensor *gy, double p, bool training, uint64_t seed,
                                    uint64_t offset, const uint64_t *delta, tdm_tensor **gx);
+// core/ops_attention.c: tdm_scaled_dot_product_attention_backward with the forward's dropout
+// draw at offset + *delta (device) when delta is not NULL.
+tdm_status tdm_sdpa_backward_at(const tdm_tensor *gy, const tdm_tensor *q, const tdm_tensor *k,
+                                const tdm_tensor *v, const tdm_tensor *attn_mask,
+                                double dropout_p, bool is_causal, double scale, uint64_t seed,
+                                uint64_t offset, const uint64_t *delta, tdm_tensor **gq,
+                                tdm_tensor **gk, tdm_tensor **gv, tdm_tensor **gmask);
 
 #endif

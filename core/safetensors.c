@@ -38,7 +38,8 @@ static const struct {
     const char *name;
     tdm_dtype dtype;
 } st_dtypes[] = {{"F32", TDM_DTYPE_F32}, {"F16", TDM_DTYPE_F16}, {"BF16", TDM_DTYPE_BF16},
-                 {"F64", TDM_DTYPE_F64}, {"I32", TDM_DTYPE_I32}, {"I64", TDM_DTYPE_I64}};
+                 {"F64", TDM_DTYPE_F64}, {"I32", TDM_DTYPE_I32}, {"I64", TDM_DTYPE_I64},
+                 {"BOOL", TDM_DTYPE_BOOL}};
 
 static const char *st_dtype_name(tdm_dtype dt) {
     for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
@@ -70,7 +71,8 @@ static tdm_status st_parse_entry(const cJSON *item, uint64_t data_size, st_entry
     for (k = 0; k < sizeof st_dtypes / sizeof *st_dtypes; k++)
         if (!strcmp(dt->valuestring, st_dtypes[k].name)) break;
     if (k == sizeof st_dtypes / sizeof *st_dtypes) {
-        snprintf(why, nwhy, "tensor '%s': unsupported dtype '%.16s' (F32 F16 BF16 F64 I32 I64)",
+        snprintf(why, nwhy,
+                 "tensor '%s': unsupported dtype '%.16s' (F32 F16 BF16 F64 I32 I64 BOOL)",
                  item->string, dt->valuestring);
         return TDM_ERR_FORMAT;
     }

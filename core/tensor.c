@@ -264,6 +264,7 @@ static double load_elem(tdm_dtype dt, const void *p, int64_t i) {
     case TDM_DTYPE_F64: return ((const double *)p)[i];
     case TDM_DTYPE_I32: return ((const int32_t *)p)[i];
     case TDM_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case TDM_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
     default: return 0.0;
     }
 }

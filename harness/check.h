@@ -133,6 +133,22 @@ int check_train_judge(const char *golden, const char *dump, const char *amp, boo
 int check_train_argv(const char *golden, const char *amp, bool tf32, const char *device,
                      const char *dump, char *store, size_t store_len, char **argv, int max);
 
+// ---- the golden GPT-2 rule (check_gpt.c) -------------------------------------------------------
+
+// docs/CONFORMANCE.md "Golden GPT-2": a run of tandem's GPT (CAND: bench train --dump with
+// --dump-step0, or a test's step 0: loss, grad_norm, lr, logits0, grad0.<name> and the final
+// <name>s) against GOLDEN (tandem-gpt/1) at PRECISION "f32", "tf32", "bf16" or "fp16".
+// step0_only: logits0, grad0 and the first loss only. Returns 1 pass, 0 fail, -1 a file cannot
+// be read or lacks an entry; detail names the worst check (or the failing one) and its ratio.
+int check_gpt_judge(const char *golden, const char *cand, const char *precision, bool step0_only,
+                    char *detail, size_t detail_len);
+// The argv of `bench train` ("bench", "train", ...) that trains GOLDEN's run as its metadata says
+// (nanoGPT's AdamW: groups decayed by dim, betas, clipping, the cosine schedule) at PRECISION on
+// DEVICE, dumping with --dump-step0 to DUMP. Strings are copied into STORE. Returns argc, or -1
+// when GOLDEN is not a tandem-gpt/1 file of a run bench train can make (or max < 48).
+int check_gpt_argv(const char *golden, const char *precision, const char *device, const char *dump,
+                   char *store, size_t store_len, char **argv, int max);
+
 // ---- the measurements (check_measure.c) ---------------------------------------------------------
 
 typedef struct {

@@ -566,6 +566,33 @@ static void train_checks(cJSON *numerics, const char *dev, const check_run_opts 
         add_run(numerics, name, rc, "trajectory vs float64", "within 4x PyTorch's own deviation + N u", last, log,
                 now_s() - t0);
     }
+    // A small GPT-2 (suites/golden/gpt, check_gpt.c's rule): step 0's logits and gradients, then
+    // nanoGPT's AdamW steps with clipping and the schedule; quick: f32 and bf16.
+    static const char *const gpt_precs[] = {"f32", "bf16", "tf32", "fp16"};
+    for (int i = 0; i < (o->quick ? 2 : 4); i++) {
+        char golden[4096], name[64], dump[4400], log[4400], last[600], store[4096], detail[600];
+        snprintf(name, sizeof name, "train.gpt.%s", gpt_precs[i]);
+        const char *rel = "suites/golden/gpt/gpt-l2h2d32t16v67.safetensors";
+        if (!check_find_source_path(rel, golden, sizeof golden)) {
+            cJSON *e = cJSON_AddObjectToObject(numerics, name);
+            cJSON_AddStringToObject(e, "result", "error");
+            cJSON_AddStringToObject(e, "detail", "the golden GPT run was not found (suites/golden/gpt)");
+            continue;
+        }
+        snprintf(dump, sizeof dump, "%s/%s.%s.safetensors", o->logdir, name, dev);
+        snprintf(log, sizeof log, "%s/%s.%s.log", o->logdir, name, dev);
+        char *argv[64];
+        double t0 = now_s();
+        int argc = check_gpt_argv(golden, gpt_precs[i], dev, dump, store, sizeof store, argv, 64);
+        int rc = argc < 0 ? 2 : check_run_child(argv, log, o->timeout_s, last, sizeof last);
+        if (rc == 0) {
+            int j = check_gpt_judge(golden, dump, gpt_precs[i], false, detail, sizeof detail);
+            rc = j == 1 ? 0 : j == 0 ? 1 : 2;
+            snprintf(last, sizeof last, "%s", detail);
+        }
+        add_run(numerics, name, rc, "trajectory vs float64", "within 4x PyTorch's own deviation + N u",
+                last, log, now_s() - t0);
+    }
 }
 
 // ---- one GPU ----------------------------------------------------------------------------------------------

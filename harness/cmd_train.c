@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "harness/train_tokens.h"   // gpt: token data
 #include "core/env_impl.h"      // tdm_env_i64
 #include "core/files_impl.h"    // tdm_file_check_target
 #include "core/tensor_impl.h"   // tdm_error_set, TDM_TRY
@@ -28,12 +29,26 @@ typedef struct {
     bool maximize, amsgrad;   // torch.optim's maximize (all) and amsgrad (adam/adamw)
     bool graph;   // --graph: capture one step into a CUDA graph, replay it (tandem/graph.h)
     uint64_t seed;
+    double clip;         // --clip-grad-norm: max_norm of clip_grad_norm_ (0: off, as nanoGPT's)
+    bool wd_matrices;    // --weight-decay-matrices-only: nanoGPT's two parameter groups
+    bool sched_set;      // --lr-schedule cosine:WARMUP:DECAY:MIN_LR (max_lr: the --lr)
+    tdm_lr_cosine sched;
+    bool gpt;                // a gpt: model: token data, the language-model loss
+    tdm_gpt_config gpt_cfg;
+    double betas[2];         // --betas (adam/adamw); NAN: the defaults
+    bool dump_step0;         // --dump-step0: step 0's logits and gradients in the --dump
+    const char *dump_optimizer, *init_optimizer;   // the optimizer's state out / in
+    int64_t start_step;      // --start-step: the global index of the first step (a resume)
 } train_args;
 
 static void train_usage(FILE *f) {
     fprintf(f,
         "usage: bench train --model SPEC [--batch B] --steps N --opt sgd|adam|adamw --lr F\n"
         "                   [--momentum F] [--weight-decay F] [--maximize] [--amsgrad]\n"
+        "                   [--clip-grad-norm X] [--lr-schedule cosine:WARMUP:DECAY:MIN_LR]\n"
+        "                   [--weight-decay-matrices-only] [--betas B1,B2]\n"
+        "                   [--dump-step0] [--dump-optimizer FILE] [--init-optimizer FILE]\n"
+        "                   [--start-step N]\n"
         "                   [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
@@ -47,12 +62,21 @@ static void train_usage(FILE *f) {
         "                          relu | gelu | mpK[sS] MaxPool2d | apK[sS] AvgPool2d | flat |\n"
         "                          fcN Linear | doP Dropout\n"
         "  e.g. cnn:3x32x32/c16k3p1-bn-relu-mp2-c32k3p1-bn-relu-mp2-flat-fc10\n"
+        "  gpt:TOK-TOK-...         nanoGPT's GPT-2: Ln layers, Hn heads, Dn width, Tn context,\n"
+        "                          Vn vocabulary (any order); [dropP] dropout, [erf] exact GELU;\n"
+        "                          nanoGPT's state dict names, lm_head tied to wte (dumped once,\n"
+        "                          as lm_head.weight); loss over (B*T, V), targets -1 ignored\n"
+        "  e.g. gpt:L2-H2-D32-T16-V67\n"
         "--batch B         rows per optimizer step (default 64); with --accumulate K, K micro-batches of B/K\n"
         "                  rows whose losses are divided by K (B must be a multiple of K)\n"
         "--data FILE       safetensors with x (samples, features...) floating and y (samples) int64\n"
         "                  or int32;\n"
         "                  step i uses rows [i*B, (i+1)*B) modulo samples, no shuffle. Without it:\n"
-        "                  a seeded synthetic task (y = argmax of a random linear map of x)\n"
+        "                  a seeded synthetic task (y = argmax of a random linear map of x).\n"
+        "                  gpt: x and y (N,T) int64/int32 token rows (T <= context; y -1 ignored),\n"
+        "                  or FILE.bin, llm.c's token file (magic 20240520, uint16 tokens): step\n"
+        "                  i reads window i mod W of B*T+1 tokens as llm.c's DataLoader; without\n"
+        "                  it, a seeded synthetic token stream\n"
         "--init FILE       parameters by state dict name (a golden training file's init.* too)\n"
         "--dump FILE       writes the final state dict and `loss` (steps,) f32, atomically (a\n"
         "                  link, FIFO or device at FILE is refused before training, exit 2)\n"
@@ -80,8 +104,30 @@ static void train_usage(FILE *f) {
         "                  top ops (docs/PROFILING.md)\n"
         "--opt defaults    sgd: momentum 0, weight decay 0; adam: wd 0; adamw: wd 1e-2;\n"
         "                  adam/adamw betas (0.9, 0.999), eps 1e-8\n"
+        "--betas B1,B2     adam/adamw's betas (default 0.9,0.999; nanoGPT trains with 0.9,0.95)\n"
+        "--dump-step0      --dump also holds step 0's logits (logits0) and every parameter's\n"
+        "                  gradient (grad0.<name>: after the backward, unscaled with fp16, before\n"
+        "                  clipping), as a golden GPT check reads them (docs/CASE_FORMAT.md); every\n"
+        "                  dump holds each step's loss and lr, grad_norm with --clip-grad-norm and\n"
+        "                  the scaler's scale with --amp fp16\n"
+        "--dump-optimizer FILE  writes the optimizer's state (tdm_optimizer_save) after the run\n"
+        "--init-optimizer FILE  starts from such a state; with --init DUMP and --start-step N a run\n"
+        "                  resumes one that did N steps: its data rows, schedule and dropout\n"
+        "                  masks continue from step N, bit for bit as the run uninterrupted\n"
+        "                  (not with --amp fp16: the scaler's state is not saved)\n"
         "--maximize        ascend the loss (PyTorch's maximize: the gradient negated first)\n"
         "--amsgrad         adam/adamw: AMSGrad (normalise by the running maximum of exp_avg_sq)\n"
+        "--clip-grad-norm X  before each optimizer step the gradients' total 2-norm is clipped to\n"
+        "                  X, as torch.nn.utils.clip_grad_norm_ (after the ranks' all-reduce;\n"
+        "                  with --amp fp16 after unscaling; inside the captured step with\n"
+        "                  --graph). 0: no clipping (nanoGPT's grad_clip = 0)\n"
+        "--lr-schedule cosine:WARMUP:DECAY:MIN_LR  nanoGPT's get_lr from the --lr (max_lr):\n"
+        "                  step i (0-based) warms up as lr (i+1)/(WARMUP+1) while i < WARMUP, then\n"
+        "                  decays on a cosine to MIN_LR at step DECAY, MIN_LR after; every\n"
+        "                  group's lr is set before each step (--graph: before each replay)\n"
+        "--weight-decay-matrices-only  two parameter groups, as nanoGPT's configure_optimizers:\n"
+        "                  the weight decay on parameters of dim >= 2 (weights, embeddings), none\n"
+        "                  on the others (biases, norms' weights)\n"
         "Exit: 0 done, 1 a failure while training (a loss that is NaN or infinite ends the run\n"
         "there: nothing dumped), 2 bad arguments or input (--init weights that are not finite).\n");
 }
@@ -102,6 +148,23 @@ static bool parse_f64(const char *s, double *out) {
     if (*s == '\0' || *end != '\0' || !isfinite(v) || v < 0) return false;
     *out = v;
     return true;
+}
+
+// --lr-schedule cosine:WARMUP:DECAY:MIN_LR (WARMUP <= DECAY, steps; MIN_LR a number >= 0).
+static int parse_schedule(const char *arg, tdm_lr_cosine *s) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *w = strncmp(buf, "cosine:", 7) ? NULL : buf + 7;
+    char *d = w ? strchr(w, ':') : NULL, *m = d ? strchr(d + 1, ':') : NULL;
+    if (d) *d++ = '\0';
+    if (m) *m++ = '\0';
+    *s = (tdm_lr_cosine){0};
+    if (strlen(arg) >= sizeof buf || !m || !parse_i64(w, 0, &s->warmup_steps) ||
+        !parse_i64(d, 0, &s->decay_steps) || !parse_f64(m, &s->min_lr) ||
+        s->decay_steps < s->warmup_steps)
+        return bad("--lr-schedule %s: expected cosine:WARMUP:DECAY:MIN_LR (steps 0 <= WARMUP <= "
+                   "DECAY, MIN_LR a number >= 0)", arg);
+    return 0;
 }
 
 // An output file must be writable before the training that produces it, not found unwritable
@@ -129,6 +192,7 @@ static int check_output(const char *flag, const char *path) {
 typedef struct {
     tdm_tensor *x, *y;   // (samples, ...) f32, (samples) i64, on the cpu
     int64_t samples, row_elems;
+    bench_tokens tok;    // gpt: instead of x, y (tok.rows > 0)
 } dataset;
 
 static int load_data(const train_args *a, const char *spec, dataset *d) {
@@ -137,6 +201,12 @@ static int load_data(const train_args *a, const char *spec, dataset *d) {
     if (tdm_nn_spec_input_shape(spec, &nd, in_shape) != TDM_OK) return bad("%s", tdm_last_error());
     for (int i = 0; i < nd; i++) row *= in_shape[i];
     d->row_elems = row;
+    if (a->gpt) {   // token data: --data (safetensors x/y or llm.c .bin) or a synthetic stream
+        const tdm_gpt_config *c = &a->gpt_cfg;
+        tdm_status s = a->data ? bench_tokens_load(a->data, c->vocab_size, c->block_size, a->batch, &d->tok)
+                               : bench_tokens_synthetic(a->seed, c->vocab_size, c->block_size, a->batch, &d->tok);
+        return s == TDM_OK ? 0 : bad("%s%s", a->data ? "--data " : "", tdm_last_error());
+    }
     if (a->data) {
         tdm_safetensors *st = tdm_safetensors_open(a->data);
         if (!st) return bad("%s", tdm_last_error());
@@ -202,6 +272,7 @@ static int synth_labels(dataset *d, int64_t classes, uint64_t seed) {
 // Rows [start, start+n) modulo samples, shaped (n, input shape...), on `dev`.
 static tdm_status batch_rows(const dataset *d, const char *spec, int64_t start, int64_t n,
                              tdm_device dev, tdm_tensor **xb, tdm_tensor **yb) {
+    if (d->tok.rows) return bench_tokens_batch(&d->tok, start, n, dev, xb, yb);   // (n,T) tokens
     int nd;
     int64_t shape[TDM_MAX_DIMS + 1];
     TDM_TRY(tdm_nn_spec_input_shape(spec, &nd, shape + 1));
@@ -236,18 +307,36 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// The loss: F.cross_entropy(out, y) (ignore_index -100, PyTorch's default); a language model's
+// logits (B,T,V) with targets (B,T) as nanoGPT's F.cross_entropy(logits.view(-1, V),
+// targets.view(-1), ignore_index=-1).
+static tdm_tensor *train_loss(const tdm_tensor *out, const tdm_tensor *y) {
+    if (tdm_tensor_ndim(out) != 3 || tdm_tensor_ndim(y) != 2)
+        return tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
+    const int64_t *s = tdm_tensor_shape(out);
+    int64_t rows[2] = {s[0] * s[1], s[2]}, n = rows[0];
+    tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);   // (B*T,V)
+    tdm_tensor *yv = lv ? tdm_tensor_reshape(y, 1, &n) : NULL;   // (B*T)
+    tdm_tensor *loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
+    tdm_tensor_free(yv);
+    tdm_tensor_free(lv);
+    return loss;
+}
+
 // One micro-batch: forward (under autocast), loss / K (scaled for fp16), backward. *loss_out
 // gets the unscaled, undivided loss.
 static tdm_status micro_step(tdm_module *m, tdm_tensor *xb, tdm_tensor *yb, int64_t k,
-                             const char *amp, tdm_grad_scaler *scaler, double *loss_out) {
+                             const char *amp, tdm_grad_scaler *scaler, double *loss_out,
+                             tdm_tensor **logits_out) {
     tdm_autocast_state prev = {0};
     bool ac = strcmp(amp, "off") != 0;
     (void)tdm_profile_range_push("forward");
     if (ac) prev = tdm_autocast_enter(!strcmp(amp, "fp16") ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
     tdm_tensor *out = tdm_module_forward(m, xb);
-    tdm_tensor *loss = out ? tdm_cross_entropy(out, yb, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    tdm_tensor *loss = out ? train_loss(out, yb) : NULL;
     if (ac) tdm_autocast_exit(prev);
     tdm_status s = loss ? tdm_tensor_to_host_f64(loss, loss_out) : tdm_last_status();
+    if (s == TDM_OK && logits_out && !(*logits_out = tdm_tensor_detach(out))) s = tdm_last_status();
     (void)tdm_profile_range_pop();   // forward
     (void)tdm_profile_range_push("backward");
     tdm_tensor *scaled = NULL, *kinv = NULL, *f = NULL;
@@ -269,21 +358,39 @@ static tdm_status micro_step(tdm_module *m, tdm_tensor *xb, tdm_tensor *yb, int6
     return s;
 }
 
+// --clip-grad-norm: clip_grad_norm_ over the model's parameters (the caller unscales first with
+// the fp16 scaler, as nanoGPT: scaler.unscale_(optimizer); clip_grad_norm_(model.parameters(),
+// clip)). *total (when not NULL): the norm before clipping, a 0-d tensor on the device.
+static tdm_status clip_grads(tdm_module *m, double clip, tdm_tensor **total_out) {
+    int np = tdm_module_parameters(m, NULL, 0);
+    tdm_tensor **params = calloc((size_t)np + 1, sizeof *params);
+    if (!params) return tdm_error_set(TDM_ERR_OOM, "train: out of memory");
+    tdm_module_parameters(m, params, np);
+    tdm_tensor *total = tdm_clip_grad_norm_(params, np, clip, 2.0, false);
+    free(params);
+    tdm_status s = total ? TDM_OK : tdm_last_status();
+    if (total_out) *total_out = total;
+    else tdm_tensor_free(total);
+    return s;
+}
+
 // --graph: the step that is captured. Everything it reads is static (the model, xs, ys, ones,
 // the optimizer's state); the loss it returns is the graph's output, rewritten by each replay.
 // What changes from step to step (Adam's step count, whether the momentum buffer holds a value,
 // dropout's offsets) is read on the device and advanced before each replay (core/graph_impl.h). backward is seeded with `ones` made before the capture (the
 // implicit seed would be a host copy, which cannot be captured).
 static tdm_status graph_step(tdm_module *m, tdm_optimizer *opt, tdm_tensor *xs, tdm_tensor *ys,
-                             tdm_tensor *ones, const char *amp, tdm_tensor **loss_out) {
+                             tdm_tensor *ones, const char *amp, double clip,
+                             tdm_tensor **loss_out, tdm_tensor **norm_out) {
     tdm_autocast_state prev = {0};
     bool ac = strcmp(amp, "off") != 0;
     tdm_optimizer_zero_grad(opt);
     if (ac) prev = tdm_autocast_enter(TDM_DTYPE_BF16);   // fp16 is refused (the scaler)
     tdm_tensor *out = tdm_module_forward(m, xs);
-    tdm_tensor *loss = out ? tdm_cross_entropy(out, ys, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    tdm_tensor *loss = out ? train_loss(out, ys) : NULL;
     if (ac) tdm_autocast_exit(prev);
     tdm_status s = loss ? tdm_backward(loss, ones) : tdm_last_status();
+    if (s == TDM_OK && clip > 0) s = clip_grads(m, clip, norm_out);   // captured: no host wait
     if (s == TDM_OK) s = tdm_optimizer_step(opt);
     tdm_tensor_free(out);
     if (s != TDM_OK) {
@@ -297,12 +404,13 @@ static tdm_status graph_step(tdm_module *m, tdm_optimizer *opt, tdm_tensor *xs, 
 // --graph, step `step` >= the warm-up: this batch into the static tensors, then (the first time)
 // capture the step, and replay it; *l = the static loss after the replay.
 typedef struct {
-    tdm_tensor *xs, *ys, *ones, *loss;
+    tdm_tensor *xs, *ys, *ones, *loss, *norm;   // norm: clip_grad_norm_'s total (--clip-grad-norm)
     tdm_graph *g;
 } graph_state;
 
 static tdm_status graph_run(graph_state *gs, tdm_module *m, tdm_optimizer *opt, tdm_tensor *xb,
-                            tdm_tensor *yb, const char *amp, tdm_device dev, double *l) {
+                            tdm_tensor *yb, const char *amp, double clip, tdm_device dev,
+                            double *l, double *norm) {
     if (!gs->xs) {   // the static tensors, shaped as the batch
         gs->xs = tdm_tensor_zeros(tdm_tensor_ndim(xb), tdm_tensor_shape(xb), tdm_tensor_dtype(xb), dev);
         gs->ys = tdm_tensor_zeros(tdm_tensor_ndim(yb), tdm_tensor_shape(yb), tdm_tensor_dtype(yb), dev);
@@ -314,7 +422,8 @@ static tdm_status graph_run(graph_state *gs, tdm_module *m, tdm_optimizer *opt, 
     TDM_TRY(tdm_tensor_copy_(gs->ys, yb));
     if (!gs->g) {
         TDM_TRY(tdm_graph_capture_begin(dev));
-        tdm_status s = graph_step(m, opt, gs->xs, gs->ys, gs->ones, amp, &gs->loss);
+        tdm_status s = graph_step(m, opt, gs->xs, gs->ys, gs->ones, amp, clip, &gs->loss,
+                                  &gs->norm);
         char why[512];
         snprintf(why, sizeof why, "%s", tdm_last_error());
         tdm_status e = tdm_graph_capture_end(dev, &gs->g);
@@ -322,29 +431,8 @@ static tdm_status graph_run(graph_state *gs, tdm_module *m, tdm_optimizer *opt, 
         if (e != TDM_OK) return tdm_error_set(e, "--graph: %s", tdm_last_error());
     }
     TDM_TRY(tdm_graph_replay(gs->g));
+    if (gs->norm) TDM_TRY(tdm_tensor_to_host_f64(gs->norm, norm));
     return tdm_tensor_to_host_f64(gs->loss, l);   // on the current stream: after the replay
-}
-
-static int dump_state(tdm_module *m, const char *path, const float *losses, int64_t steps) {
-    int n = tdm_module_state(m, NULL, NULL, 0);
-    const char **names = calloc((size_t)n + 1, sizeof *names);
-    tdm_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
-    tdm_tensor *loss = tdm_tensor_from_host(1, &steps, TDM_DTYPE_F32, TDM_CPU, losses);
-    int rc = 0;
-    if (!names || !ts || !loss) rc = 1;
-    if (!rc) {
-        tdm_module_state(m, names, ts, n);
-        names[n] = "loss";
-        ts[n] = loss;
-        const char *meta[] = {"format", "pt"};
-        if (tdm_safetensors_save(path, n + 1, names, (const tdm_tensor *const *)ts, 1, meta) != TDM_OK)
-            rc = 1;
-    }
-    if (rc) fprintf(stderr, "bench train: --dump %s: %s\n", path, tdm_last_error());
-    tdm_tensor_free(loss);
-    free(names);
-    free(ts);
-    return rc;
 }
 
 // ---- one rank -----------------------------------------------------------------------------------
@@ -362,7 +450,87 @@ typedef struct {
     tdm_memory_stats mem0, mem1;
     tdm_module *model0;    // rank 0's trained model, kept for --dump (owned by the caller)
     tdm_profile *prof;     // --profile: the profiled steps (rank 0 starts and stops the session)
+    // What --dump holds besides the state dict and the losses (rank 0): each step's lr,
+    // clip_grad_norm_'s total (--clip-grad-norm) and the fp16 scaler's scale; --dump-step0: step
+    // 0's logits and each state entry's gradient (unscaled, before clipping; NULL: none).
+    double *lrs;
+    float *norms, *scales;
+    tdm_tensor *logits0, **grad0;
+    int n_grad0;
 } train_ctx;
+
+// --dump-step0: every parameter's gradient now, copied (clipping changes them in place).
+static tdm_status snapshot_grads(tdm_module *m, train_ctx *t) {
+    int n = tdm_module_state(m, NULL, NULL, 0);
+    tdm_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+    t->grad0 = calloc((size_t)n + 1, sizeof *t->grad0);
+    t->n_grad0 = t->grad0 ? n : 0;
+    tdm_status s = ts && t->grad0 ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "train: out of memory");
+    if (s == TDM_OK) tdm_module_state(m, NULL, ts, n);
+    for (int i = 0; s == TDM_OK && i < n; i++) {
+        tdm_tensor *g = tdm_tensor_grad(ts[i]);
+        if (g && !(t->grad0[i] = tdm_tensor_clone(g))) s = tdm_last_status();
+    }
+    free(ts);
+    return s;
+}
+
+// The state dict as tdm_module_save writes it (a tied tensor once, as safetensors' save_model),
+// and the records: loss, lr (steps), grad_norm and scale when kept, logits0 and grad0.<name>
+// (a tied parameter's under the name its weights are saved under), as docs/CASE_FORMAT.md's
+// tandem-gpt/1 section says a dump holds.
+static int dump_state(const train_ctx *t, const char *path) {
+    tdm_module *m = t->model0;
+    int64_t steps = t->a->steps;
+    int n = tdm_module_state(m, NULL, NULL, 0), k = 0;
+    const char **names = calloc((size_t)n + 1, sizeof *names), **en = calloc((size_t)n + 6, sizeof *en);
+    tdm_tensor **st = calloc((size_t)n + 1, sizeof *st), **own = calloc((size_t)n + 6, sizeof *own);
+    const tdm_tensor **et = calloc((size_t)n + 6, sizeof *et);
+    char **gname = calloc((size_t)n + 1, sizeof *gname);
+    int rc = !names || !en || !st || !own || !et || !gname;
+    if (!rc) {
+        tdm_module_state(m, names, st, n);
+        own[k] = tdm_tensor_from_host(1, &steps, TDM_DTYPE_F32, TDM_CPU, t->losses);
+        en[k++] = "loss";
+        own[k] = tdm_tensor_from_host(1, &steps, TDM_DTYPE_F64, TDM_CPU, t->lrs);
+        en[k++] = "lr";
+        if (t->norms) {
+            own[k] = tdm_tensor_from_host(1, &steps, TDM_DTYPE_F32, TDM_CPU, t->norms);
+            en[k++] = "grad_norm";
+        }
+        if (t->scales) {
+            own[k] = tdm_tensor_from_host(1, &steps, TDM_DTYPE_F32, TDM_CPU, t->scales);
+            en[k++] = "scale";
+        }
+        if (t->logits0) {
+            own[k] = tdm_tensor_retain(t->logits0);
+            en[k++] = "logits0";
+        }
+        for (int i = 0; i < k; i++) rc |= !(et[i] = own[i]);
+    }
+    for (int i = 0; !rc && t->grad0 && i < n; i++) {
+        bool kept = t->grad0[i] != NULL;
+        for (int j = 0; kept && j < n; j++)   // a tied tensor: under its first name in sorted order
+            kept = !(st[j] == st[i] && strcmp(names[j], names[i]) < 0);
+        if (!kept) continue;
+        size_t l = strlen(names[i]) + 7;
+        if (!(gname[i] = malloc(l))) rc = 1;
+        else snprintf(gname[i], l, "grad0.%s", names[i]);
+        en[k] = gname[i];
+        et[k++] = t->grad0[i];
+    }
+    if (!rc) rc = tdm_module_save_with(m, path, k, en, et) != TDM_OK;
+    if (rc) fprintf(stderr, "bench train: --dump %s: %s\n", path, tdm_last_error());
+    for (int i = 0; own && i < 6; i++) tdm_tensor_free(own[i]);
+    for (int i = 0; gname && i < n; i++) free(gname[i]);
+    free(names);
+    free(en);
+    free(st);
+    free(own);
+    free(et);
+    free(gname);
+    return rc;
+}
 
 #define PROFILE_STEPS 3   // --profile: steps profiled after the warm-up step
 
@@ -402,7 +570,7 @@ static tdm_module *build_model(const train_args *a, tdm_device dev) {
     if (s == TDM_OK && a->init) {
         tdm_safetensors *st = tdm_safetensors_open(a->init);
         const char *fmt = st ? tdm_safetensors_metadata(st, "format") : NULL;
-        bool golden = fmt && !strcmp(fmt, "tandem-train/1");
+        bool golden = fmt && (!strcmp(fmt, "tandem-train/1") || !strcmp(fmt, "tandem-gpt/1"));
         tdm_safetensors_close(st);
         s = st ? tdm_module_load(m, a->init, golden ? "init." : "", true) : tdm_last_status();
         if (s == TDM_OK) s = check_finite_state(m, a->init, golden ? "init." : "");
@@ -424,18 +592,45 @@ static tdm_optimizer *build_optimizer(const train_args *a, tdm_module *m) {
         return NULL;
     }
     tdm_module_parameters(m, params, np);
+    // One group, or --weight-decay-matrices-only's two (nanoGPT's configure_optimizers: dim >= 2
+    // decayed, the others not; each group in the model's order): params reordered in place.
+    tdm_param_group g[2] = {{params, np, NAN, NAN}, {NULL, 0, NAN, 0.0}};
+    int ng = 1;
+    if (a->wd_matrices) {
+        tdm_tensor **rest = calloc((size_t)np + 1, sizeof *rest);
+        if (!rest) {
+            free(params);
+            tdm_error_set(TDM_ERR_OOM, "train: out of memory");
+            return NULL;
+        }
+        int nd = 0, nr = 0;
+        for (int i = 0; i < np; i++) {
+            if (tdm_tensor_ndim(params[i]) >= 2) params[nd++] = params[i];
+            else rest[nr++] = params[i];
+        }
+        memcpy(params + nd, rest, (size_t)nr * sizeof *rest);
+        free(rest);
+        g[0].n = nd;
+        g[1].params = params + nd;
+        g[1].n = nr;
+        ng = 2;
+    }
     tdm_optimizer *o;
     if (!strcmp(a->opt, "sgd")) {
         tdm_sgd_params p = {.lr = a->lr, .momentum = a->momentum, .weight_decay = a->weight_decay,
                             .maximize = a->maximize};
-        o = tdm_optim_sgd(params, np, &p);
+        o = tdm_optim_sgd_groups(g, ng, &p);
     } else {
         tdm_adam_params p = tdm_adam_defaults(!strcmp(a->opt, "adamw"));
         if (a->lr_set) p.lr = a->lr;
         if (a->wd_set) p.weight_decay = a->weight_decay;
         p.maximize = a->maximize;
         p.amsgrad = a->amsgrad;
-        o = tdm_optim_adam(params, np, &p);
+        if (!isnan(a->betas[0])) {   // --betas
+            p.beta1 = a->betas[0];
+            p.beta2 = a->betas[1];
+        }
+        o = tdm_optim_adam_groups(g, ng, &p);
     }
     free(params);
     return o;
@@ -479,6 +674,11 @@ static tdm_status train_rank(int rank, void *arg) {
     tdm_optimizer *opt = m ? build_optimizer(a, m) : NULL;
     tdm_grad_scaler *scaler = NULL;
     tdm_status s = opt ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK && a->init_optimizer && tdm_optimizer_load(opt, a->init_optimizer) != TDM_OK)
+        s = tdm_error_set(tdm_last_status(), "--init-optimizer %s: %s", a->init_optimizer,
+                          tdm_last_error());
+    // a resumed run's dropout streams continue where the first run's stopped
+    if (s == TDM_OK) tdm_module_rng_advance(m, (uint64_t)(a->start_step * a->accumulate));
     if (s == TDM_OK && !strcmp(a->amp, "fp16")) {
         tdm_grad_scaler_params sp = tdm_grad_scaler_defaults();
         scaler = tdm_grad_scaler_new(&sp);
@@ -505,12 +705,16 @@ static tdm_status train_rank(int rank, void *arg) {
     const int64_t pfirst = a->steps > 1 ? 1 : 0;
     const int64_t plast = (a->steps < pfirst + PROFILE_STEPS ? a->steps : pfirst + PROFILE_STEPS) - 1;
     for (int64_t step = 0; s == TDM_OK && step < a->steps; step++) {
-        double total = 0;
+        double total = 0, norm = NAN;
+        const int64_t gstep = a->start_step + step;   // the data's and the schedule's step
         if (rank == 0 && a->profile && step == pfirst) s = tdm_profile_start();
+        if (a->sched_set)   // (parsed valid: the lr is a number >= 0)
+            tdm_optimizer_set_lr(opt, tdm_lr_cosine_at(&a->sched, gstep));
+        if (rank == 0) t->lrs[step] = tdm_optimizer_lr(opt);
         if (step >= warm) {   // --graph: replay the captured step
             tdm_tensor *xb = NULL, *yb = NULL;
-            s = batch_rows(t->d, a->model, step * a->batch, a->batch, dev, &xb, &yb);
-            if (s == TDM_OK) s = graph_run(&gs, m, opt, xb, yb, a->amp, dev, &total);
+            s = batch_rows(t->d, a->model, gstep * a->batch, a->batch, dev, &xb, &yb);
+            if (s == TDM_OK) s = graph_run(&gs, m, opt, xb, yb, a->amp, a->clip, dev, &total, &norm);
             if (s == TDM_OK && !isfinite(total)) s = diverged(total);
             tdm_tensor_free(xb);
             tdm_tensor_free(yb);
@@ -519,6 +723,7 @@ static tdm_status train_rank(int rank, void *arg) {
                 break;
             }
             t->losses[step] = (float)total;
+            if (t->norms) t->norms[step] = (float)norm;
             if (tty)
                 fprintf(stderr, "step %lld/%lld  loss %.6f  (graph replay)  %.0f samples/s\n",
                         (long long)step + 1, (long long)a->steps, total,
@@ -531,12 +736,13 @@ static tdm_status train_rank(int rank, void *arg) {
             tdm_tensor *xb = NULL, *yb = NULL;
             double l = 0;
             (void)tdm_profile_range_push("data");
-            if (s == TDM_OK) s = batch_rows(t->d, a->model, step * a->batch + rank * slice + k * micro, micro, dev, &xb, &yb);
+            if (s == TDM_OK) s = batch_rows(t->d, a->model, gstep * a->batch + rank * slice + k * micro, micro, dev, &xb, &yb);
             (void)tdm_profile_range_pop();
             // PyTorch's no_sync: the micro-batches before the last only accumulate; the last
             // backward all-reduces their sum, overlapped with itself
             if (t->group) tdm_dp_no_sync(t->group, rank, k + 1 < a->accumulate);
-            if (s == TDM_OK) s = micro_step(m, xb, yb, a->accumulate, a->amp, scaler, &l);
+            bool logits0 = rank == 0 && step == 0 && k == 0 && a->dump_step0;
+            if (s == TDM_OK) s = micro_step(m, xb, yb, a->accumulate, a->amp, scaler, &l, logits0 ? &t->logits0 : NULL);
             tdm_tensor_free(xb);
             tdm_tensor_free(yb);
             total += l / (double)a->accumulate;
@@ -550,8 +756,18 @@ static tdm_status train_rank(int rank, void *arg) {
             (void)tdm_profile_range_pop();
         }
         if (s == TDM_OK && !isfinite(total)) s = diverged(total);   // the same on every rank
-        bool skipped = false;
+        bool skipped = false, grad0 = rank == 0 && step == 0 && a->dump_step0;
+        double scale = scaler ? tdm_grad_scaler_get_scale(scaler) : NAN;
         (void)tdm_profile_range_push("optimizer");
+        // nanoGPT: scaler.unscale_(optimizer), then clip_grad_norm_ on the true gradients
+        if (s == TDM_OK && scaler && (a->clip > 0 || grad0)) s = tdm_grad_scaler_unscale_(scaler, opt);
+        if (s == TDM_OK && grad0) s = snapshot_grads(m, t);
+        if (s == TDM_OK && a->clip > 0) {
+            tdm_tensor *tot = NULL;
+            s = clip_grads(m, a->clip, &tot);
+            if (s == TDM_OK && t->norms) s = tdm_tensor_to_host_f64(tot, &norm);
+            tdm_tensor_free(tot);
+        }
         if (s == TDM_OK) s = scaler ? tdm_grad_scaler_step(scaler, opt, &skipped) : tdm_optimizer_step(opt);
         if (scaler) tdm_grad_scaler_update(scaler);
         (void)tdm_profile_range_pop();
@@ -565,6 +781,8 @@ static tdm_status train_rank(int rank, void *arg) {
         if (rank != 0) continue;
         t->skipped_steps += skipped;
         t->losses[step] = (float)total;
+        if (t->norms) t->norms[step] = (float)norm;
+        if (t->scales) t->scales[step] = (float)scale;
         double el = now_s() - t0;
         if (tty) {
             fprintf(stderr, "step %lld/%lld  loss %.6f", (long long)step + 1, (long long)a->steps, total);
@@ -572,6 +790,10 @@ static tdm_status train_rank(int rank, void *arg) {
             fprintf(stderr, "  %.0f samples/s\n", (double)(step + 1) * a->batch / (el > 0 ? el : 1e-9));
         }
     }
+    if (rank == 0 && s == TDM_OK && a->dump_optimizer &&
+        tdm_optimizer_save(opt, a->dump_optimizer) != TDM_OK)
+        s = tdm_error_set(tdm_last_status(), "--dump-optimizer %s: %s", a->dump_optimizer,
+                          tdm_last_error());
     if (rank == 0) {
         t->elapsed = now_s() - t0;
         if (tdm_profile_is_recording()) tdm_profile_free(tdm_profile_stop());   // after an error
@@ -581,6 +803,7 @@ static tdm_status train_rank(int rank, void *arg) {
     }
     tdm_graph_free(gs.g);   // the static tensors and the loss after it: it synchronizes first
     tdm_tensor_free(gs.loss);
+    tdm_tensor_free(gs.norm);
     tdm_tensor_free(gs.xs);
     tdm_tensor_free(gs.ys);
     tdm_tensor_free(gs.ones);
@@ -604,9 +827,14 @@ int bench_train(int argc, char **argv) {
         {"tf32", required_argument, 0, 'T'},           {"deterministic", no_argument, 0, 'Z'},
         {"profile", required_argument, 0, 'P'},  {"graph", no_argument, 0, 'G'},
         {"maximize", no_argument, 0, 'X'},       {"amsgrad", no_argument, 0, 'A'},
+        {"clip-grad-norm", required_argument, 0, 1001}, {"lr-schedule", required_argument, 0, 1002},
+        {"weight-decay-matrices-only", no_argument, 0, 1003},
+        {"betas", required_argument, 0, 1004},   {"dump-step0", no_argument, 0, 1005},
+        {"dump-optimizer", required_argument, 0, 1006}, {"init-optimizer", required_argument, 0, 1007},
+        {"start-step", required_argument, 0, 1008},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
-                    .segments = 0, .ranks = 1, .seed = 0};
+                    .segments = 0, .ranks = 1, .seed = 0, .betas = {NAN, NAN}};
     int64_t seed = 0;
     int c;
     optind = 1;
@@ -638,17 +866,43 @@ int bench_train(int argc, char **argv) {
         case 'G': a.graph = true; break;
         case 'X': a.maximize = true; break;
         case 'A': a.amsgrad = true; break;
+        case 1001: if (!parse_f64(optarg, &a.clip)) return bad("--clip-grad-norm %s: expected a number >= 0", optarg); break;
+        case 1002: if (parse_schedule(optarg, &a.sched)) return 2; a.sched_set = true; break;
+        case 1003: a.wd_matrices = true; break;
+        case 1004: {   // B1,B2 in [0, 1), as torch.optim.Adam checks them
+            char *comma = strchr(optarg, ',');
+            if (comma) *comma = '\0';
+            bool ok = comma && parse_f64(optarg, &a.betas[0]) && parse_f64(comma + 1, &a.betas[1]) &&
+                      a.betas[0] < 1 && a.betas[1] < 1;
+            if (comma) *comma = ',';
+            if (!ok) return bad("--betas %s: expected B1,B2, each in [0, 1) (nanoGPT: 0.9,0.95)", optarg);
+            break;
+        }
+        case 1005: a.dump_step0 = true; break;
+        case 1006: a.dump_optimizer = optarg; break;
+        case 1007: a.init_optimizer = optarg; break;
+        case 1008: if (!parse_i64(optarg, 0, &a.start_step)) return bad("--start-step %s: expected an integer >= 0", optarg); break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
     }
     if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
     if (!a.model) return bad("%s--model is required (bench train --help)", "");
+    a.gpt = !strncmp(a.model, "gpt:", 4);
+    if (a.gpt && tdm_nn_gpt_spec(a.model, &a.gpt_cfg) != TDM_OK) return bad("--model: %s", tdm_last_error());
     if (!a.steps) return bad("%s--steps is required", "");
     bool sgd = !strcmp(a.opt, "sgd"), adamw = !strcmp(a.opt, "adamw");
     if (!sgd && !adamw && strcmp(a.opt, "adam")) return bad("--opt %s: expected sgd, adam or adamw", a.opt);
     if (sgd && !a.lr_set) return bad("%s--lr is required with --opt sgd", "");
     if (sgd && a.amsgrad) return bad("%s--amsgrad needs --opt adam or adamw", "");
+    if (sgd && !isnan(a.betas[0])) return bad("%s--betas needs --opt adam or adamw", "");
+    if (a.dump_step0 && (!a.dump || a.accumulate > 1 || a.ranks > 1 || (a.graph && a.steps < 2)))
+        return bad("%s--dump-step0 needs --dump, and step 0 whole in one eager micro-batch (no "
+                   "--accumulate, no --ranks; --graph only with --steps 2 or more)", "");
+    if (a.start_step > 0 && !strcmp(a.amp, "fp16"))
+        return bad("%s--start-step: an fp16 run cannot be resumed (the gradient scaler's state "
+                   "is not saved)", "");
+    if (a.sched_set) a.sched.max_lr = a.lr_set ? a.lr : tdm_adam_defaults(false).lr;   // max_lr
     if (strcmp(a.amp, "off") && strcmp(a.amp, "fp16") && strcmp(a.amp, "bf16"))
         return bad("--amp %s: expected off, fp16 or bf16", a.amp);
     tdm_device dev;
@@ -663,7 +917,8 @@ int bench_train(int argc, char **argv) {
         if (why) return bad("--graph %s", why);
     }
     if (!tdm_device_available(dev)) return bad("%s", tdm_last_error());
-    if ((a.dump && check_output("--dump", a.dump)) || (a.profile && check_output("--profile", a.profile)))
+    if ((a.dump && check_output("--dump", a.dump)) || (a.profile && check_output("--profile", a.profile)) ||
+        (a.dump_optimizer && check_output("--dump-optimizer", a.dump_optimizer)))
         return 2;
     // Under mpirun/srun (a build with MPI) the ranks are the launched processes.
     tdm_dp_group *mpi_group = NULL;
@@ -730,7 +985,7 @@ int bench_train(int argc, char **argv) {
     }
     dataset d = {0};
     int rc = load_data(&a, a.model, &d);
-    if (!rc && !d.y) {
+    if (!rc && !d.y && !a.gpt) {
         int nd;
         int64_t shape[TDM_MAX_DIMS + 1] = {1};
         tdm_nn_spec_input_shape(a.model, &nd, shape + 1);
@@ -747,7 +1002,11 @@ int bench_train(int argc, char **argv) {
     train_ctx t = {.a = &a, .d = &d, .dev = dev, .group = mpi_group};
     bool report = !mpi_group || tdm_dp_group_rank(mpi_group) == 0;   // MPI: rank 0 reports
     t.losses = calloc((size_t)a.steps, sizeof *t.losses);
-    if (!rc && !t.losses) rc = bad("%sout of memory", "");
+    t.lrs = calloc((size_t)a.steps, sizeof *t.lrs);
+    if (a.clip > 0) t.norms = calloc((size_t)a.steps, sizeof *t.norms);
+    if (!strcmp(a.amp, "fp16")) t.scales = calloc((size_t)a.steps, sizeof *t.scales);
+    if (!rc && (!t.losses || !t.lrs || (a.clip > 0 && !t.norms) || (!strcmp(a.amp, "fp16") && !t.scales)))
+        rc = bad("%sout of memory", "");
     if (!rc && a.ranks > 1 && !t.group && !(t.group = tdm_dp_group_new((int)a.ranks, 25 << 20)))
         rc = bad("%s", tdm_last_error());
     if (!rc) {
@@ -767,7 +1026,7 @@ int bench_train(int argc, char **argv) {
                t.losses[a.steps - 1], (double)(a.steps * a.batch) / el,
                (double)(t.mem1.peak_allocated - t.mem0.allocated) / 1e6, a.device,
                a.graph ? ", CUDA graph replays" : "", t.skipped_steps ? " (some fp16 steps skipped by the scaler)" : "");
-        if (a.dump) rc = dump_state(t.model0, a.dump, t.losses, a.steps);
+        if (a.dump) rc = dump_state(&t, a.dump);
         if (!rc && a.profile && t.prof) {   // the trace, then the top ops
             if (tdm_profile_trace_save(t.prof, a.profile) != TDM_OK) {
                 fprintf(stderr, "bench train: --profile %s: %s\n", a.profile, tdm_last_error());
@@ -784,7 +1043,14 @@ int bench_train(int argc, char **argv) {
     tdm_module_free(t.model0);
     tdm_dp_group_free(t.group);
     free(t.losses);
+    free(t.lrs);
+    free(t.norms);
+    free(t.scales);
+    tdm_tensor_free(t.logits0);
+    for (int i = 0; i < t.n_grad0; i++) tdm_tensor_free(t.grad0[i]);
+    free(t.grad0);
     tdm_tensor_free(d.x);
     tdm_tensor_free(d.y);
+    bench_tokens_free(&d.tok);
     return rc;
 }

@@ -180,6 +180,7 @@ typedef struct {
     tdm_dtype dt;             // A and B
     tdm_dtype d_dt;           // D: dt, or f32 beside f16/bf16
     bool accumulate;          // beta = 1 (D holds what to add: a pre-filled bias)
+    bool no_tf32;             // f32 in f32 whatever tdm_tf32_allowed says (tdm_cuda_gemm_rm)
     cublasLtEpilogue_t epilogue;   // DEFAULT, BIAS (bias (m) added), BGRADB (bias (n) written)
     void *bias;
 } lt_gemm;
@@ -288,7 +289,7 @@ static tdm_status lt_gemm_run(int dev, const lt_gemm *g, bool *ran) {
     *ran = false;
     blas_device *d = blas_device_get(dev);
     if (!d) return tdm_last_status();
-    const bool tf32 = g->dt == TDM_DTYPE_F32 && tdm_tf32_allowed(TDM_TF32_MATMUL);
+    const bool tf32 = g->dt == TDM_DTYPE_F32 && !g->no_tf32 && tdm_tf32_allowed(TDM_TF32_MATMUL);
     const cublasComputeType_t compute = g->dt == TDM_DTYPE_F64 ? CUBLAS_COMPUTE_64F
                                         : tf32                  ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                 : CUBLAS_COMPUTE_32F;
@@ -584,4 +585,28 @@ tdm_status tdm_cuda_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a,
         }
     }
     return TDM_OK;
+}
+
+// ----------------------------------------------------------------------------
+// a row-major batched product for the backend's composite ops (k_attention.cu):
+// C[t] (M,N) = op(A[t]) op(B[t]); column-major C^T (N,M) = op(B)^T op(A)^T, B's data first.
+// A stored (M,K), or (K,M) when ta; B stored (K,N), or (N,K) when tb.
+
+tdm_status tdm_cuda_gemm_rm(tdm_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                            const void *a, int64_t stride_a, const void *b, int64_t stride_b,
+                            void *c, int64_t stride_c, int64_t batch) {
+    int dev = 0;
+    TDM_TRY(CUDA_CHECK(cudaGetDevice(&dev)));
+    if (M == 0 || N == 0 || batch == 0) return TDM_OK;
+    if (K == 0)   // empty sums
+        return CUDA_CHECK(cudaMemsetAsync(c, 0, (size_t)(batch * stride_c) * tdm_dtype_size(dt),
+                                          tdm_cuda_stream_here()));
+    lt_gemm g = gemm_of(dt);
+    g.no_tf32 = true;
+    g.m = N, g.n = M, g.k = K;
+    g.a = b, g.ta = tb ? CUBLAS_OP_T : CUBLAS_OP_N, g.lda = tb ? K : N, g.stride_a = stride_b;
+    g.b = a, g.tb = ta ? CUBLAS_OP_T : CUBLAS_OP_N, g.ldb = ta ? M : K, g.stride_b = stride_a;
+    g.d = c, g.ldd = N, g.stride_d = stride_c;
+    g.batch = batch;
+    return lt_gemm_must(dev, "scaled_dot_product_attention", &g);
 }

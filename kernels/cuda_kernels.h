@@ -77,6 +77,14 @@ tdm_status cuda_unary_backward(tdm_unary_op op, const tdm_tensor *gy, const tdm_
 tdm_status cuda_binary(tdm_binary_op op, const tdm_tensor *a, const tdm_tensor *b, double alpha,
                        tdm_tensor *y);
 tdm_status cuda_expand(const tdm_tensor *x, double scale, tdm_tensor *y);
+tdm_status cuda_binary_scalar(tdm_scalar_op op, const tdm_tensor *a, const tdm_scalar *s,
+                              tdm_tensor *y);
+tdm_status cuda_binary_scalar_backward(tdm_scalar_op op, const tdm_tensor *gy,
+                                       const tdm_tensor *a, const tdm_scalar *s, tdm_tensor *ga);
+// k_view.cu
+tdm_status cuda_copy_strided(tdm_tensor *dst, int64_t dst_off, const int64_t *dst_stride,
+                             const tdm_tensor *src, int64_t src_off, const int64_t *src_stride,
+                             int ndim, const int64_t *shape);
 // dst (row-major, src's rank <= 4) = src at dst's origin, zero-filled past src's end in each dim,
 // or cropped where dst is smaller: conv2d's explicit padding for padding_extra (conv_cudnn.cu).
 tdm_status cuda_pad_crop(const tdm_tensor *src, tdm_tensor *dst);
@@ -105,6 +113,13 @@ tdm_status cuda_mse_loss(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction
 tdm_status cuda_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *a,
                                   const tdm_tensor *b, tdm_reduction red, tdm_tensor *ga,
                                   tdm_tensor *gb);
+// k_attention.cu
+tdm_status cuda_sdpa(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
+                     const tdm_tensor *mask, const tdm_sdpa_params *p, tdm_tensor *y);
+tdm_status cuda_sdpa_backward(const tdm_tensor *gy, const tdm_tensor *q, const tdm_tensor *k,
+                              const tdm_tensor *v, const tdm_tensor *mask,
+                              const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,
+                              tdm_tensor *gv, tdm_tensor *gmask);
 // k_norm.cu
 tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
                            double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd);
@@ -144,6 +159,10 @@ tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor 
                           tdm_tensor *v, tdm_tensor *vmax, int64_t step, const tdm_adam_params *p);
 tdm_status cuda_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
                                   tdm_tensor *found_inf);
+tdm_status cuda_grad_norm(const tdm_tensor *const *ts, int n, double norm_type,
+                          tdm_tensor *total);
+tdm_status cuda_grad_clip_scale(tdm_tensor *const *ts, int n, double max_norm,
+                                const tdm_tensor *total);
 // x (outer, c, inner) of x_dt summed over outer and inner into out (c) of dt (x_dt is dt, or f32
 // beside f16/bf16), split and finished as kernels/reduce_plan.h says: bias gradients.
 tdm_status cuda_sum_outer_inner(const void *x, tdm_dtype x_dt, void *out, tdm_dtype dt,

@@ -19,6 +19,14 @@ tdm_status tdm_cuda_linear_backward(const tdm_tensor *gy, const tdm_tensor *x,
 tdm_status tdm_cuda_matmul(const tdm_tensor *a, const tdm_tensor *b, tdm_tensor *y);
 tdm_status tdm_cuda_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a,
                                     const tdm_tensor *b, tdm_tensor *ga, tdm_tensor *gb);
+// Row-major C[t] (M,N) = op(A[t]) op(B[t]) for t < batch on the current device and stream: A
+// stored (M,K) ((K,M) when ta: op transposes it), B stored (K,N) ((N,K) when tb), strides in
+// elements between batch entries, C contiguous (ld N); dt f32 or f64 for A, B and C, and never
+// TF32 whatever tdm_tf32_allowed says (the attention's bound counts f32 products); K = 0 writes
+// zeros (stride_c * batch elements).
+tdm_status tdm_cuda_gemm_rm(tdm_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                            const void *a, int64_t stride_a, const void *b, int64_t stride_b,
+                            void *c, int64_t stride_c, int64_t batch);
 // "13.0.2" (cublasLtGetVersion), for tdm_device_props.cublas_version.
 void tdm_cuda_cublas_version(char *buf, size_t n);
 

@@ -8,14 +8,17 @@
 // Through double, as the reference: every dtype's value is exact in double except i64 beyond
 // 2^53, which the reference rounds the same way; double -> f16/bf16 rounds once (no double
 // rounding through f32); float -> int truncates toward zero (the device saturates where C's
-// conversion is undefined: NaN and out of range).
+// conversion is undefined: NaN and out of range); bool (bytes, any nonzero true) <-> 0/1, and
+// x -> bool is x != 0 (NaN true), as PyTorch's .to(torch.bool).
 
 template <typename S> __device__ __forceinline__ double to_f64(S v) { return (double)ld(v); }
 template <> __device__ __forceinline__ double to_f64<int32_t>(int32_t v) { return (double)v; }
 template <> __device__ __forceinline__ double to_f64<int64_t>(int64_t v) { return (double)v; }
+template <> __device__ __forceinline__ double to_f64<uint8_t>(uint8_t v) { return v != 0; }
 template <typename D> __device__ __forceinline__ D from_f64(double v) { return st<D>(v); }
 template <> __device__ __forceinline__ int32_t from_f64<int32_t>(double v) { return (int32_t)v; }
 template <> __device__ __forceinline__ int64_t from_f64<int64_t>(double v) { return (int64_t)v; }
+template <> __device__ __forceinline__ uint8_t from_f64<uint8_t>(double v) { return v != 0.0; }
 
 // src, dst: n elements
 template <typename S, typename D> __global__ void k_cast(int64_t n, const S *src, D *dst) {
@@ -30,6 +33,7 @@ template <typename S, typename D> __global__ void k_cast(int64_t n, const S *src
         TDM_CASE_TYPE(TDM_DTYPE_F64, double, T, __VA_ARGS__)                                 \
         TDM_CASE_TYPE(TDM_DTYPE_I32, int32_t, T, __VA_ARGS__)                                \
         TDM_CASE_TYPE(TDM_DTYPE_I64, int64_t, T, __VA_ARGS__)                                \
+        TDM_CASE_TYPE(TDM_DTYPE_BOOL, uint8_t, T, __VA_ARGS__)                               \
     default:                                                                                 \
         return tdm_error_set(TDM_ERR_DTYPE, "%s: dtype %s not supported by the cuda backend", \
                              op, tdm_dtype_name(dt));                                        \
@@ -308,4 +312,143 @@ tdm_status cuda_pad_crop(const tdm_tensor *src, tdm_tensor *dst) {
         return tdm_error_set(TDM_ERR_DTYPE, "pad: %s not supported", tdm_dtype_name(dst->dtype));
     }
     return CUDA_LAUNCH_CHECK();
+}
+
+// ---- a tensor and a Python number: add, sub, rsub, mul, div, rdiv ----------------------------
+// A floating y: a and s (PyTorch's wrapped number, as a double) taken in the compute type A (f32
+// for f32/f16/bf16, f64 for f64, as PyTorch's opmath), one rounding on store; an integer a with
+// an f32 y: a converted to f32 first (PyTorch's common dtype); an integer y: in a's width,
+// unsigned (wrapping as PyTorch's integers do).
+
+template <int OP, typename A> __device__ __forceinline__ A scalar_f(A a, A s) {
+    switch (OP) {
+    case TDM_SCALAR_ADD: return a + s;
+    case TDM_SCALAR_SUB: return a - s;
+    case TDM_SCALAR_RSUB: return s - a;
+    case TDM_SCALAR_MUL: return a * s;
+    case TDM_SCALAR_DIV: return a / s;
+    default: return s / a;   // rdiv
+    }
+}
+
+// d(a op s)/da * gy: gy, gy, -gy, gy s, gy / s, -(gy s / a) / a
+template <int OP, typename A> __device__ __forceinline__ A scalar_grad(A gy, A a, A s) {
+    switch (OP) {
+    case TDM_SCALAR_ADD:
+    case TDM_SCALAR_SUB: return gy;
+    case TDM_SCALAR_RSUB: return -gy;
+    case TDM_SCALAR_MUL: return gy * s;
+    case TDM_SCALAR_DIV: return gy / s;
+    default: return -(gy * s / a) / a;
+    }
+}
+
+template <int OP> struct scalar_fwd_fn {
+    template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
+        out[0] = scalar_f<OP>(in[0], (A)s);
+    }
+    double s;
+};
+template <int OP> struct scalar_bwd_fn {   // in: gy, a
+    template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
+        out[0] = scalar_grad<OP>(in[0], in[1], (A)s);
+    }
+    double s;
+};
+
+// an integer a, y f32: (float)a op (float)s
+template <int OP, typename S>
+__global__ void k_scalar_to_f32(int64_t n, const S *a, float *y, double s) {
+    GRID_STRIDE(i, n) y[i] = scalar_f<OP>((float)a[i], (float)s);
+}
+
+// an integer a and y of one width: U is its unsigned twin
+template <int OP, typename S, typename U>
+__global__ void k_scalar_int(int64_t n, const S *a, S *y, U s) {
+    GRID_STRIDE(i, n) {
+        const U v = (U)a[i];
+        const U r = OP == TDM_SCALAR_ADD ? v + s : OP == TDM_SCALAR_SUB ? v - s
+                  : OP == TDM_SCALAR_RSUB ? s - v : v * s;
+        y[i] = (S)r;
+    }
+}
+
+#define TDM_DISPATCH_SCALAR(op, OP, ...)                       \
+    switch (op) {                                              \
+    case TDM_SCALAR_ADD: {                                     \
+        const int OP = TDM_SCALAR_ADD;                         \
+        __VA_ARGS__;                                           \
+    }                                                          \
+    case TDM_SCALAR_SUB: {                                     \
+        const int OP = TDM_SCALAR_SUB;                         \
+        __VA_ARGS__;                                           \
+    }                                                          \
+    case TDM_SCALAR_RSUB: {                                    \
+        const int OP = TDM_SCALAR_RSUB;                        \
+        __VA_ARGS__;                                           \
+    }                                                          \
+    case TDM_SCALAR_MUL: {                                     \
+        const int OP = TDM_SCALAR_MUL;                         \
+        __VA_ARGS__;                                           \
+    }                                                          \
+    case TDM_SCALAR_DIV: {                                     \
+        const int OP = TDM_SCALAR_DIV;                         \
+        __VA_ARGS__;                                           \
+    }                                                          \
+    case TDM_SCALAR_RDIV: {                                    \
+        const int OP = TDM_SCALAR_RDIV;                        \
+        __VA_ARGS__;                                           \
+    }                                                          \
+    }                                                          \
+    return tdm_error_set(TDM_ERR_ARG, "binary_scalar: unknown op %d", (int)op);
+
+template <typename T>
+static tdm_status scalar_float_t(tdm_scalar_op op, const tdm_tensor *a, double s, tdm_tensor *y) {
+    map_ptrs<T, 1, 1> p = {{cptr<T>(a)}, {mptr<T>(y)}};
+    TDM_DISPATCH_SCALAR(op, OP, scalar_fwd_fn<OP> f = {s}; return launch_map(a->numel, p, f));
+}
+
+template <typename S, typename U>
+static tdm_status scalar_int_t(tdm_scalar_op op, const tdm_tensor *a, const tdm_scalar *s,
+                               tdm_tensor *y) {
+    const int64_t n = a->numel;
+    const unsigned blocks = cuda_grid_blocks(n, 256);
+    const cudaStream_t st = cuda_stream_current();
+    if (y->dtype == TDM_DTYPE_F32) {
+        TDM_DISPATCH_SCALAR(op, OP,
+                            TDM_LAUNCH(blocks, 256, 0, st, k_scalar_to_f32<OP, S>)(
+                                n, cptr<S>(a), mptr<float>(y), s->f);
+                            return CUDA_LAUNCH_CHECK());
+    }
+    TDM_DISPATCH_SCALAR(op, OP,
+                        if (OP == TDM_SCALAR_DIV || OP == TDM_SCALAR_RDIV) break;
+                        TDM_LAUNCH(blocks, 256, 0, st, k_scalar_int<OP, S, U>)(
+                            n, cptr<S>(a), mptr<S>(y), (U)(uint64_t)s->i);
+                        return CUDA_LAUNCH_CHECK());
+}
+
+tdm_status cuda_binary_scalar(tdm_scalar_op op, const tdm_tensor *a, const tdm_scalar *s,
+                              tdm_tensor *y) {
+    if (a->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(a));
+    if (a->dtype == TDM_DTYPE_I64) return scalar_int_t<int64_t, uint64_t>(op, a, s, y);
+    if (a->dtype == TDM_DTYPE_I32) return scalar_int_t<int32_t, uint32_t>(op, a, s, y);
+    TDM_DISPATCH_FLOAT(a->dtype, "binary_scalar", T, return scalar_float_t<T>(op, a, s->f, y));
+    return TDM_OK;
+}
+
+template <typename T>
+static tdm_status scalar_bwd_t(tdm_scalar_op op, const tdm_tensor *gy, const tdm_tensor *a,
+                               double s, tdm_tensor *ga) {
+    map_ptrs<T, 2, 1> p = {{cptr<T>(gy), cptr<T>(a)}, {mptr<T>(ga)}};
+    TDM_DISPATCH_SCALAR(op, OP, scalar_bwd_fn<OP> f = {s}; return launch_map(a->numel, p, f));
+}
+
+tdm_status cuda_binary_scalar_backward(tdm_scalar_op op, const tdm_tensor *gy,
+                                       const tdm_tensor *a, const tdm_scalar *s, tdm_tensor *ga) {
+    if (a->numel == 0) return TDM_OK;
+    TDM_TRY(cuda_use_device(a));
+    TDM_DISPATCH_FLOAT(a->dtype, "binary_scalar_backward", T,
+                       return scalar_bwd_t<T>(op, gy, a, s->f, ga));
+    return TDM_OK;
 }

@@ -1,6 +1,7 @@
 /* k_optim.cu — the fused optimizer updates (one pass over param, grad and state per parameter,
- * torch.optim's single-tensor formulas as ref/ref_optim.c writes them), and the grad scaler's
- * unscale + non-finite check that leaves its verdict on the device (no host sync per tensor).
+ * torch.optim's single-tensor formulas as ref/ref_optim.c writes them), the grad scaler's
+ * unscale + non-finite check that leaves its verdict on the device (no host sync per tensor), and
+ * gradient-norm clipping (clip_grad_norm_: the norm reduced on the device, the scale read there).
  * The steps compute in f64 for every dtype, as the reference: a step chains up to ~11 roundings
  * (hyperparameters that f32 cannot hold exactly, decay, momentum, dampening, nesterov, lr, the
  * subtraction), more than docs/CONFORMANCE.md's gamma_6 allows in f32 when |param| is small; in
@@ -171,6 +172,117 @@ tdm_status cuda_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_sc
             map_ptrs<T, 1, 1> ptr = {{cptr<T>(g)}, {mptr<T>(g)}};
             unscale_fn<T> f = {inv_scale, mptr<float>(found_inf)};
             TDM_TRY(launch_map(g->numel, ptr, f));
+        });
+    }
+    return TDM_OK;
+}
+
+// ---- gradient clipping: total norm, then scale -------------------------------------------------
+// grad_norm: each tensor's blocks reduce |x|^p (or max |x|) in its accumulation type (f32 for
+// f16/bf16/f32, f64 for f64) over a grid-stride slice, one partial per block (stored as f64,
+// exactly); one block then adds the partials in a fixed order in f64 and takes the root in f64:
+// deterministic, no host wait (capturable). grad_clip_scale: c = min(max_norm / (total + 1e-6), 1)
+// read from the f32 total on the device (a NaN total stays NaN: `c > 1 ? 1 : c`), x * c in f64,
+// rounded once.
+
+enum { NORM_TWO, NORM_ONE, NORM_INF, NORM_P };
+
+__device__ __forceinline__ float k_pow(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double k_pow(double a, double b) { return pow(a, b); }
+
+// in: x (n elements); out: partial[blockIdx.x]
+template <typename T, int MODE>
+__global__ void k_norm_partial(const T *x, int64_t n, double p, double *partial) {
+    typedef acc_t<T> A;
+    __shared__ A sh[32];
+    A acc = 0;
+    GRID_STRIDE(i, n) {
+        const A a = fabs(ld(x[i]));
+        if (MODE == NORM_TWO) acc += a * a;
+        else if (MODE == NORM_ONE) acc += a;
+        else if (MODE == NORM_P) acc += k_pow(a, (A)p);
+        else acc = k_max(acc, a);   // NaN wins
+    }
+    acc = MODE == NORM_INF ? block_max(acc, sh) : block_sum(acc, sh);
+    if (threadIdx.x == 0) partial[blockIdx.x] = (double)acc;
+}
+
+// in: partial (n); out: total[0] (f32) = the root of their sum (or their max)
+template <int MODE>
+__global__ void k_norm_finish(const double *partial, int64_t n, double p, float *total) {
+    __shared__ double sh[32];
+    double acc = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        acc = MODE == NORM_INF ? k_max(acc, partial[i]) : acc + partial[i];
+    acc = MODE == NORM_INF ? block_max(acc, sh) : block_sum(acc, sh);
+    if (threadIdx.x == 0)
+        total[0] = (float)(MODE == NORM_TWO ? sqrt(acc) : MODE == NORM_P ? pow(acc, 1.0 / p) : acc);
+}
+
+template <int MODE>
+static tdm_status norm_partial_launch(const tdm_tensor *t, unsigned blocks, int threads, double p,
+                                      double *partial) {
+    TDM_DISPATCH_FLOAT(t->dtype, "clip_grad_norm_", T, {
+        TDM_LAUNCH(blocks, threads, 0, cuda_stream_current(), k_norm_partial<T, MODE>)
+        (cptr<T>(t), t->numel, p, partial);
+    });
+    return CUDA_LAUNCH_CHECK();
+}
+
+template <int MODE>
+static tdm_status norm_launch(const tdm_tensor *const *ts, int n, double p, tdm_tensor *total) {
+    const int threads = 256;
+    int64_t parts = 0;
+    for (int j = 0; j < n; j++)
+        if (ts[j]->numel) parts += cuda_grid_blocks(ts[j]->numel, threads);
+    tdm_tensor *partial = cuda_scratch(total, parts, TDM_DTYPE_F64);
+    if (!partial) return tdm_last_status();
+    double *pp = mptr<double>(partial);
+    tdm_status s = TDM_OK;
+    int64_t at = 0;
+    for (int j = 0; j < n && s == TDM_OK; j++) {
+        if (!ts[j]->numel) continue;
+        const unsigned blocks = cuda_grid_blocks(ts[j]->numel, threads);
+        s = norm_partial_launch<MODE>(ts[j], blocks, threads, p, pp + at);
+        at += blocks;
+    }
+    if (s == TDM_OK) {
+        TDM_LAUNCH(1, threads, 0, cuda_stream_current(), k_norm_finish<MODE>)
+        (pp, parts, p, mptr<float>(total));
+        s = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(partial);   // stream-ordered: after the launches that read it
+    return s;
+}
+
+tdm_status cuda_grad_norm(const tdm_tensor *const *ts, int n, double norm_type,
+                          tdm_tensor *total) {
+    TDM_TRY(cuda_use_device(total));
+    if (isinf(norm_type)) return norm_launch<NORM_INF>(ts, n, norm_type, total);
+    if (norm_type == 2) return norm_launch<NORM_TWO>(ts, n, norm_type, total);
+    if (norm_type == 1) return norm_launch<NORM_ONE>(ts, n, norm_type, total);
+    return norm_launch<NORM_P>(ts, n, norm_type, total);
+}
+
+struct clip_fn {
+    double max_norm;
+    const float *total;
+    template <typename A> __device__ void operator()(int64_t, const A *in, A *out) const {
+        double c = max_norm / ((double)total[0] + 1e-6);
+        c = c > 1.0 ? 1.0 : c;   // NaN stays NaN, as torch.clamp(max=1)
+        out[0] = in[0] * (A)c;
+    }
+};
+
+tdm_status cuda_grad_clip_scale(tdm_tensor *const *ts, int n, double max_norm,
+                                const tdm_tensor *total) {
+    TDM_TRY(cuda_use_device(total));
+    for (int j = 0; j < n; j++) {
+        tdm_tensor *g = ts[j];
+        TDM_DISPATCH_FLOAT(g->dtype, "clip_grad_norm_", T, {
+            map_ptrs<T, 1, 1> ptr = {{cptr<T>(g)}, {mptr<T>(g)}};
+            clip_fn f = {max_norm, cptr<float>(total)};
+            TDM_TRY((launch_map<T, 1, 1, clip_fn, double>(g->numel, ptr, f)));
         });
     }
     return TDM_OK;

@@ -83,6 +83,13 @@ tdm_status ref_dropout(const tdm_tensor *x, double p, uint64_t seed, uint64_t of
 tdm_status ref_reduce(tdm_reduce_op op, const tdm_tensor *x, unsigned reduce_mask, tdm_tensor *y);
 tdm_status ref_sum_to(const tdm_tensor *gy, double scale, tdm_tensor *gx);
 tdm_status ref_expand(const tdm_tensor *x, double scale, tdm_tensor *y);
+tdm_status ref_binary_scalar(tdm_scalar_op op, const tdm_tensor *a, const tdm_scalar *s,
+                             tdm_tensor *y);
+tdm_status ref_binary_scalar_backward(tdm_scalar_op op, const tdm_tensor *gy, const tdm_tensor *a,
+                                      const tdm_scalar *s, tdm_tensor *ga);
+tdm_status ref_copy_strided(tdm_tensor *dst, int64_t dst_off, const int64_t *dst_stride,
+                            const tdm_tensor *src, int64_t src_off, const int64_t *src_stride,
+                            int ndim, const int64_t *shape);
 tdm_status ref_softmax(const tdm_tensor *x, int dim, bool log, tdm_tensor *y);
 tdm_status ref_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int dim, bool log,
                                 tdm_tensor *gx);
@@ -97,6 +104,12 @@ tdm_status ref_mse_loss(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction 
                         tdm_tensor *loss);
 tdm_status ref_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *a, const tdm_tensor *b,
                                  tdm_reduction red, tdm_tensor *ga, tdm_tensor *gb);
+tdm_status ref_sdpa(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
+                    const tdm_tensor *mask, const tdm_sdpa_params *p, tdm_tensor *y);
+tdm_status ref_sdpa_backward(const tdm_tensor *gy, const tdm_tensor *q, const tdm_tensor *k,
+                             const tdm_tensor *v, const tdm_tensor *mask,
+                             const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,
+                             tdm_tensor *gv, tdm_tensor *gmask);
 tdm_status ref_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
                           double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd);
 tdm_status ref_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
@@ -118,5 +131,8 @@ tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *
                          tdm_tensor *vmax, int64_t step, const tdm_adam_params *p);
 tdm_status ref_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
                                  tdm_tensor *found_inf);
+tdm_status ref_grad_norm(const tdm_tensor *const *ts, int n, double norm_type, tdm_tensor *total);
+tdm_status ref_grad_clip_scale(tdm_tensor *const *ts, int n, double max_norm,
+                               const tdm_tensor *total);
 
 #endif

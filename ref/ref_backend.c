@@ -47,6 +47,7 @@ const double *ref_in(ref_arena *a, const tdm_tensor *t) {
         case TDM_DTYPE_F64: p[i] = ((const double *)src)[i]; break;
         case TDM_DTYPE_I32: p[i] = ((const int32_t *)src)[i]; break;
         case TDM_DTYPE_I64: p[i] = (double)((const int64_t *)src)[i]; break;
+        case TDM_DTYPE_BOOL: p[i] = ((const uint8_t *)src)[i] != 0; break;
         default: break;
         }
     }
@@ -64,6 +65,7 @@ void ref_store(ref_arena *a, tdm_tensor *t, const double *v) {
         case TDM_DTYPE_F64: ((double *)dst)[i] = v[i]; break;
         case TDM_DTYPE_I32: ((int32_t *)dst)[i] = (int32_t)v[i]; break;
         case TDM_DTYPE_I64: ((int64_t *)dst)[i] = (int64_t)v[i]; break;
+        case TDM_DTYPE_BOOL: ((uint8_t *)dst)[i] = v[i] != 0; break;   // NaN != 0: true
         default: break;
         }
     }
@@ -126,7 +128,8 @@ static tdm_status ref_memset_zero(void *dst, size_t nbytes, int device_index) {
     return TDM_OK;
 }
 
-// Float -> int truncates toward zero (C's conversion, as PyTorch's .to(int) does).
+// Float -> int truncates toward zero (C's conversion, as PyTorch's .to(int) does); to bool is
+// x != 0 (NaN is true), from bool 0 or 1.
 static tdm_status ref_cast(tdm_tensor *dst, const tdm_tensor *src) {
     ref_arena A = {0};
     const double *v = ref_in(&A, src);
@@ -222,15 +225,20 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .unary_backward = ref_unary_backward,
     .binary = ref_binary,
     .dropout = ref_dropout,
+    .binary_scalar = ref_binary_scalar,
+    .binary_scalar_backward = ref_binary_scalar_backward,
     .reduce = ref_reduce,
     .sum_to = ref_sum_to,
     .expand = ref_expand,
+    .copy_strided = ref_copy_strided,
     .softmax = ref_softmax,
     .softmax_backward = ref_softmax_backward,
     .cross_entropy = ref_cross_entropy,
     .cross_entropy_backward = ref_cross_entropy_backward,
     .mse_loss = ref_mse_loss,
     .mse_loss_backward = ref_mse_loss_backward,
+    .sdpa = ref_sdpa,
+    .sdpa_backward = ref_sdpa_backward,
     .layer_norm = ref_layer_norm,
     .layer_norm_backward = ref_layer_norm_backward,
     .batch_norm = ref_batch_norm,
@@ -241,5 +249,7 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .adam_step = ref_adam_step,
     .conv_algo_last = ref_conv_algo_last,
     .amp_unscale_check = ref_amp_unscale_check,
+    .grad_norm = ref_grad_norm,
+    .grad_clip_scale = ref_grad_clip_scale,
     .counter_add = ref_counter_add,
 };

@@ -1,5 +1,6 @@
 /* ref_optim.c — reference optimizer updates, in place, in double: torch.optim's single-tensor
- * SGD and Adam/AdamW (foreach=False), with maximize and amsgrad. */
+ * SGD and Adam/AdamW (foreach=False), with maximize and amsgrad; the grad scaler's unscale; and
+ * gradient-norm clipping (torch.nn.utils.clip_grad_norm_'s norm and scale). */
 #include <math.h>
 
 #include "ref/ref.h"
@@ -96,5 +97,45 @@ tdm_status ref_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_sca
         ref_finish(&A);
     }
     if (bad) ((float *)tdm_data(found_inf))[0] = 1.0f;
+    return TDM_OK;
+}
+
+// ---- gradient clipping ----------------------------------------------------------------------
+// total (0-d f32) = (sum over every element x of every ts[j] of |x|^p)^(1/p), or max |x| for
+// p = INFINITY (NaN wins, as torch.max), in double, rounded once.
+tdm_status ref_grad_norm(const tdm_tensor *const *ts, int n, double norm_type, tdm_tensor *total) {
+    const bool inf = isinf(norm_type);
+    double acc = 0;
+    for (int j = 0; j < n; j++) {
+        ref_arena A = {0};
+        const double *X = ref_in(&A, ts[j]);
+        if (A.failed) return ref_finish(&A);
+        for (int64_t i = 0; i < ts[j]->numel; i++) {
+            const double a = fabs(X[i]);
+            if (inf) acc = a > acc || isnan(a) ? a : acc;
+            else acc += norm_type == 2 ? a * a : norm_type == 1 ? a : pow(a, norm_type);
+        }
+        ref_finish(&A);
+    }
+    double t = inf || norm_type == 1 ? acc : norm_type == 2 ? sqrt(acc) : pow(acc, 1 / norm_type);
+    ((float *)tdm_data(total))[0] = (float)t;
+    return TDM_OK;
+}
+
+// Each ts[j] *= c, c = min(max_norm / (total + 1e-6), 1) from the f32 total (a NaN total gives a
+// NaN c: `c > 1 ? 1 : c` keeps it), the product rounded once to ts[j]'s dtype.
+tdm_status ref_grad_clip_scale(tdm_tensor *const *ts, int n, double max_norm,
+                               const tdm_tensor *total) {
+    double c = max_norm / ((double)((const float *)tdm_data_c(total))[0] + 1e-6);
+    c = c > 1 ? 1 : c;
+    for (int j = 0; j < n; j++) {
+        ref_arena A = {0};
+        const double *X = ref_in(&A, ts[j]);
+        double *Y = ref_new(&A, ts[j]->numel);
+        if (A.failed) return ref_finish(&A);
+        for (int64_t i = 0; i < ts[j]->numel; i++) Y[i] = X[i] * c;
+        ref_store(&A, ts[j], Y);
+        ref_finish(&A);
+    }
     return TDM_OK;
 }

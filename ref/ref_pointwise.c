@@ -157,3 +157,78 @@ tdm_status ref_dropout(const tdm_tensor *x, double p, uint64_t seed, uint64_t of
     ref_store(&A, y, Y);
     return ref_finish(&A);
 }
+
+// ---- a tensor and a Python number: add, sub, rsub, mul, div, rdiv ----------------------------
+
+// a (op) s in double.
+static double scalar_f(tdm_scalar_op op, double a, double s) {
+    switch (op) {
+    case TDM_SCALAR_ADD: return a + s;
+    case TDM_SCALAR_SUB: return a - s;
+    case TDM_SCALAR_RSUB: return s - a;
+    case TDM_SCALAR_MUL: return a * s;
+    case TDM_SCALAR_DIV: return a / s;
+    case TDM_SCALAR_RDIV: return s / a;
+    }
+    return NAN;
+}
+
+// a (op) s in two's complement (unsigned arithmetic: wraps, as PyTorch's integer tensors do).
+static uint64_t scalar_int(tdm_scalar_op op, uint64_t a, uint64_t s) {
+    switch (op) {
+    case TDM_SCALAR_ADD: return a + s;
+    case TDM_SCALAR_SUB: return a - s;
+    case TDM_SCALAR_RSUB: return s - a;
+    case TDM_SCALAR_MUL: return a * s;
+    default: return 0;   // divisions give f32 (core)
+    }
+}
+
+// y = a (op) s, a and y of one shape. A floating y in double (an integer a read exactly up to
+// 2^53), rounded once; an integer y (an integer a and s, no division) exactly, in a's width.
+tdm_status ref_binary_scalar(tdm_scalar_op op, const tdm_tensor *a, const tdm_scalar *s,
+                             tdm_tensor *y) {
+    if (!tdm_dtype_is_float(y->dtype)) {
+        const int64_t n = a->numel;
+        if (a->dtype == TDM_DTYPE_I64) {
+            const int64_t *A = tdm_data_c(a);
+            int64_t *Y = tdm_data(y);
+            for (int64_t i = 0; i < n; i++)
+                Y[i] = (int64_t)scalar_int(op, (uint64_t)A[i], (uint64_t)s->i);
+        } else {   // i32: s converted to i32 (wrapping), as PyTorch converts the number
+            const int32_t *A = tdm_data_c(a);
+            int32_t *Y = tdm_data(y);
+            for (int64_t i = 0; i < n; i++)
+                Y[i] = (int32_t)(uint32_t)scalar_int(op, (uint32_t)A[i], (uint32_t)s->i);
+        }
+        return TDM_OK;
+    }
+    ref_arena A = {0};
+    const double *X = ref_in(&A, a);
+    double *Y = ref_new(&A, y->numel);
+    if (A.failed) return ref_finish(&A);
+    for (int64_t i = 0; i < a->numel; i++) Y[i] = scalar_f(op, X[i], s->f);
+    ref_store(&A, y, Y);
+    return ref_finish(&A);
+}
+
+// ga = d(a op s)/da * gy: gy, gy, -gy, gy s, gy / s, -s gy / a^2 (all of a's shape).
+tdm_status ref_binary_scalar_backward(tdm_scalar_op op, const tdm_tensor *gy, const tdm_tensor *a,
+                                      const tdm_scalar *s, tdm_tensor *ga) {
+    ref_arena A = {0};
+    const double *GY = ref_in(&A, gy), *X = ref_in(&A, a);
+    double *GA = ref_new(&A, ga->numel);
+    if (A.failed) return ref_finish(&A);
+    for (int64_t i = 0; i < ga->numel; i++) {
+        switch (op) {
+        case TDM_SCALAR_ADD:
+        case TDM_SCALAR_SUB: GA[i] = GY[i]; break;
+        case TDM_SCALAR_RSUB: GA[i] = -GY[i]; break;
+        case TDM_SCALAR_MUL: GA[i] = GY[i] * s->f; break;
+        case TDM_SCALAR_DIV: GA[i] = GY[i] / s->f; break;
+        case TDM_SCALAR_RDIV: GA[i] = -(GY[i] * s->f / X[i]) / X[i]; break;
+        }
+    }
+    ref_store(&A, ga, GA);
+    return ref_finish(&A);
+}

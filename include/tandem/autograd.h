@@ -2,7 +2,8 @@
  * or that was computed from one while grad mode is on remembers the op that produced it (its
  * grad_fn); tdm_backward(loss) runs the recorded backward functions in reverse topological order
  * and accumulates gradients into the leaves' .grad, until they are cleared. Every op of ops.h
- * records itself, as do tdm_tensor_reshape and tdm_tensor_to (dtype casts, e.g. under autocast).
+ * records itself, as do tdm_tensor_reshape, the views of tensor.h (view, transpose, narrow, ...)
+ * and tdm_tensor_to (dtype casts, e.g. under autocast).
  *
  * Ownership: a tensor owns a reference to its grad_fn, a node owns references to the tensors it
  * saved, never to its own outputs (no cycles): freeing the loss frees the graph.

@@ -12,6 +12,8 @@
 #ifndef TANDEM_OPS_H
 #define TANDEM_OPS_H
 
+#include <math.h>   // NAN: TDM_SDPA_SCALE_DEFAULT
+
 #include "tandem/tensor.h"
 
 #ifdef __cplusplus
@@ -98,6 +100,45 @@ tdm_status tdm_add_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm
 tdm_status tdm_mul_backward(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                             tdm_tensor **ga, tdm_tensor **gb);
 
+// A tensor and a Python number s: a + s, a - s, s - a, a * s, a / s, s / a (PyTorch's
+// `other` a Scalar; torch.rsub; s / a is Tensor.__rtruediv__). Type promotion as PyTorch's for a
+// number: a floating a keeps its dtype (bf16 stays bf16), s taken in the op's compute dtype (f32
+// for f32/f16/bf16, f64 for f64) and the result rounded once; an integer a (i32, i64) with a
+// float s, or divided (true division), gives f32 (the default dtype); with an integer s
+// (tdm_binary_scalar_int) add, sub, rsub and mul keep a's integer dtype (wrapping on overflow).
+// bool tensors are refused (convert them first). Recorded for autograd; no autocast.
+typedef enum {
+    TDM_SCALAR_ADD = 0,   // a + s
+    TDM_SCALAR_SUB,       // a - s
+    TDM_SCALAR_RSUB,      // s - a
+    TDM_SCALAR_MUL,       // a * s
+    TDM_SCALAR_DIV,       // a / s
+    TDM_SCALAR_RDIV,      // s / a
+} tdm_scalar_op;
+// s is a Python float (x + 2.0: an integer x gives f32).
+tdm_tensor *tdm_add_scalar(const tdm_tensor *a, double s);
+tdm_tensor *tdm_sub_scalar(const tdm_tensor *a, double s);
+tdm_tensor *tdm_rsub_scalar(const tdm_tensor *a, double s);
+tdm_tensor *tdm_mul_scalar(const tdm_tensor *a, double s);
+tdm_tensor *tdm_div_scalar(const tdm_tensor *a, double s);
+tdm_tensor *tdm_rdiv_scalar(const tdm_tensor *a, double s);
+tdm_tensor *tdm_binary_scalar(tdm_scalar_op op, const tdm_tensor *a, double s);
+// s is a Python int (x + 2: an integer x keeps its dtype, but for division).
+tdm_tensor *tdm_binary_scalar_int(tdm_scalar_op op, const tdm_tensor *a, int64_t s);
+// ga (a's shape and floating dtype; gy the same): gy, gy, -gy, gy s, gy / s, -s gy / a^2.
+tdm_status tdm_binary_scalar_backward(tdm_scalar_op op, const tdm_tensor *gy,
+                                      const tdm_tensor *a, double s, tdm_tensor **ga);
+
+// ---- joining -----------------------------------------------------------------------------
+// torch.cat(ts[0..n), dim): same number of dims and sizes but along dim; 1-D tensors of size 0
+// are skipped (PyTorch's legacy rule) but take part in the dtype. Dtypes are promoted as
+// PyTorch's (f16 with bf16 -> f32, an integer with a float -> the float, i32 with i64 -> i64,
+// anything with f64 -> f64, bool with another dtype -> that dtype, as 0 and 1). Each input's
+// gradient is its slice of the output's, back in the input's dtype.
+tdm_tensor *tdm_cat(tdm_tensor *const *ts, int n, int dim);
+// torch.stack(ts, dim): equal shapes, a new dim at `dim` (in [-(ndim+1), ndim]); dtypes as cat.
+tdm_tensor *tdm_stack(tdm_tensor *const *ts, int n, int dim);
+
 // Dropout from the counter-based generator: keep element i iff u_i < 1 - p, scale by 1/(1-p).
 tdm_tensor *tdm_dropout(const tdm_tensor *x, double p, bool training, uint64_t seed,
                         uint64_t offset);
@@ -157,6 +198,35 @@ tdm_tensor *tdm_mse_loss(const tdm_tensor *input, const tdm_tensor *target,
 tdm_status tdm_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *input,
                                  const tdm_tensor *target, tdm_reduction reduction,
                                  tdm_tensor **ginput, tdm_tensor **gtarget);
+
+// ---- attention -------------------------------------------------------------------------------
+// F.scaled_dot_product_attention (PyTorch 2.x). q (...,L,E), k (...,S,E), v (...,S,Ev) ->
+// (...,L,Ev); the leading dims broadcast as torch.matmul's (2 to 6 dims each). attn_mask NULL,
+// TDM_DTYPE_BOOL (true = takes part) or floating (q's dtype or f32: added to the scores),
+// broadcastable to (...,L,S) of the result's leading dims. scale: TDM_SDPA_SCALE_DEFAULT (NAN) =
+// 1/sqrt(E). is_causal: tril(ones(L,S)) as PyTorch builds it (top-left aligned: query i sees keys
+// j <= i, also when L != S); with an attn_mask it is an error, as in PyTorch. dropout_p in [0,1]:
+// > 0 drops attention weights drawn from g (required then; g's offset moves on by one), the mask
+// of tdm_dropout over the weights (...,L,S) at g's (seed, offset) (CASE_FORMAT.md), so the
+// backward redraws it; 0 leaves g alone (it may be NULL).
+//     weights = softmax(scale q k^T + mask) -> dropout -> @ v
+// A row whose scores are all -inf (every key masked out) gives weights of 0, so that query's
+// output and gradients are 0, as PyTorch 2.5+ (its math backend's _safe_softmax; 2.11 on the GPU
+// alike); PyTorch before 2.5 gave NaN. E = 0 gives scores of 0 (the mask alone). Autocast: the
+// lower precision (q, k, v and a floating mask cast), as PyTorch's CUDA autocast. Accumulation
+// in f32 (f64 for f64) with one rounding to the output dtype; products without TF32.
+#define TDM_SDPA_SCALE_DEFAULT NAN
+tdm_tensor *tdm_scaled_dot_product_attention(const tdm_tensor *q, const tdm_tensor *k,
+                                             const tdm_tensor *v, const tdm_tensor *attn_mask,
+                                             double dropout_p, bool is_causal, double scale,
+                                             tdm_generator *g);
+// The gradients of q, k, v and of a floating attn_mask (gmask: NULL for a bool mask or none;
+// its shape is the mask's). seed, offset: the forward's draw (g's seed and offset before the
+// call; ignored without dropout). Autograd records the forward and calls this.
+tdm_status tdm_scaled_dot_product_attention_backward(
+    const tdm_tensor *gy, const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
+    const tdm_tensor *attn_mask, double dropout_p, bool is_causal, double scale, uint64_t seed,
+    uint64_t offset, tdm_tensor **gq, tdm_tensor **gk, tdm_tensor **gv, tdm_tensor **gmask);
 
 // ---- normalization -----------------------------------------------------------------------
 // Normalizes over the last `normalized_ndim` dims. weight/bias (normalized shape) or NULL.

@@ -44,11 +44,12 @@ typedef enum {
     TDM_DTYPE_F64,
     TDM_DTYPE_I32,
     TDM_DTYPE_I64,
+    TDM_DTYPE_BOOL,   // 1 byte: 0 false, any other value true (safetensors "BOOL"); masks
     TDM_DTYPE_COUNT
 } tdm_dtype;
 
 size_t tdm_dtype_size(tdm_dtype dt);
-const char *tdm_dtype_name(tdm_dtype dt);                   // "f32", "bf16", ...
+const char *tdm_dtype_name(tdm_dtype dt);                   // "f32", "bf16", "bool", ...
 tdm_status tdm_dtype_parse(const char *s, tdm_dtype *out);  // "f32" or "float32", ...
 bool tdm_dtype_is_float(tdm_dtype dt);
 double tdm_dtype_unit_roundoff(tdm_dtype dt);   // u = 2^-p: f32 2^-24, f16 2^-11, bf16 2^-8

@@ -71,6 +71,26 @@ tdm_tensor *tdm_tensor_reshape(const tdm_tensor *t, int ndim, const int64_t *sha
 // t.permute(dims).contiguous() (dims: a permutation of 0..ndim-1, negatives count from the
 // end). Floating dtypes; recorded for autograd. permute(x, {0,2,3,1}) turns NCHW into NHWC.
 tdm_tensor *tdm_tensor_permute(const tdm_tensor *t, const int *dims);
+// PyTorch's views, for tensors that are always contiguous: view/contiguous share t's storage
+// (tdm_tensor_reshape), the others return contiguous copies (any dtype; exact). Each is recorded
+// for autograd. Dims may be negative (counted from the end); errors are PyTorch's.
+// t.view(shape): one entry may be -1, inferred from the others ("only one dimension can be
+// inferred", "shape '[4, -1]' is invalid for input of size 6").
+tdm_tensor *tdm_tensor_view(const tdm_tensor *t, int ndim, const int64_t *shape);
+// t.transpose(dim0, dim1).contiguous()
+tdm_tensor *tdm_tensor_transpose(const tdm_tensor *t, int dim0, int dim1);
+// t.contiguous(): t is contiguous already, so a view of it (same shape, same storage).
+tdm_tensor *tdm_tensor_contiguous(const tdm_tensor *t);
+// t.narrow(dim, start, length): elements start .. start+length-1 along dim (start may be
+// negative: counted from the end). Its gradient is zeros with grad_output placed at the slice.
+tdm_tensor *tdm_tensor_narrow(const tdm_tensor *t, int dim, int64_t start, int64_t length);
+// t.split(split_size, dim) and t.chunk(chunks, dim): the pieces (narrows) into out[0..], new
+// references; returns their number, or -1 (error set, nothing in out) when it is over `cap`
+// or the arguments are bad. split: pieces of split_size, the last smaller (split_size 0 only
+// for a dim of size 0: one piece); chunk: pieces of ceil(size / chunks), so possibly fewer than
+// `chunks` (a dim of size 0 gives `chunks` empty pieces), as PyTorch.
+int tdm_tensor_split(const tdm_tensor *t, int64_t split_size, int dim, tdm_tensor **out, int cap);
+int tdm_tensor_chunk(const tdm_tensor *t, int chunks, int dim, tdm_tensor **out, int cap);
 tdm_tensor *tdm_tensor_retain(tdm_tensor *t);
 void tdm_tensor_free(tdm_tensor *t);   // NULL is fine
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "core/philox.h"
 #include "core/tensor_impl.h"
 
 #define FN_ERR 4.0   // a library function's error, in units of u: 2 ulp
@@ -219,10 +220,50 @@ static tdm_status bound_max_pool2d(bctx *b) {
     return multilinear(b, overlap, 1u);   // x keeps its sign: it picks the maxima
 }
 
+static tdm_status bound_scalar(bctx *b);
+
 static tdm_status bound_add_mul(bctx *b) {
+    if (tdm_attr_present(b->c, "other")) return bound_scalar(b);   // a tensor and a number
     if (!b->grad) return multilinear(b, 2, 0);   // a + alpha*b: two roundings
     int64_t summed = tdm_tensor_numel(b->c->grad_output[0]) / (in_numel(b, b->k) ? in_numel(b, b->k) : 1);
     return multilinear(b, (double)summed + 1, 0);
+}
+
+// A tensor a and a number s (add, sub, rsub, mul, div, rdiv with attr `other`), computed in the
+// accumulation type from s rounded to it (u) and, for an integer a, from a rounded to f32 (u
+// more): n roundings on M, one of them the op's. Forward: a +- s n = 2 on |a| + |s|; a s n = 2
+// on |a s|; a / s, s / a n = 3 on |a / s|, |s / a| (PyTorch's CUDA divides by multiplying with
+// the reciprocal: one more). Backward: +-gy exact; gy s n = 2; gy / s n = 3; -(gy s / a) / a
+// n = 4 on |gy s| / a^2.
+static tdm_status bound_scalar(bctx *b) {
+    const char *op = b->c->op;
+    double s;
+    TDM_TRY(tdm_attr_double(b->c, "other", 0.0, &s));
+    const bool add = !strcmp(op, "add") || !strcmp(op, "sub") || !strcmp(op, "rsub");
+    const bool mul = !strcmp(op, "mul"), div = !strcmp(op, "div");
+    const tdm_tensor *in = b->c->input[0];
+    const bool int_in = in && !tdm_dtype_is_float(tdm_tensor_dtype(in));
+    if (b->grad && add) return TDM_OK;   // +-gy: exact
+    double *a = load(in), *gy = b->grad ? load(b->c->grad_output[0]) : NULL;
+    if (!a || (b->grad && !gy)) {
+        free(a);
+        free(gy);
+        return bound_oom();
+    }
+    const double n = (b->grad ? (mul ? 2 : div ? 3 : 4) : (add || mul ? 2 : 3)) + (int_in ? 1 : 0);
+    const double g = gamma_n(n, b->u);
+    for (int64_t i = 0; i < b->n; i++) {
+        double M;
+        if (b->grad)
+            M = mul ? fabs(gy[i] * s) : div ? fabs(gy[i] / s) : fabs(gy[i] * s) / (a[i] * a[i]);
+        else
+            M = add ? fabs(a[i]) + fabs(s) : mul ? fabs(a[i] * s)
+                : div ? fabs(a[i] / s) : fabs(s / a[i]);
+        b->err[i] = g * M;
+    }
+    free(a);
+    free(gy);
+    return TDM_OK;
 }
 
 static tdm_status bound_sum_mean(bctx *b) {
@@ -486,6 +527,269 @@ static tdm_status bound_cross_entropy(bctx *b) {
     return TDM_OK;
 }
 
+// ---- scaled_dot_product_attention --------------------------------------------------------------
+// Per row (b, i) of the weights, from the exact inputs (docs/CONFORMANCE.md derives each term),
+// with A_j = sum_e |q_ie k_je| and m_ij the mask's term (-inf where a key is masked out: p_j = 0
+// exactly, no error):
+//   scores   s_j = scale <q_i,k_j> + m_ij:  ds_j = gamma_{E+3} (|scale| A_j + |m_ij|)
+//            (the dot, the scale's rounding and product, the mask's addition)
+//   softmax  p_j: dp_j = p_j (u (S + 9 + |s_j - M| + max_l |s_l - M|) + ds_j + sum_l p_l ds_l)
+//            (softmax's rule on exact scores, plus the scores' error carried through it)
+//   dropout  p'_j = p_j kf_j, kf = keep / (1 - dropout_p) rounded:  dp'_j = kf_j (dp_j + 2u p_j)
+//   output   y_i = sum_j p'_j v_j:  gamma_S sum_j p'_j |v_j| + sum_j dp'_j |v_j|
+// backward, from gy:
+//   r_j = kf_j <gy_i, v_j>:  dr_j = kf_j (gamma_Ev sum |gy_i| |v_j| + 2u |<gy_i, v_j>|)
+//   D = sum_j p_j r_j:  dD = sum_j (dp_j |r_j| + p_j dr_j) + gamma_S sum_j p_j |r_j|
+//   t_j = r_j - D:  dt_j = dr_j + dD + u |t_j|
+//   g_j = p_j t_j (the mask's gradient):  dg_j = dp_j |t_j| + p_j dt_j + u p_j |t_j|
+//   gq_i = scale sum_j g_j k_j:  |scale| (gamma_{S+2} sum_j |g_j k_j| + sum_j dg_j |k_j|)
+//   gk_j = scale sum_i g_ij q_i:  the same over the L rows (gamma_{L+2})
+//   gv_j = sum_i p'_ij gy_i:  gamma_L sum_i p'_ij |gy_i| + sum_i dp'_ij |gy_i|
+// An input broadcast over c > 1 copies of the batch sums c per-copy gradients, each rounded to
+// the accumulation type: + gamma_{c+1} sum |copy|.
+
+// Offset in t (row-major) of the element at index idx of the nd-dim shape t broadcasts to
+// (right-aligned; t's size-1 dims read index 0).
+static int64_t bcast_at(const tdm_tensor *t, int nd, const int64_t *idx) {
+    const int nt = tdm_tensor_ndim(t);
+    int64_t off = 0, stride = 1;
+    for (int d = nt - 1; d >= 0; d--) {
+        const int64_t n = shape_of(t)[d];
+        if (n != 1) off += idx[d + nd - nt] * stride;
+        stride *= n;
+    }
+    return off;
+}
+
+typedef struct {
+    int64_t L, S, E, Ev, batch;
+    int bnd;
+    int64_t bs[TDM_MAX_DIMS];
+    double scale, dropout_p;
+    bool causal;
+    uint64_t seed, offset;
+    const double *q, *k, *v, *m, *gy;
+    const tdm_tensor *Q, *K, *V, *M;
+} sdpa_b;
+
+// Row (bi, i) at batch index idx[0..bnd): the weights p, their error dp, the dropout factors
+// kf, p' and dp'. idx[bnd], idx[bnd+1] are set to (i, j) on the way.
+static void sdpa_row(const sdpa_b *a, double u, int64_t bi, int64_t i, int64_t *idx, double *s,
+                     double *ds, double *p, double *dp, double *kf, double *pd, double *dpd) {
+    const int nd = a->bnd + 2;
+    double M = -INFINITY;
+    idx[a->bnd] = i;
+    for (int64_t j = 0; j < a->S; j++) {
+        double dot = 0, A = 0;
+        for (int64_t e = 0; e < a->E; e++) {
+            idx[a->bnd] = i, idx[a->bnd + 1] = e;
+            const double qe = a->q[bcast_at(a->Q, nd, idx)];
+            idx[a->bnd] = j;
+            const double ke = a->k[bcast_at(a->K, nd, idx)];
+            dot += qe * ke;
+            A += fabs(qe * ke);
+        }
+        idx[a->bnd] = i, idx[a->bnd + 1] = j;
+        const double mij = a->M ? a->m[bcast_at(a->M, nd, idx)] : 0.0;
+        s[j] = a->scale * dot + mij;
+        if (a->causal && j > i) s[j] = -INFINITY;
+        ds[j] = s[j] == -INFINITY ? 0.0
+                                  : gamma_n((double)a->E + 3, u) * (fabs(a->scale) * A + fabs(mij));
+        if (s[j] > M || isnan(s[j])) M = s[j];
+    }
+    double sum = 0, spread = 0, pds = 0;
+    for (int64_t j = 0; j < a->S; j++) {
+        p[j] = M == -INFINITY ? 0.0 : exp(s[j] - M);
+        sum += p[j];
+        if (s[j] != -INFINITY) spread = fmax(spread, fabs(s[j] - M));
+    }
+    for (int64_t j = 0; j < a->S; j++) {
+        if (M != -INFINITY) p[j] /= sum;
+        pds += p[j] * ds[j];
+    }
+    const uint32_t threshold = tdm_dropout_threshold(a->dropout_p);
+    const double keep_scale = a->dropout_p < 1.0 ? 1.0 / (1.0 - a->dropout_p) : 0.0;
+    for (int64_t j = 0; j < a->S; j++) {
+        const double d = s[j] == -INFINITY ? 0.0 : fabs(s[j] - M);
+        dp[j] = p[j] * (u * ((double)a->S + 9 + d + spread) + ds[j] + pds);
+        kf[j] = 1.0;
+        if (a->dropout_p > 0) {
+            const uint64_t at = (uint64_t)((bi * a->L + i) * a->S + j);
+            kf[j] = (tdm_philox_bits(a->seed, a->offset, at) >> 8) < threshold ? keep_scale : 0.0;
+        }
+        pd[j] = p[j] * kf[j];
+        dpd[j] = kf[j] * (dp[j] + 2 * u * p[j]);
+    }
+}
+
+static tdm_status bound_sdpa(bctx *b) {
+    const tdm_case *c = b->c;
+    sdpa_b a;
+    memset(&a, 0, sizeof a);
+    a.Q = c->input[0], a.K = c->input[1], a.V = c->input[2], a.M = c->input[3];
+    int64_t seed, offset;
+    double scale;
+    TDM_TRY(tdm_attr_double(c, "dropout_p", 0.0, &a.dropout_p));
+    TDM_TRY(tdm_attr_bool(c, "is_causal", false, &a.causal));
+    TDM_TRY(tdm_attr_double(c, "scale", NAN, &scale));
+    TDM_TRY(tdm_attr_int(c, "seed", 0, &seed));
+    TDM_TRY(tdm_attr_int(c, "offset", 0, &offset));
+    a.seed = (uint64_t)seed, a.offset = (uint64_t)offset;
+    const tdm_tensor *T[3] = {a.Q, a.K, a.V};
+    for (int t = 0; t < 3; t++)
+        if (!T[t] || tdm_tensor_ndim(T[t]) < 2)
+            return tdm_error_set(TDM_ERR_FORMAT, "%s: bound: query, key, value must be >= 2-D",
+                                 c->path);
+    const int nq = tdm_tensor_ndim(a.Q), nk = tdm_tensor_ndim(a.K), nv = tdm_tensor_ndim(a.V);
+    a.L = shape_of(a.Q)[nq - 2], a.E = shape_of(a.Q)[nq - 1];
+    a.S = shape_of(a.K)[nk - 2], a.Ev = shape_of(a.V)[nv - 1];
+    a.scale = a.E == 0 ? 1.0 : isnan(scale) ? 1.0 / sqrt((double)a.E) : scale;
+    for (int t = 0; t < 3; t++)
+        if (tdm_tensor_ndim(T[t]) - 2 > a.bnd) a.bnd = tdm_tensor_ndim(T[t]) - 2;
+    a.batch = 1;
+    for (int d = 0; d < a.bnd; d++) {
+        a.bs[d] = 1;
+        for (int t = 0; t < 3; t++) {
+            const int td = d - (a.bnd - (tdm_tensor_ndim(T[t]) - 2));
+            if (td >= 0 && shape_of(T[t])[td] != 1) a.bs[d] = shape_of(T[t])[td];
+        }
+        a.batch *= a.bs[d];
+    }
+    const int nd = a.bnd + 2;
+    double *q = load(a.Q), *k = load(a.K), *v = load(a.V), *m = load(a.M);
+    double *gy = b->grad ? load(c->grad_output[0]) : NULL;
+    const int64_t S = a.S;
+    double *s = scratch(S), *ds = scratch(S), *p = scratch(S), *dp = scratch(S), *kf = scratch(S);
+    double *pd = scratch(S), *dpd = scratch(S), *r = scratch(S), *dr = scratch(S);
+    // per-copy sums of gk / gv (one batch entry's S x E or S x Ev), and |copy| per element
+    const int64_t wk = b->grad && b->k == 1 ? S * a.E : b->grad && b->k == 2 ? S * a.Ev : 1;
+    double *cv = scratch(wk), *cm = scratch(wk), *ce = scratch(wk), *absum = scratch(b->n);
+    tdm_status st = TDM_OK;
+    if (!q || !k || !v || (a.M && !m) || (b->grad && !gy) || !s || !ds || !p || !dp || !kf ||
+        !pd || !dpd || !r || !dr || !cv || !cm || !ce || !absum)
+        st = bound_oom();
+    if (st == TDM_OK && a.M && tdm_tensor_dtype(a.M) == TDM_DTYPE_BOOL)
+        for (int64_t x = 0; x < tdm_tensor_numel(a.M); x++) m[x] = m[x] != 0 ? 0.0 : -INFINITY;
+    a.q = q, a.k = k, a.v = v, a.m = m, a.gy = gy;
+    const double u = b->u;
+    int64_t idx[TDM_MAX_DIMS + 2];
+    for (int64_t bi = 0; st == TDM_OK && bi < a.batch; bi++) {
+        for (int64_t rem = bi, d = a.bnd - 1; d >= 0; d--) {
+            idx[d] = rem % a.bs[d];
+            rem /= a.bs[d];
+        }
+        if (b->grad && (b->k == 1 || b->k == 2))
+            for (int64_t x = 0; x < wk; x++) cv[x] = cm[x] = ce[x] = 0;
+        for (int64_t i = 0; i < a.L; i++) {
+            sdpa_row(&a, u, bi, i, idx, s, ds, p, dp, kf, pd, dpd);
+            const double *gyi = gy ? gy + (bi * a.L + i) * a.Ev : NULL;
+            if (!b->grad) {
+                for (int64_t e = 0; e < a.Ev; e++) {
+                    double mag = 0, err = 0;
+                    for (int64_t j = 0; j < S; j++) {
+                        idx[a.bnd] = j, idx[a.bnd + 1] = e;
+                        const double vj = fabs(v[bcast_at(a.V, nd, idx)]);
+                        mag += pd[j] * vj;
+                        err += dpd[j] * vj;
+                    }
+                    b->err[(bi * a.L + i) * a.Ev + e] = gamma_n((double)S, u) * mag + err;
+                }
+                continue;
+            }
+            if (b->k == 2) {   // gv_j += p'_ij gy_i
+                for (int64_t j = 0; j < S; j++)
+                    for (int64_t e = 0; e < a.Ev; e++) {
+                        cv[j * a.Ev + e] += pd[j] * gyi[e];
+                        cm[j * a.Ev + e] += pd[j] * fabs(gyi[e]);
+                        ce[j * a.Ev + e] += dpd[j] * fabs(gyi[e]);
+                    }
+                continue;
+            }
+            double D = 0, dD = 0, Dabs = 0;
+            for (int64_t j = 0; j < S; j++) {
+                double dot = 0, mag = 0;
+                for (int64_t e = 0; e < a.Ev; e++) {
+                    idx[a.bnd] = j, idx[a.bnd + 1] = e;
+                    const double vj = v[bcast_at(a.V, nd, idx)];
+                    dot += gyi[e] * vj;
+                    mag += fabs(gyi[e] * vj);
+                }
+                r[j] = kf[j] * dot;
+                dr[j] = kf[j] * (gamma_n((double)a.Ev, u) * mag + 2 * u * fabs(dot));
+                D += p[j] * r[j];
+                Dabs += p[j] * fabs(r[j]);
+                dD += dp[j] * fabs(r[j]) + p[j] * dr[j];
+            }
+            dD += gamma_n((double)S, u) * Dabs;
+            for (int64_t j = 0; j < S; j++) {   // g_j and dg_j, into r and dr
+                const double t = r[j] - D, dt = dr[j] + dD + u * fabs(r[j] - D);
+                r[j] = p[j] * t;
+                dr[j] = dp[j] * fabs(t) + p[j] * dt + u * p[j] * fabs(t);
+            }
+            if (b->k == 3) {   // the mask's gradient: g_j itself
+                for (int64_t j = 0; j < S; j++) {
+                    idx[a.bnd] = i, idx[a.bnd + 1] = j;
+                    const int64_t o = bcast_at(a.M, nd, idx);
+                    b->err[o] += dr[j];
+                    absum[o] += fabs(r[j]);
+                }
+            } else if (b->k == 0) {   // gq_i = scale sum_j g_j k_j
+                for (int64_t e = 0; e < a.E; e++) {
+                    double val = 0, mag = 0, err = 0;
+                    for (int64_t j = 0; j < S; j++) {
+                        idx[a.bnd] = j, idx[a.bnd + 1] = e;
+                        const double kj = k[bcast_at(a.K, nd, idx)];
+                        val += r[j] * kj;
+                        mag += fabs(r[j] * kj);
+                        err += dr[j] * fabs(kj);
+                    }
+                    idx[a.bnd] = i, idx[a.bnd + 1] = e;
+                    const int64_t o = bcast_at(a.Q, nd, idx);
+                    b->err[o] += fabs(a.scale) * (gamma_n((double)S + 2, u) * mag + err);
+                    absum[o] += fabs(a.scale * val);
+                }
+            } else {   // gk_j += scale g_j q_i
+                idx[a.bnd] = i;
+                for (int64_t e = 0; e < a.E; e++) {
+                    idx[a.bnd + 1] = e;
+                    const double qi = q[bcast_at(a.Q, nd, idx)];
+                    for (int64_t j = 0; j < S; j++) {
+                        cv[j * a.E + e] += a.scale * r[j] * qi;
+                        cm[j * a.E + e] += fabs(a.scale * r[j] * qi);
+                        ce[j * a.E + e] += fabs(a.scale) * dr[j] * fabs(qi);
+                    }
+                }
+            }
+        }
+        if (b->grad && (b->k == 1 || b->k == 2)) {   // this batch entry's copy of gk / gv
+            const tdm_tensor *X = b->k == 1 ? a.K : a.V;
+            const int64_t w = b->k == 1 ? a.E : a.Ev;
+            const double g = gamma_n((double)a.L + (b->k == 1 ? 2 : 0), u);
+            for (int64_t j = 0; j < S; j++)
+                for (int64_t e = 0; e < w; e++) {
+                    idx[a.bnd] = j, idx[a.bnd + 1] = e;
+                    const int64_t o = bcast_at(X, nd, idx);
+                    b->err[o] += g * cm[j * w + e] + ce[j * w + e];
+                    absum[o] += fabs(cv[j * w + e]);
+                }
+        }
+    }
+    // a gradient summed over c > 1 broadcast copies
+    if (st == TDM_OK && b->grad) {
+        const tdm_tensor *X = c->input[b->k];
+        const int nx = tdm_tensor_ndim(X);
+        const int64_t own = tdm_tensor_numel(X);
+        const int64_t per = b->k == 3 ? a.L * S : shape_of(X)[nx - 2] * shape_of(X)[nx - 1];
+        const int64_t copies = own ? a.batch * per / own : 0;
+        if (copies > 1)
+            for (int64_t x = 0; x < b->n; x++)
+                b->err[x] += gamma_n((double)copies + 1, u) * absum[x];
+    }
+    free(q); free(k); free(v); free(m); free(gy); free(s); free(ds); free(p); free(dp); free(kf);
+    free(pd); free(dpd); free(r); free(dr); free(cv); free(cm); free(ce); free(absum);
+    return st;
+}
+
 // ---- layer_norm, batch_norm ---------------------------------------------------------------------
 // Both normalize groups of n elements: layer_norm a row (weight by position in the row),
 // batch_norm a channel over (N, spatial) (weight by channel). The two-pass error analysis:
@@ -735,6 +1039,85 @@ static tdm_status bound_adam(bctx *b) {
     return TDM_OK;
 }
 
+// ---- gradient clipping -----------------------------------------------------------------------------
+// clip_grad_norm_ over N elements x of the gradients (input.0..): total T = (sum |x|^p)^(1/p), or
+// max |x| (exact) for p = inf. The sum S accumulates in f32 or better (u): |dS| <= gamma_N S for
+// p = 1 (|x| exact) and 2 (each x^2 one rounding, within gamma_N), plus 4u per term |x|^p (pow,
+// 2 ulp) for other p, plus N eta_acc for terms that underflow; the root is taken in f64 (4 ulp
+// of f64 allowed) and T stored in f32. The root carries dS through its derivative: for sqrt,
+// |sqrt(S') - sqrt(S)| <= dS / (sqrt(S) + sqrt(S - dS)) (sqrt(dS) when S <= dS); for 1/p,
+// (1/p) xi^(1/p - 1) dS at the worst xi in [S - dS, S + dS]. The gradients are scaled by
+// c = min(max_norm / (T' + 1e-6), 1) evaluated in f64 from the f32 total T' (its error dT plus
+// its f32 rounding, counted twice: the reference's expected values for bench conform were scaled
+// by an f32 total too): |c(T') - c(T)| <= max_norm dT' / ((T + 1e-6)(T - dT' + 1e-6)), at most 1
+// (both are in [0, 1]; min(., 1) moves nothing further), plus 2 f64 roundings; each x c is formed in
+// f64 (one rounding) and rounded to its dtype (the generic u_out term). Non-finite sums (an inf
+// or NaN gradient) give exact results (0, NaN, inf), matched exactly.
+static tdm_status bound_clip_grad_norm(bctx *b) {
+    const tdm_case *c = b->c;
+    double max_norm, p = 2.0;
+    TDM_TRY(tdm_attr_double(c, "max_norm", 0, &max_norm));
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(c->attrs, "norm_type");
+    if (cJSON_IsString(nt)) p = strtod(nt->valuestring, NULL);
+    else TDM_TRY(tdm_attr_double(c, "norm_type", 2.0, &p));
+    const double u = b->u, u64 = 0x1p-53;
+    const double eta_acc = u == u64 ? 0x1p-1074 : 0x1p-149;
+    double S = 0, N = 0;
+    for (int k = 0; k < TDM_CASE_MAX; k++) {
+        double *x = load(c->input[k]);
+        if (c->input[k] && !x) return bound_oom();
+        for (int64_t i = 0; x && i < tdm_tensor_numel(c->input[k]); i++) {
+            const double a = fabs(x[i]);
+            if (isinf(p)) S = a > S || isnan(a) ? a : S;
+            else S += p == 2 ? a * a : p == 1 ? a : pow(a, p);
+        }
+        N += x ? (double)tdm_tensor_numel(c->input[k]) : 0;
+        free(x);
+    }
+    if (!isfinite(S)) return TDM_OK;   // exact results, matched exactly
+    double T, dT;
+    if (isinf(p)) {
+        T = S;
+        dT = 0;
+    } else if (p == 1) {
+        T = S;
+        dT = gamma_n(N, u) * S;
+    } else if (p == 2) {
+        const double dS = gamma_n(N, u) * S + N * eta_acc;
+        T = sqrt(S);
+        const double den = T + sqrt(S > dS ? S - dS : 0);
+        dT = den > 0 ? dS / den : sqrt(dS);
+    } else {
+        const double dS = (gamma_n(N, u) + FN_ERR * u * (1 + gamma_n(N, u))) * S + N * eta_acc;
+        T = pow(S, 1 / p);
+        if (S <= dS) dT = pow(S + dS, 1 / p);
+        else dT = (1 / p) * pow(1 / p >= 1 ? S + dS : S - dS, 1 / p - 1) * dS;
+    }
+    dT += FN_ERR * u64 * T;   // the root in f64
+    if (b->k == 0) {          // the total (f32: its rounding is the generic u_out term)
+        for (int64_t i = 0; i < b->n; i++) b->err[i] = dT;
+        return TDM_OK;
+    }
+    // the f32 total the scale reads; once more for expected values made by the reference
+    // (bench conform), whose scale read its own f32 total
+    const double dTs = dT + 2 * (0x1p-24 * T + 0x1p-149);
+    double cc = max_norm / (T + 1e-6);
+    cc = cc > 1 ? 1 : cc;
+    double dc;
+    if (isinf(max_norm) || max_norm == 0) {
+        dc = 0;   // exactly 1 / exactly 0
+    } else {
+        const double lo = T - dTs + 1e-6;
+        dc = lo > 0 ? max_norm * dTs / ((T + 1e-6) * lo) : 1.0;
+        dc = (dc < 1 ? dc : 1) + 2 * u64 * cc;
+    }
+    double *x = load(c->input[b->k - 1]);
+    if (!x) return bound_oom();
+    for (int64_t i = 0; i < b->n; i++) b->err[i] = fabs(x[i]) * dc + u64 * fabs(x[i] * cc);
+    free(x);
+    return TDM_OK;
+}
+
 // ---- the table -------------------------------------------------------------------------------------
 
 static const struct {
@@ -752,7 +1135,17 @@ static const struct {
     {"mul", bound_add_mul},         {"sum", bound_sum_mean},
     {"mean", bound_sum_mean},       {"embedding", bound_embedding},
     {"dropout", bound_dropout},     {"sgd_step", bound_sgd},
+    {"scaled_dot_product_attention", bound_sdpa},
     {"adam_step", bound_adam},      {"adamw_step", bound_adam},
+    {"clip_grad_norm_", bound_clip_grad_norm},
+    // a tensor and a number (add and mul above, when `other` is a number)
+    {"sub", bound_scalar},          {"rsub", bound_scalar},
+    {"div", bound_scalar},          {"rdiv", bound_scalar},
+    // the views and joins: copies, exact
+    {"view", bound_exact},          {"reshape", bound_exact},
+    {"transpose", bound_exact},     {"narrow", bound_exact},
+    {"split", bound_exact},         {"chunk", bound_exact},
+    {"cat", bound_exact},           {"stack", bound_exact},
 };
 
 tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, double *bound) {
@@ -768,20 +1161,25 @@ tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, 
     tdm_dtype out_dt = c->dtype;
     // Outputs that are running statistics or optimizer state keep their input's dtype.
     if (!grad && k > 0) {
-        int src = !strcmp(c->op, "batch_norm") ? k : k + 1;
+        int src = !strcmp(c->op, "batch_norm")        ? k
+                  : !strcmp(c->op, "clip_grad_norm_") ? k - 1
+                                                      : k + 1;
         if (src < TDM_CASE_MAX && c->input[src]) out_dt = tdm_tensor_dtype(c->input[src]);
     }
+    if (!grad && k == 0 && !strcmp(c->op, "clip_grad_norm_")) out_dt = TDM_DTYPE_F32;   // total
     if (grad && c->input[k]) out_dt = tdm_tensor_dtype(c->input[k]);
     bctx b = {.c = c, .grad = grad, .k = k, .n = tdm_tensor_numel(exp),
               .u = tdm_dtype_unit_roundoff(c->dtype == TDM_DTYPE_F64 ? TDM_DTYPE_F64 : TDM_DTYPE_F32),
               .u_in = tdm_dtype_unit_roundoff(c->dtype),
               .eta_in = 0.5 * tdm_dtype_min_subnormal(c->dtype),
               .u_tf32 = tf32 ? TF32_U : 0};
+    memset(bound, 0, (size_t)b.n * sizeof *bound);
+    const tdm_dtype edt = tdm_tensor_dtype(exp);
+    if (edt == TDM_DTYPE_I32 || edt == TDM_DTYPE_I64) return TDM_OK;   // an integer result: exact
     double *e = load(exp);
     b.e = e;
     b.err = bound;
     if (!e) return bound_oom();
-    memset(bound, 0, (size_t)b.n * sizeof *bound);
     tdm_status s = TDM_ERR_UNSUPPORTED;
     for (size_t i = 0; i < sizeof rules / sizeof *rules; i++)
         if (!strcmp(rules[i].op, c->op)) s = rules[i].rule(&b);

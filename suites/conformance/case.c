@@ -23,6 +23,8 @@ static tdm_status attr_bad(const tdm_case *c, const char *name, const char *want
     return tdm_error_set(TDM_ERR_FORMAT, "%s: attr '%s' must be %s", c->op, name, want);
 }
 
+static bool is_integer_dtype(tdm_dtype dt) { return dt == TDM_DTYPE_I32 || dt == TDM_DTYPE_I64; }
+
 static bool is_int(const cJSON *v) {
     return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
            fabs(v->valuedouble) < 9.0e15;
@@ -101,7 +103,8 @@ tdm_status tdm_attr_pair(const tdm_case *c, const char *name, const int def[2], 
 // ---- the op table -----------------------------------------------------------------------------
 
 const tdm_case_op *tdm_case_op_find(const char *op) {
-    const tdm_case_op *groups[] = {tdm_case_ops_linalg, tdm_case_ops_pointwise, tdm_case_ops_misc};
+    const tdm_case_op *groups[] = {tdm_case_ops_linalg, tdm_case_ops_pointwise, tdm_case_ops_misc,
+                                   tdm_case_ops_attention, tdm_case_ops_view};
     for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
         for (const tdm_case_op *e = groups[g]; e->op; e++)
             if (!strcmp(e->op, op)) return e;
@@ -207,12 +210,19 @@ tdm_case *tdm_case_load(const char *path) {
         if (!(*slot = tdm_safetensors_get(st, name, TDM_CPU))) return case_fail(c, st);
     }
     tdm_safetensors_close(st);
+    // The case's dtype: its first floating input's; f32 (PyTorch's default dtype) for a case
+    // of integer inputs only (an integer tensor with a number: add, mul, div, ...).
     c->dtype = TDM_DTYPE_COUNT;
-    for (int i = 0; i < TDM_CASE_MAX && c->dtype == TDM_DTYPE_COUNT; i++)
+    bool integer_input = false;
+    for (int i = 0; i < TDM_CASE_MAX && c->dtype == TDM_DTYPE_COUNT; i++) {
         if (c->input[i] && tdm_dtype_is_float(tdm_tensor_dtype(c->input[i])))
             c->dtype = tdm_tensor_dtype(c->input[i]);
+        integer_input |= c->input[i] && is_integer_dtype(tdm_tensor_dtype(c->input[i]));
+    }
+    if (c->dtype == TDM_DTYPE_COUNT && integer_input) c->dtype = TDM_DTYPE_F32;
     if (c->dtype == TDM_DTYPE_COUNT || !c->output[0]) {
-        tdm_error_set(TDM_ERR_FORMAT, "%s: a case needs a floating input and output.0", path);
+        tdm_error_set(TDM_ERR_FORMAT, "%s: a case needs a floating input and output.0 (or an "
+                      "integer input: an integer tensor with a number)", path);
         return case_fail(c, NULL);
     }
     for (int i = 0; i < TDM_CASE_MAX; i++) {
@@ -220,11 +230,13 @@ tdm_case *tdm_case_load(const char *path) {
             tdm_error_set(TDM_ERR_FORMAT, "%s: grad_input.%d without grad_output.0", path, i);
             return case_fail(c, NULL);
         }
+        // an output may also be an integer result (i32/i64: matched exactly, in its dtype)
         tdm_tensor *e[] = {c->output[i], c->grad_input[i]};
         for (int k = 0; k < 2; k++) {
-            if (e[k] && !tdm_dtype_is_float(tdm_tensor_dtype(e[k]))) {
-                tdm_error_set(TDM_ERR_FORMAT, "%s: expected %s.%d must be floating", path,
-                              k ? "grad_input" : "output", i);
+            tdm_dtype dt = e[k] ? tdm_tensor_dtype(e[k]) : TDM_DTYPE_F64;
+            if (!tdm_dtype_is_float(dt) && (k || !is_integer_dtype(dt))) {
+                tdm_error_set(TDM_ERR_FORMAT, "%s: expected %s.%d must be floating%s", path,
+                              k ? "grad_input" : "output", i, k ? "" : " or i32/i64");
                 return case_fail(c, NULL);
             }
         }
@@ -271,6 +283,29 @@ static bool same_shape(const tdm_tensor *a, const tdm_tensor *b) {
     return true;
 }
 
+// An integer result: every element equal, compared as int64 (doubles would merge neighbours past
+// 2^53); the worst element is the first that differs.
+static tdm_status compare_integers(const tdm_tensor *exp, const tdm_tensor *act,
+                                   tdm_case_check *chk) {
+    tdm_tensor *e = tdm_tensor_to(exp, TDM_CPU, TDM_DTYPE_I64);
+    tdm_tensor *a = e ? tdm_tensor_to(act, TDM_CPU, TDM_DTYPE_I64) : NULL;
+    tdm_status s = a ? TDM_OK : tdm_last_status();
+    const int64_t *ev = e ? tdm_tensor_data(e) : NULL, *av = a ? tdm_tensor_data(a) : NULL;
+    for (int64_t i = 0; s == TDM_OK && i < tdm_tensor_numel(exp); i++) {
+        if (av[i] == ev[i] && chk->worst_index >= 0) continue;
+        if (av[i] != ev[i]) chk->n_fail++;
+        if (chk->worst_index < 0 || (av[i] != ev[i] && chk->n_fail == 1)) {
+            chk->worst_index = i;
+            chk->actual = (double)av[i];
+            chk->expected = (double)ev[i];
+            chk->ratio = av[i] == ev[i] ? 0.0 : INFINITY;
+        }
+    }
+    tdm_tensor_free(e);
+    tdm_tensor_free(a);
+    return s;
+}
+
 static tdm_status compare_one(const tdm_case *c, const tdm_case_result *r, bool grad, int k,
                               tdm_device dev, tdm_case_check *chk) {
     const tdm_tensor *exp = grad ? c->grad_input[k] : c->output[k];
@@ -291,6 +326,16 @@ static tdm_status compare_one(const tdm_case *c, const tdm_case_result *r, bool 
                      tdm_shape_str(tdm_tensor_ndim(act), tdm_tensor_shape(act), as, sizeof as), es);
         return TDM_OK;
     }
+    // An integer expectation is an integer result in that dtype; a floating one a floating result.
+    const tdm_dtype adt = tdm_tensor_dtype(act), edt = tdm_tensor_dtype(exp);
+    if (is_integer_dtype(edt) ? adt != edt : !tdm_dtype_is_float(adt)) {
+        chk->missing = true;
+        chk->n_fail = 1;
+        snprintf(chk->why, sizeof chk->why, "the op gave dtype %s, the case expects %s",
+                 tdm_dtype_name(adt), is_integer_dtype(edt) ? tdm_dtype_name(edt) : "a floating one");
+        return TDM_OK;
+    }
+    if (is_integer_dtype(edt)) return compare_integers(exp, act, chk);
     // Three doubles per element of a tensor the file holds (or an empty one): within the cap,
     // but checked, as every allocation a case file decides.
     int64_t n = tdm_tensor_numel(exp);

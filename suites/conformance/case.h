@@ -45,7 +45,14 @@ extern const tdm_case_op tdm_case_ops_linalg[];     // linear matmul conv2d max_
 extern const tdm_case_op tdm_case_ops_pointwise[];  // relu gelu tanh sigmoid add mul dropout sum
                                                     // mean softmax log_softmax cross_entropy mse_loss
 extern const tdm_case_op tdm_case_ops_misc[];       // layer_norm batch_norm embedding sgd_step
-                                                    // adam_step adamw_step
+                                                    // adam_step adamw_step clip_grad_norm_
+extern const tdm_case_op tdm_case_ops_attention[];  // scaled_dot_product_attention
+extern const tdm_case_op tdm_case_ops_view[];       // view reshape transpose narrow split chunk
+                                                    // cat stack sub rsub div rdiv
+// add, sub, rsub, mul, div, rdiv with `other` a number (case_view.c; add and mul hand their
+// cases with a number `other` to it).
+tdm_status tdm_case_run_scalar(const tdm_case *c, tdm_tensor *const *in, const tdm_tensor *go,
+                               tdm_case_result *r);
 const tdm_case_op *tdm_case_op_find(const char *op);   // NULL + error when unknown
 
 // ---- attrs: each returns TDM_OK (with the default when absent) or a format error naming the

@@ -1,7 +1,11 @@
 /* case_misc.c — the case-runner entries of the misc group: layer_norm, batch_norm, embedding,
- * sgd_step, adam_step, adamw_step (docs/CASE_FORMAT.md gives their inputs, attrs and outputs).
+ * sgd_step, adam_step, adamw_step, clip_grad_norm_ (docs/CASE_FORMAT.md gives their inputs,
+ * attrs and outputs).
  * Each parses its attrs (PyTorch's defaults), runs the public op on the case's inputs, and when
  * there is a grad_output runs the backward, putting gradients at their input's position. */
+#include <math.h>
+#include <stdlib.h>
+
 #include "case.h"
 #include "core/tensor_impl.h"
 
@@ -234,6 +238,75 @@ static tdm_status run_adamw_step(const tdm_case *c, tdm_tensor *const *in,
     return run_adam(c, in, true, r);
 }
 
+// ---- clip_grad_norm_: the gradients of parameters 0..K-1 (an absent input.k: parameter k has no
+//      gradient); max_norm (required), norm_type 2.0 (a number, or "inf" as PyTorch's float()
+//      reads it), error_if_nonfinite false, foreach (any: the same result); outputs: total
+//      norm, then output.k+1 = gradient k after clipping ------------------------------------------
+
+static tdm_status attr_norm_type(const tdm_case *c, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->attrs, "norm_type");
+    if (v && cJSON_IsString(v)) {   // "inf", "-inf", "infinity", as float() in Python
+        char *end;
+        *out = strtod(v->valuestring, &end);
+        if (!v->valuestring[0] || *end || !isinf(*out))
+            return tdm_error_set(TDM_ERR_FORMAT, "%s: attr 'norm_type' must be a number or "
+                                 "\"inf\"", c->op);
+        return TDM_OK;
+    }
+    return tdm_attr_double(c, "norm_type", 2.0, out);
+}
+
+static tdm_status run_clip_grad_norm(const tdm_case *c, tdm_tensor *const *in,
+                                     const tdm_tensor *grad_output, tdm_case_result *r) {
+    (void)grad_output;   // no backward
+    TDM_TRY(need(c, in, 0, "gradient 0"));
+    if (!tdm_attr_present(c, "max_norm"))
+        return tdm_error_set(TDM_ERR_FORMAT, "%s: attr 'max_norm' is required", c->op);
+    double max_norm, norm_type;
+    bool nonfinite;
+    TDM_TRY(tdm_attr_double(c, "max_norm", 0, &max_norm));
+    TDM_TRY(attr_norm_type(c, &norm_type));
+    TDM_TRY(tdm_attr_bool(c, "error_if_nonfinite", false, &nonfinite));
+    const cJSON *fe = cJSON_GetObjectItemCaseSensitive(c->attrs, "foreach");
+    if (fe && !cJSON_IsNull(fe) && !cJSON_IsBool(fe))
+        return tdm_error_set(TDM_ERR_FORMAT, "%s: attr 'foreach' must be true, false or null",
+                             c->op);
+    // Parameters (zeros) holding clones of the gradients, which the op clips in place.
+    const tdm_device dev = tdm_tensor_device(in[0]);
+    tdm_tensor *params[TDM_CASE_MAX] = {0};
+    int n = 0;
+    tdm_status s = TDM_OK;
+    for (int k = 0; k < TDM_CASE_MAX - 1 && s == TDM_OK; k++) {
+        if (!in[k]) {   // a parameter without a gradient, unless no later input is present
+            bool later = false;
+            for (int j = k + 1; j < TDM_CASE_MAX; j++) later = later || in[j];
+            if (!later) break;
+            int64_t one = 1;
+            params[n++] = tdm_tensor_zeros(1, &one, TDM_DTYPE_F32, dev);
+            if (!params[n - 1]) s = tdm_last_status();
+            continue;
+        }
+        if (!is_float(in[k])) {
+            s = tdm_error_set(TDM_ERR_FORMAT, "%s: input.%d is not floating", c->op, k);
+            break;
+        }
+        tdm_tensor *p = tdm_tensor_zeros(tdm_tensor_ndim(in[k]), tdm_tensor_shape(in[k]),
+                                         tdm_tensor_dtype(in[k]), dev);
+        tdm_tensor *g = p ? tdm_tensor_clone(in[k]) : NULL;
+        params[n++] = p;
+        if (!g || tdm_tensor_set_grad(p, g) != TDM_OK) s = tdm_last_status();
+        r->output[k + 1] = g;
+    }
+    if (s == TDM_OK && in[TDM_CASE_MAX - 1])
+        s = tdm_error_set(TDM_ERR_FORMAT, "%s: at most %d gradients (output.k+1 holds input.k)",
+                          c->op, TDM_CASE_MAX - 1);
+    if (s == TDM_OK && !(r->output[0] = tdm_clip_grad_norm_(params, n, max_norm, norm_type,
+                                                            nonfinite)))
+        s = tdm_last_status();
+    for (int k = 0; k < n; k++) tdm_tensor_free(params[k]);
+    return s;
+}
+
 // ---- the table ------------------------------------------------------------------------------
 
 const tdm_case_op tdm_case_ops_misc[] = {
@@ -243,5 +316,6 @@ const tdm_case_op tdm_case_ops_misc[] = {
     {"sgd_step", run_sgd_step, "lr momentum dampening weight_decay nesterov maximize"},
     {"adam_step", run_adam_step, "lr betas eps weight_decay step amsgrad maximize"},
     {"adamw_step", run_adamw_step, "lr betas eps weight_decay step amsgrad maximize"},
+    {"clip_grad_norm_", run_clip_grad_norm, "max_norm norm_type error_if_nonfinite foreach"},
     {NULL, NULL, NULL},
 };

@@ -85,6 +85,7 @@ static tdm_status run_gelu(const tdm_case *c, tdm_tensor *const *in, const tdm_t
 static tdm_status run_add(const tdm_case *c, tdm_tensor *const *in, const tdm_tensor *go,
                           tdm_case_result *r) {
     double alpha;
+    if (tdm_attr_present(c, "other")) return tdm_case_run_scalar(c, in, go, r);   // a number
     TDM_TRY(tdm_attr_double(c, "alpha", 1.0, &alpha));
     tdm_tensor *y = tdm_add(in[0], in[1], alpha), *ga = NULL, *gb = NULL;
     tdm_status s = y ? TDM_OK : tdm_last_status();
@@ -94,7 +95,7 @@ static tdm_status run_add(const tdm_case *c, tdm_tensor *const *in, const tdm_te
 
 static tdm_status run_mul(const tdm_case *c, tdm_tensor *const *in, const tdm_tensor *go,
                           tdm_case_result *r) {
-    (void)c;
+    if (tdm_attr_present(c, "other")) return tdm_case_run_scalar(c, in, go, r);   // a number
     tdm_tensor *y = tdm_mul(in[0], in[1]), *ga = NULL, *gb = NULL;
     tdm_status s = y ? TDM_OK : tdm_last_status();
     if (s == TDM_OK && go) s = tdm_mul_backward(go, in[0], in[1], &ga, &gb);
@@ -222,8 +223,8 @@ const tdm_case_op tdm_case_ops_pointwise[] = {
     {"gelu", run_gelu, "approximate"},
     {"tanh", run_tanh, ""},
     {"sigmoid", run_sigmoid, ""},
-    {"add", run_add, "alpha"},
-    {"mul", run_mul, ""},
+    {"add", run_add, "alpha other"},
+    {"mul", run_mul, "other"},
     {"dropout", run_dropout, "p training seed offset inplace"},
     {"sum", run_sum, "dim keepdim"},
     {"mean", run_mean, "dim keepdim"},

@@ -12,8 +12,9 @@
 static const int64_t SIZES[] = {1, 7, 129, 1001};
 #define N_SIZES 4
 static const tdm_dtype FLOATS[] = {TDM_DTYPE_F32, TDM_DTYPE_F16, TDM_DTYPE_BF16, TDM_DTYPE_F64};
-static const tdm_dtype ALL[] = {TDM_DTYPE_F32, TDM_DTYPE_F16, TDM_DTYPE_BF16,
-                                TDM_DTYPE_F64, TDM_DTYPE_I32, TDM_DTYPE_I64};
+static const tdm_dtype ALL[] = {TDM_DTYPE_F32, TDM_DTYPE_F16, TDM_DTYPE_BF16, TDM_DTYPE_F64,
+                                TDM_DTYPE_I32, TDM_DTYPE_I64, TDM_DTYPE_BOOL};
+#define N_ALL 7
 
 const char *tdm_exact_ops(void) { return "cast rand randn amp_unscale"; }
 
@@ -63,7 +64,8 @@ static void report(const char *what, tdm_status s, bool ok, int64_t worst, bool 
 }
 
 // Values for a cast source: random normals * 37.3 (float sources) or integers in +-1000, plus
-// halves and values near f16/bf16 rounding boundaries; all within every dtype's range.
+// halves and values near f16/bf16 rounding boundaries; all within every dtype's range; every
+// fifth value past those is 0 (false as a bool).
 static tdm_tensor *cast_source(tdm_dtype dt, int64_t n, uint64_t seed) {
     tdm_tensor *r = tdm_tensor_randn(1, &n, TDM_DTYPE_F64, TDM_CPU, seed, 7);
     if (!r) return NULL;
@@ -72,6 +74,7 @@ static tdm_tensor *cast_source(tdm_dtype dt, int64_t n, uint64_t seed) {
     for (int64_t i = 0; i < n; i++) {
         v[i] = i < 6 ? special[i] : v[i] * 37.3;
         if (!tdm_dtype_is_float(dt)) v[i] = trunc(v[i] * 27.0);
+        if (i >= 6 && i % 5 == 4) v[i] = 0.0;
     }
     tdm_tensor *t = tdm_tensor_to(r, TDM_CPU, dt);
     tdm_tensor_free(r);
@@ -79,8 +82,8 @@ static tdm_tensor *cast_source(tdm_dtype dt, int64_t n, uint64_t seed) {
 }
 
 static void check_cast(tdm_device dev, uint64_t seed, bool quiet, int *np, int *nf, int *ne) {
-    for (int a = 0; a < 6; a++)
-        for (int b = 0; b < 6; b++) {
+    for (int a = 0; a < N_ALL; a++)
+        for (int b = 0; b < N_ALL; b++) {
             if (a == b) continue;
             for (int k = 0; k < N_SIZES; k++) {
                 char what[128];

@@ -3,6 +3,7 @@
  * block/vector widths (129, 257); large sizes go to one dim at a time so a case stays small.
  * Inputs come from tdm_tensor_randn/rand seeded from (seed, index); the expected values are the
  * reference's results on the same inputs converted to f64 (exact), stored in F64. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,9 @@ static tdm_status gen_softmax(gen *g) {   // softmax log_softmax
     return randn_in(g, 0, nd, sh);
 }
 
+// The numbers of ops with a number `other` (0.1 and -0.37 are not exact in any dtype).
+static const double NUMBERS[] = {0.1, -2.5, 3, 1e-3, 7.75, -0.37};
+
 static tdm_status gen_binary(gen *g) {   // add mul: b broadcasts against a
     int64_t a[4], b[4];
     int nd = 1 + pick(g, 3), ndb = nd - pick(g, nd);
@@ -97,7 +101,14 @@ static tdm_status gen_binary(gen *g) {   // add mul: b broadcasts against a
         for (int i = 0; i < ndb; i++) { int64_t t = a[nd - ndb + i]; a[nd - ndb + i] = b[i]; b[i] = t; }
     if (!strcmp(g->c->op, "add") && coin(g)) attr_num(g, "alpha", coin(g) ? 0.5 : -2.0);
     TDM_TRY(randn_in(g, 0, nd, a));
-    return randn_in(g, 1, ndb, b);
+    TDM_TRY(randn_in(g, 1, ndb, b));
+    if (pick(g, 4)) return TDM_OK;   // drawn last: the earlier draws are as before
+    // a number `other` instead of input.1 (add: without alpha)
+    tdm_tensor_free(g->c->input[1]);
+    g->c->input[1] = NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(g->c->attrs, "alpha");
+    attr_num(g, "other", NUMBERS[pick(g, 6)]);
+    return TDM_OK;
 }
 
 static tdm_status gen_reduce(gen *g) {   // sum mean
@@ -332,6 +343,162 @@ static tdm_status gen_adam(gen *g) {
     return amsgrad ? rand_in(g, 4, nd, sh) : TDM_OK;
 }
 
+// scaled_dot_product_attention: q (lead..., L, E), k (lead..., S, E), v (lead..., S, Ev) with up
+// to two leading dims, each of q, k, v sometimes 1 there (broadcast); one of L, S a size past
+// block widths, E and Ev small or 33; no mask, causal, a bool mask (sometimes a row all false:
+// zeros) or an additive one (sometimes -inf entries), either possibly broadcast; sometimes a
+// scale, sometimes dropout.
+static tdm_status gen_sdpa(gen *g) {
+    static const int64_t EDIMS[] = {1, 2, 5, 8, 16, 33};
+    const int nl = pick(g, 3);
+    int64_t lead[2] = {small(g), small(g)}, bs[2] = {1, 1};   // bs: the broadcast lead dims
+    int64_t L = coin(g) ? small(g) : any_size(g);
+    const int64_t S = coin(g) ? any_size(g) : small(g);
+    if (L * S > 4096) L = small(g);   // a case stays small
+    const int64_t E = EDIMS[pick(g, 6)], Ev = coin(g) ? E : EDIMS[pick(g, 6)];
+    const int64_t last[3][2] = {{L, E}, {S, E}, {S, Ev}};
+    for (int t = 0; t < 3; t++) {
+        int64_t sh[4];
+        for (int d = 0; d < nl; d++) {
+            sh[d] = pick(g, 4) ? lead[d] : 1;
+            if (sh[d] > bs[d]) bs[d] = sh[d];
+        }
+        sh[nl] = last[t][0], sh[nl + 1] = last[t][1];
+        TDM_TRY(randn_in(g, t, nl + 2, sh));
+    }
+    const int kind = pick(g, 4);   // 0 none, 1 causal, 2 bool, 3 additive
+    if (kind == 1) attr_bool(g, "is_causal", true);
+    if (kind >= 2) {
+        int64_t sh[4];
+        const int nm = pick(g, nl + 1) + 2;   // the mask's dims: (L, S) plus some leading ones
+        for (int d = 0; d < nm - 2; d++) sh[d] = pick(g, 3) ? bs[d + nl - (nm - 2)] : 1;
+        sh[nm - 2] = pick(g, 4) ? L : 1, sh[nm - 1] = S;
+        const int64_t n = tdm_shape_numel(nm, sh);
+        double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+        if (!v) return tdm_error_set(TDM_ERR_OOM, "random case: out of memory");
+        const bool full_row = !pick(g, 4);   // mask out every key of the first row
+        for (int64_t i = 0; i < n; i++) {
+            const bool out = (full_row && i < S) || !pick(g, 6);
+            if (kind == 2) v[i] = !out;
+            else v[i] = out && coin(g) ? -INFINITY : 0.5 * (double)(int64_t)(next_u64(g) % 9) - 2.0;
+        }
+        tdm_tensor *f = tdm_tensor_from_host(nm, sh, TDM_DTYPE_F64, TDM_CPU, v);
+        free(v);
+        tdm_tensor *m = f ? tdm_tensor_to(f, TDM_CPU, kind == 2 ? TDM_DTYPE_BOOL : g->dt) : NULL;
+        tdm_tensor_free(f);
+        TDM_TRY(put(g, 3, m));
+    }
+    if (!pick(g, 4)) attr_num(g, "scale", coin(g) ? 0.5 : 2.0);
+    if (!pick(g, 3)) {
+        attr_num(g, "dropout_p", coin(g) ? 0.1 : 0.5);
+        attr_num(g, "seed", (double)(next_u64(g) & 0xffffff));
+        attr_num(g, "offset", pick(g, 100));
+    }
+    return TDM_OK;
+}
+
+// clip_grad_norm_: 1 to 4 gradients of random shapes (input.0 always; a later one absent at
+// random: a parameter without a gradient), max_norm and norm_type (2, 1, inf, 3) at random.
+static tdm_status gen_clip(gen *g) {
+    static const double max_norms[] = {0.0, 0.1, 1.0, 10.0};
+    const int k = 1 + pick(g, 4);
+    for (int i = 0; i < k; i++) {
+        if (i > 0 && pick(g, 4) == 0) continue;
+        int64_t sh[2];
+        int nd = 1 + pick(g, 2);
+        rand_shape(g, nd, sh);
+        TDM_TRY(randn_in(g, i, nd, sh));
+    }
+    attr_num(g, "max_norm", max_norms[pick(g, 4)]);
+    switch (pick(g, 4)) {
+    case 0: break;   // 2, the default
+    case 1: attr_num(g, "norm_type", 1.0); break;
+    case 2: attr_str(g, "norm_type", "inf"); break;
+    default: attr_num(g, "norm_type", 3.0); break;
+    }
+    return TDM_OK;
+}
+
+// ---- views and joins (exact copies), a tensor with a number ------------------------------------
+
+static tdm_status gen_view(gen *g) {   // view/reshape: the leading dims merged, one -1
+    int64_t sh[4];
+    const int nd = 1 + pick(g, 3), p = pick(g, nd + 1);
+    rand_shape(g, nd, sh);
+    cJSON *size = cJSON_CreateArray();
+    if (p > 0) cJSON_AddItemToArray(size, cJSON_CreateNumber((double)tdm_shape_numel(p, sh)));
+    cJSON_AddItemToArray(size, cJSON_CreateNumber(-1));
+    cJSON_AddItemToObject(g->c->attrs, !strcmp(g->c->op, "view") ? "size" : "shape", size);
+    return randn_in(g, 0, nd, sh);
+}
+
+static tdm_status gen_transpose(gen *g) {
+    int64_t sh[4];
+    const int nd = 1 + pick(g, 4);
+    rand_shape(g, nd, sh);
+    attr_num(g, "dim0", pick(g, 2 * nd) - nd);
+    attr_num(g, "dim1", pick(g, 2 * nd) - nd);
+    return randn_in(g, 0, nd, sh);
+}
+
+static tdm_status gen_narrow(gen *g) {   // start in [-size, size], length up to the end
+    int64_t sh[4];
+    const int nd = 1 + pick(g, 3), dim = pick(g, nd);
+    rand_shape(g, nd, sh);
+    const int64_t size = sh[dim], start = pick(g, (int)(2 * size + 1)) - size;
+    const int64_t from = start < 0 ? start + size : start;
+    attr_num(g, "dim", coin(g) ? dim : dim - nd);
+    attr_num(g, "start", (double)start);
+    attr_num(g, "length", pick(g, (int)(size - from + 1)));
+    return randn_in(g, 0, nd, sh);
+}
+
+static tdm_status gen_split(gen *g) {   // split: a size; chunk: 1..8 chunks (at most 8 pieces)
+    int64_t sh[4];
+    const int nd = 1 + pick(g, 3), dim = pick(g, nd);
+    rand_shape(g, nd, sh);
+    const int64_t size = sh[dim], least = (size + 7) / 8;   // pieces <= 8
+    if (!strcmp(g->c->op, "chunk")) attr_num(g, "chunks", 1 + pick(g, 8));
+    else attr_num(g, "split_size_or_sections", (double)(least + pick(g, (int)(size - least + 1))));
+    if (coin(g)) {
+        attr_num(g, "dim", coin(g) ? dim : dim - nd);
+    } else {   // dim 0, the default: the drawn dim moves there
+        sh[dim] = sh[0];
+        sh[0] = size;
+    }
+    return randn_in(g, 0, nd, sh);
+}
+
+static tdm_status gen_cat(gen *g) {   // 1..4 tensors; cat: sizes differ along dim; stack: equal
+    int64_t sh[4];
+    const bool stack = !strcmp(g->c->op, "stack");
+    const int nd = 1 + pick(g, 3), n = 1 + pick(g, 4), dim = pick(g, nd + stack);
+    rand_shape(g, nd, sh);
+    attr_num(g, "dim", coin(g) ? dim : dim - nd - stack);
+    for (int i = 0; i < n; i++) {
+        if (!stack && dim < nd) sh[dim] = coin(g) ? small(g) : any_size(g);
+        TDM_TRY(randn_in(g, i, nd, sh));
+    }
+    return TDM_OK;
+}
+
+// sub, rsub, div, rdiv (and add, mul with a number: gen_binary): input.0 and `other`; rdiv's
+// input is kept away from 0 (|x| in [0.5, 1.5): no overflow to inf in f16)
+static tdm_status gen_scalar(gen *g) {
+    int64_t sh[4];
+    const int nd = pick(g, 4);
+    rand_shape(g, nd, sh);
+    attr_num(g, "other", NUMBERS[pick(g, 6)]);
+    if (strcmp(g->c->op, "rdiv")) return randn_in(g, 0, nd, sh);
+    tdm_tensor *u = tdm_tensor_rand(nd, sh, TDM_DTYPE_F64, TDM_CPU, g->tensor_seed, 0);
+    if (!u) return tdm_last_status();
+    double *v = tdm_tensor_data(u);
+    for (int64_t i = 0; i < tdm_tensor_numel(u); i++) v[i] = i % 2 ? -0.5 - v[i] : 0.5 + v[i];
+    tdm_tensor *t = tdm_tensor_to(u, TDM_CPU, g->dt);
+    tdm_tensor_free(u);
+    return put(g, 0, t);
+}
+
 static const struct {
     const char *op;
     tdm_status (*gen)(gen *g);
@@ -349,11 +516,19 @@ static const struct {
     {"layer_norm", gen_layer_norm, true}, {"batch_norm", gen_batch_norm, true},
     {"embedding", gen_embedding, true},   {"sgd_step", gen_sgd, false},
     {"adam_step", gen_adam, false},       {"adamw_step", gen_adam, false},
+    {"scaled_dot_product_attention", gen_sdpa, true},
+    {"clip_grad_norm_", gen_clip, false},
+    {"view", gen_view, true},             {"reshape", gen_view, true},
+    {"transpose", gen_transpose, true},   {"narrow", gen_narrow, true},
+    {"split", gen_split, true},           {"chunk", gen_split, true},
+    {"cat", gen_cat, true},               {"stack", gen_cat, true},
+    {"sub", gen_scalar, true},            {"rsub", gen_scalar, true},
+    {"div", gen_scalar, true},            {"rdiv", gen_scalar, true},
 };
 #define N_GENERATORS ((int)(sizeof GENERATORS / sizeof *GENERATORS))
 
 const char *tdm_random_ops(void) {
-    static char list[512];
+    static char list[1024];
     if (!list[0])
         for (int i = 0; i < N_GENERATORS; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",

@@ -30,10 +30,10 @@ DTYPES = [("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat1
 # ---------------------------------------------------------------------------------------------
 
 ST_NAME = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16",
-           torch.bfloat16: "BF16", torch.int64: "I64"}
+           torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL"}
 ST_DTYPE = {v: k for k, v in ST_NAME.items()}
-ST_SIZE = {"F64": 8, "I64": 8, "F32": 4, "F16": 2, "BF16": 2}
-ST_NUMPY = {"F64": "<f8", "I64": "<i8", "F32": "<f4", "F16": "<f2", "BF16": "<i2"}
+ST_SIZE = {"F64": 8, "I64": 8, "F32": 4, "F16": 2, "BF16": 2, "BOOL": 1}
+ST_NUMPY = {"F64": "<f8", "I64": "<i8", "F32": "<f4", "F16": "<f2", "BF16": "<i2", "BOOL": "|b1"}
 
 
 def tensor_bytes(t):
@@ -369,6 +369,56 @@ def cases_softmax(R):
     ]
 
 
+def _bool_mask(R, *shape, keep=0.7):
+    """True (takes part) with probability `keep`, drawn in f32: the same mask for every dtype."""
+    return torch.rand(shape, generator=R.g, dtype=torch.float32) < keep
+
+
+def cases_sdpa(R):
+    r = R.randn
+    inf = float("-inf")
+
+    def bool_full():   # two rows fully masked out: zeros (PyTorch 2.5+'s _safe_softmax)
+        m = _bool_mask(R, 2, 1, 5, 6)
+        m[0, 0, 0, :] = False
+        m[1, 0, 3, :] = False
+        return [r(2, 2, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 8), m]
+
+    def add():   # additive mask with a few -inf entries
+        m = r(2, 2, 5, 6, scale=0.5)
+        m[0, 1, 2, 4] = m[1, 0, 0, 0] = m[1, 1, 4, 5] = inf
+        return [r(2, 2, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 8), m]
+
+    def add_row():   # additive mask broadcast over the batch, one row all -inf
+        m = r(1, 5, 6, scale=0.5)
+        m[0, 2, :] = inf
+        m[0, 4, 1] = inf
+        return [r(2, 2, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 8), m]
+
+    return [
+        case("basic", lambda: [r(2, 3, 5, 8), r(2, 3, 5, 8), r(2, 3, 5, 8), None]),
+        case("lnes", lambda: [r(2, 2, 4, 8), r(2, 2, 7, 8), r(2, 2, 7, 8), None]),
+        case("causal", lambda: [r(1, 2, 6, 8), r(1, 2, 6, 8), r(1, 2, 6, 8), None], {"is_causal": True}),
+        case("causalls", lambda: [r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8), None], {"is_causal": True}),
+        case("causalsl", lambda: [r(2, 1, 7, 4), r(2, 1, 3, 4), r(2, 1, 3, 4), None], {"is_causal": True}),
+        case("bool", lambda: [r(2, 2, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 8), _bool_mask(R, 5, 6)]),
+        case("boolfull", bool_full),
+        case("add", add),
+        case("addrow", add_row),
+        case("evdiff", lambda: [r(2, 2, 4, 8), r(2, 2, 6, 8), r(2, 2, 6, 5), None]),
+        case("scale", lambda: [r(1, 2, 5, 6), r(1, 2, 5, 6), r(1, 2, 5, 6), None], {"scale": 0.3}),
+        case("sharp", lambda: [r(1, 1, 6, 8, scale=2.0), r(1, 1, 6, 8, scale=2.0), r(1, 1, 6, 8), None]),
+        case("bcast", lambda: [r(2, 3, 4, 8), r(3, 6, 8), r(2, 1, 6, 5), None]),
+        case("dropout", lambda: [r(2, 2, 5, 8), r(2, 2, 5, 8), r(2, 2, 5, 8), None],
+             {"dropout_p": 0.3, "seed": 5, "offset": 2}),
+        case("dropmask", lambda: [r(1, 2, 6, 8), r(1, 2, 6, 8), r(1, 2, 6, 8), _bool_mask(R, 6, 6)],
+             {"dropout_p": 0.5, "seed": 11}),
+        case("n1", lambda: [r(1, 1, 1, 1), r(1, 1, 1, 1), r(1, 1, 1, 1), None]),
+        case("nobatch", lambda: [r(5, 8), r(6, 8), r(6, 4), None]),
+        case("long", lambda: [r(1, 2, 3, 16), r(1, 2, 129, 16), r(1, 2, 129, 16), None]),
+    ]
+
+
 def _targets(R, n, c, ignore=None, at=()):
     t = R.randint(0, c, n)
     for i in at:
@@ -611,6 +661,167 @@ def _adam(adamw):
     return build
 
 
+def cases_clip_grad_norm(R):
+    # input.k: the gradient of parameter k (None: a parameter without one, skipped)
+    g = R.randn
+    return [
+        case("two", lambda: [g(7, 13), g(13), None, None], {"max_norm": 1.0}),
+        # the norm under max_norm: the coefficient clamps to 1, the gradients come back unchanged
+        case("noclip", lambda: [g(3, 5, scale=0.1), g(5, scale=0.1), None, None], {"max_norm": 10.0}),
+        case("inf", lambda: [g(7, 13), g(13), g(4, 3), None], {"max_norm": 0.5, "norm_type": "inf"}),
+        case("p1", lambda: [g(7, 13), g(13), None, None], {"max_norm": 2.0, "norm_type": 1.0}),
+        case("p3", lambda: [g(5, 4), g(4), g(2, 3, 2), None], {"max_norm": 0.25, "norm_type": 3.0}),
+        case("skip", lambda: [g(6, 5), None, g(5), g(3)], {"max_norm": 1.0}),
+        case("four", lambda: [g(64, 33), g(33), g(33, 17), g(17)],
+             {"max_norm": 1.0, "error_if_nonfinite": True}),
+        case("zero", lambda: [g(4, 5), g(5), None, None], {"max_norm": 0.0}),
+        case("big", lambda: [g(4097), None, None, None], {"max_norm": 10.0}),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# views and joins (copies in tandem: exact), and a tensor with a Python number
+# ---------------------------------------------------------------------------------------------
+
+def cases_view(R):
+    r = R.randn
+    return [
+        case("basic", lambda: [r(2, 3, 4)], {"size": [4, -1]}),
+        case("flat", lambda: [r(3, 5)], {"size": [-1]}),
+        case("unsq", lambda: [r(6)], {"size": [2, 1, 3]}),
+        case("heads", lambda: [r(2, 5, 12)], {"size": [2, 5, 3, 4]}),   # (B,T,C) -> (B,T,nh,hs)
+        case("zero", lambda: [r(0, 3)], {"size": [-1, 3]}),
+    ]
+
+
+def cases_reshape(R):
+    r = R.randn
+    return [
+        case("basic", lambda: [r(2, 3, 2)], {"shape": [3, -1]}),
+        case("scalar", lambda: [r(1, 1)], {"shape": []}),
+    ]
+
+
+def cases_transpose(R):
+    r = R.randn
+    return [
+        case("d01", lambda: [r(3, 5)], {"dim0": 0, "dim1": 1}),
+        case("neg", lambda: [r(2, 3, 4)], {"dim0": -1, "dim1": -3}),
+        case("mid", lambda: [r(2, 3, 4, 5)], {"dim0": 1, "dim1": 2}),   # (B,T,nh,hs) -> (B,nh,T,hs)
+        case("same", lambda: [r(3, 4)], {"dim0": 1, "dim1": -1}),
+        case("vec", lambda: [r(5)], {"dim0": 0, "dim1": -1}),
+        case("big", lambda: [r(33, 129)], {"dim0": 1, "dim1": 0}),
+    ]
+
+
+def cases_narrow(R):
+    r = R.randn
+    return [
+        case("d1", lambda: [r(4, 7)], {"dim": 1, "start": 2, "length": 3}),
+        case("neg", lambda: [r(3, 5, 2)], {"dim": -2, "start": -3, "length": 2}),
+        case("d0", lambda: [r(6, 4)], {"dim": 0, "start": 1, "length": 4}),
+        case("empty", lambda: [r(3, 4)], {"dim": 1, "start": 4, "length": 0}),
+        case("full", lambda: [r(2, 5)], {"dim": 1, "start": 0, "length": 5}),
+        case("tail", lambda: [r(2, 3, 129)], {"dim": 2, "start": 64, "length": 65}),
+    ]
+
+
+def cases_split(R):
+    r = R.randn
+    return [
+        case("d0", lambda: [r(7, 3)], {"split_size_or_sections": 3}),
+        case("last", lambda: [r(2, 10)], {"split_size_or_sections": 4, "dim": -1}),
+        case("one", lambda: [r(5, 2)], {"split_size_or_sections": 8}),
+        case("qkv", lambda: [r(2, 4, 24)], {"split_size_or_sections": 8, "dim": 2}),   # GPT's c_attn
+        case("sections", lambda: [r(3, 9)], {"split_size_or_sections": [2, 0, 3, 4], "dim": -1}),
+    ]
+
+
+def cases_chunk(R):
+    r = R.randn
+    return [
+        case("d0", lambda: [r(7, 3)], {"chunks": 3}),
+        case("fewer", lambda: [r(6, 2)], {"chunks": 4}),   # ceil(6/4) = 2: three pieces
+        case("qkv", lambda: [r(2, 4, 24)], {"chunks": 3, "dim": -1}),
+        case("d1", lambda: [r(3, 5)], {"chunks": 2, "dim": 1}),
+    ]
+
+
+def cases_cat(R):
+    r = R.randn
+    return [
+        case("d0", lambda: [r(2, 3), r(4, 3)]),
+        case("d1", lambda: [r(2, 3), r(2, 1), r(2, 4)], {"dim": 1}),
+        case("neg", lambda: [r(2, 3, 2), r(2, 3, 5)], {"dim": -1}),
+        case("legacy", lambda: [r(2, 3), r(0), r(1, 3)]),   # a (0,) tensor is skipped
+        case("one", lambda: [r(3, 4)], {"dim": 1}),
+        case("eight", lambda: [r(1, 2) for _ in range(8)], {"dim": 0}),
+        case("mid", lambda: [r(2, 1, 5), r(2, 3, 5)], {"dim": 1}),
+    ]
+
+
+def cases_stack(R):
+    r = R.randn
+    return [
+        case("d0", lambda: [r(2, 3), r(2, 3)]),
+        case("last", lambda: [r(2, 3), r(2, 3), r(2, 3)], {"dim": -1}),
+        case("mid", lambda: [r(2, 3, 4), r(2, 3, 4)], {"dim": 1}),
+        case("scalar", lambda: [r(), r(), r()]),
+    ]
+
+
+def _away(R, *shape):
+    """Values of either sign with |x| in [0.5, 2): a divisor away from 0."""
+    t = R.rand(*shape, lo=0.5, hi=2.0).reshape(-1)
+    t[::2] = -t[::2]
+    return t.reshape(shape)
+
+
+def _scalar_cases(op):
+    """A tensor and a Python number `other`: floats for f32/f16/bf16; for i64 tensors (no
+    backward) an int (PyTorch keeps i64, but for division) and a float (f32)."""
+    div = op in ("div", "rdiv")
+    nums = {"add": (0.1, -2.5, 3), "sub": (0.1, -2.5, 3), "rsub": (0.1, -2.5, 3),
+            "mul": (0.1, -2.5, 3), "div": (0.3, -4.0, 7), "rdiv": (0.3, -4.0, 7)}[op]
+
+    def build(R):
+        if R.dtype == torch.int64:
+            xi = lambda *s: R.randint(1, 60, *s) * (1 - 2 * R.randint(0, 2, *s))   # nonzero
+            cs = [case("numint", lambda: [xi(3, 5)], {"other": nums[2]}, bwd=False),
+                  case("numfloat", lambda: [xi(2, 7)], {"other": nums[0]}, bwd=False)]
+            if op == "add":   # exact past 2^53 (a double would round it)
+                cs.append(case("numbig", lambda: [torch.tensor([2 ** 60 + 1, -(2 ** 55) - 3, 7])],
+                               {"other": 5}, bwd=False))
+            return cs
+        x = (lambda *s: _away(R, *s)) if op == "rdiv" else (lambda *s: R.randn(*s))
+        return [
+            case("num", lambda: [x(7, 13)], {"other": nums[0]}),
+            case("numneg", lambda: [x(3, 4)], {"other": nums[1]}),
+            case("numint", lambda: [x(2, 3)], {"other": nums[2]}),
+            case("num0d", lambda: [x()], {"other": 1.7}),
+            case("numlong", lambda: [x(257)], {"other": -0.7 if div else 0.37}),
+        ]
+    return build
+
+
+def _scalar_fn(fn):
+    def f(xs, a):
+        x, s = xs[0], a["other"]
+        y = fn(x, s)
+        if not x.is_floating_point() and y.is_floating_point():
+            y = fn(x.to(torch.float64), s)   # PyTorch gives f32; the expectation is exact
+        return (y,)
+    return f
+
+
+# The op a generator entry writes (file name and metadata) where it is not the entry's key: the
+# cases of add and mul with a number are `add` and `mul` cases.
+CASE_OP = {"add_scalar": "add", "mul_scalar": "mul"}
+# Dtypes besides DTYPES: integer tensors with a number (type promotion)
+EXTRA_DTYPES = {k: [("i64", torch.int64)]
+                for k in ("add_scalar", "sub", "rsub", "mul_scalar", "div", "rdiv")}
+
+
 # ---------------------------------------------------------------------------------------------
 # expected values: PyTorch in float64
 # ---------------------------------------------------------------------------------------------
@@ -644,6 +855,34 @@ def _dropout(xs, a):
         assert not keep.any()
         return (torch.where(keep, x, torch.zeros_like(x)),)
     return (torch.where(keep, x * (1.0 / (1.0 - p)), torch.zeros_like(x)),)
+
+
+def _sdpa(xs, a):
+    """F.scaled_dot_product_attention by the formula PyTorch documents (torch 1.13 lacks it), in
+    float64: scale q k^T + mask (bool: -inf where False; is_causal: tril(ones(L, S)), top-left),
+    softmax with PyTorch 2.5+'s _safe_softmax (a row of -inf scores gives zeros, not NaN),
+    dropout of the weights with tandem's Philox mask over the result's (batch..., L, S), @ v."""
+    q, k, v, m = xs
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = a.get("scale")
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    bias = torch.zeros(L, S, dtype=torch.float64)
+    if a.get("is_causal", False):
+        assert m is None, "is_causal with an attn_mask"
+        bias = bias.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if m is not None:
+        bias = torch.where(m, bias, float("-inf")) if m.dtype == torch.bool else m + bias
+    attn = torch.matmul(q, k.transpose(-2, -1)) * scale + bias
+    rows = torch.isneginf(attn).all(dim=-1, keepdim=True)
+    w = torch.softmax(attn.masked_fill(rows, 0.0), dim=-1).masked_fill(rows, 0.0)
+    p = a.get("dropout_p", 0.0)
+    if p > 0:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        w = w.expand(*batch, L, S)
+        keep = dropout_keep_mask(w.numel(), p, a.get("seed", 0), a.get("offset", 0))
+        keep = torch.from_numpy(keep).reshape(w.shape)
+        w = torch.where(keep, w * (1.0 / (1.0 - p)), torch.zeros_like(w))
+    return (torch.matmul(w, v),)
 
 
 def _sgd(xs, a):
@@ -713,6 +952,30 @@ def _adam_fn(adamw):
     return f
 
 
+def _clip_grad_norm(xs, a):
+    # parameters (zeros) holding the gradients; a None input is a parameter without a gradient
+    params = []
+    for x in xs:
+        p = torch.zeros(x.shape if x is not None else (1,), dtype=torch.float64)
+        if x is not None:
+            p.grad = x.detach().clone()
+        params.append(p)
+    kw = dict(a)
+    if "norm_type" in kw:
+        kw["norm_type"] = float(kw["norm_type"])   # "inf" as PyTorch's float() reads it
+    total = torch.nn.utils.clip_grad_norm_(params, **kw)
+    # independent check: the norm of all gradients as one vector, c = min(max_norm/(T+1e-6), 1)
+    nt = float(a.get("norm_type", 2.0))
+    flat = torch.cat([x.detach().reshape(-1) for x in xs if x is not None]).abs()
+    T = flat.max() if math.isinf(nt) else flat.pow(nt).sum().pow(1.0 / nt)
+    assert torch.allclose(total, T, rtol=1e-12, atol=0), "clip_grad_norm_ total"
+    c = min(a["max_norm"] / (float(T) + 1e-6), 1.0)
+    for x, p in zip(xs, params):
+        if x is not None:
+            assert torch.allclose(p.grad, x.detach() * c, rtol=1e-12, atol=0), "clip_grad_norm_ scale"
+    return (total,) + tuple(p.grad if x is not None else None for x, p in zip(xs, params))
+
+
 # op -> (case builder, expected-value function, allowed attrs, required attrs,
 #        number of inputs, indices of inputs that are integer / never differentiable, has backward)
 OPS = {
@@ -744,6 +1007,8 @@ OPS = {
     "mean": (_reduce((65536,), {"dim": [-1]}), _reduce_fn(torch.mean), {"dim", "keepdim"}, set(), 1, (), True),
     "embedding": (cases_embedding, lambda xs, a: (F.embedding(*xs, **a),), {"padding_idx"}, set(), 2, (0,), True),
     "dropout": (cases_dropout, _dropout, {"p", "training", "seed", "offset"}, set(), 1, (), True),
+    "scaled_dot_product_attention": (cases_sdpa, _sdpa, {"dropout_p", "is_causal", "scale", "seed", "offset"},
+                                     set(), 4, (), True),
     "sgd_step": (cases_sgd_step, _sgd,
                  {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"},
                  {"lr"}, 3, (), False),
@@ -753,7 +1018,34 @@ OPS = {
     "adamw_step": (_adam(True), _adam_fn(True),
                    {"lr", "betas", "eps", "weight_decay", "step", "amsgrad", "maximize"},
                    {"step"}, 5, (), False),
+    # outputs: the total norm, then output.k+1 = gradient k clipped (absent for absent input.k)
+    "clip_grad_norm_": (cases_clip_grad_norm, _clip_grad_norm,
+                        {"max_norm", "norm_type", "error_if_nonfinite"}, {"max_norm"}, 4, (), False),
+    # views and joins (None inputs: any number, torch.cat's list) ...
+    "view": (cases_view, lambda xs, a: (xs[0].view(a["size"]),), {"size"}, {"size"}, 1, (), True),
+    "reshape": (cases_reshape, lambda xs, a: (xs[0].reshape(a["shape"]),), {"shape"}, {"shape"}, 1, (), True),
+    "transpose": (cases_transpose, lambda xs, a: (torch.transpose(xs[0], **a),), {"dim0", "dim1"},
+                  {"dim0", "dim1"}, 1, (), True),
+    "narrow": (cases_narrow, lambda xs, a: (torch.narrow(xs[0], **a),), {"dim", "start", "length"},
+               {"dim", "start", "length"}, 1, (), True),
+    "split": (cases_split, lambda xs, a: tuple(torch.split(xs[0], **a)), {"split_size_or_sections", "dim"},
+              {"split_size_or_sections"}, 1, (), True),
+    "chunk": (cases_chunk, lambda xs, a: tuple(torch.chunk(xs[0], **a)), {"chunks", "dim"}, {"chunks"}, 1,
+              (), True),
+    "cat": (cases_cat, lambda xs, a: (torch.cat(xs, **a),), {"dim"}, set(), None, (), True),
+    "stack": (cases_stack, lambda xs, a: (torch.stack(xs, **a),), {"dim"}, set(), None, (), True),
+    # ... and a tensor with a Python number (CASE_OP: written as add and mul cases)
+    "add_scalar": (_scalar_cases("add"), _scalar_fn(torch.add), {"other"}, {"other"}, 1, (), True),
+    "sub": (_scalar_cases("sub"), _scalar_fn(torch.sub), {"other"}, {"other"}, 1, (), True),
+    "rsub": (_scalar_cases("rsub"), _scalar_fn(torch.rsub), {"other"}, {"other"}, 1, (), True),
+    "mul_scalar": (_scalar_cases("mul"), _scalar_fn(torch.mul), {"other"}, {"other"}, 1, (), True),
+    "div": (_scalar_cases("div"), _scalar_fn(torch.div), {"other"}, {"other"}, 1, (), True),
+    "rdiv": (_scalar_cases("rdiv"), _scalar_fn(lambda x, s: s / x), {"other"}, {"other"}, 1, (), True),
 }
+
+
+# Inputs that may hold -inf (an additive attention mask); every other input is finite.
+NONFINITE_INPUTS = {"scaled_dot_product_attention": {3}}
 
 
 def case_seed(op, tag):
@@ -768,7 +1060,7 @@ def build_case(op, dtype_name, dtype, c, seed):
     assert set(attrs) <= allowed, (op, c["tag"], attrs)
     assert required <= set(attrs), (op, c["tag"], attrs)
     inputs = c["inputs"]
-    assert len(inputs) == n_in and inputs[0] is not None, (op, c["tag"])
+    assert (n_in is None or len(inputs) == n_in) and inputs[0] is not None, (op, c["tag"])
 
     xs, diff = [], []
     for k, t in enumerate(inputs):
@@ -777,13 +1069,14 @@ def build_case(op, dtype_name, dtype, c, seed):
             continue
         if t.is_floating_point():
             assert t.dtype == dtype, (op, c["tag"], k, t.dtype)
-            assert torch.isfinite(t).all(), (op, c["tag"], k)
+            assert torch.isfinite(t).all() or k in NONFINITE_INPUTS.get(op, ()), (op, c["tag"], k)
             x = t.to(torch.float64, copy=True)
             if has_bwd and c["bwd"] and k not in nondiff:
                 x.requires_grad_(True)
                 diff.append(k)
-        else:
-            assert t.dtype == torch.int64 and k in nondiff, (op, c["tag"], k)
+        else:   # integer indices, or a bool mask (never differentiable)
+            assert (t.dtype == torch.int64 and (k in nondiff or dtype == torch.int64)) or \
+                t.dtype == torch.bool, (op, c["tag"], k)   # or an i64 case's tensor
             x = t.clone()
         xs.append(x)
 
@@ -802,14 +1095,18 @@ def build_case(op, dtype_name, dtype, c, seed):
     else:
         grads, diff = [], []
     for k, o in enumerate(outs):
-        tensors.append((f"output.{k}", o.detach().to(torch.float64).contiguous()))
+        if o is not None:   # (clip_grad_norm_: no output for a parameter without a gradient)
+            # an integer result (an i64 tensor with an int) is stored as it is: matched exactly
+            tensors.append((f"output.{k}", o.detach().to(torch.float64 if o.is_floating_point()
+                                                          else o.dtype).contiguous()))
     for k, gr in zip(diff, grads):
         tensors.append((f"grad_input.{k}", gr.detach().to(torch.float64).contiguous()))
+    nonfinite = {f"input.{k}" for k in NONFINITE_INPUTS.get(op, ())}
     for name, t in tensors:
-        if t.is_floating_point():
+        if t.is_floating_point() and name not in nonfinite:
             assert torch.isfinite(t).all(), (op, c["tag"], name)
 
-    meta = {"format": FORMAT, "op": op,
+    meta = {"format": FORMAT, "op": CASE_OP.get(op, op),
             "attrs": json.dumps(attrs, separators=(",", ":")),
             "generator": GENERATOR, "torch": torch.__version__, "input_seed": str(seed)}
     return tensors, meta
@@ -848,7 +1145,7 @@ def main():
     manifest, per_op, total = [], {}, 0
     for op in ops:
         builder = OPS[op][0]
-        for dtype_name, dtype in DTYPES:
+        for dtype_name, dtype in DTYPES + EXTRA_DTYPES.get(op, []):
             R = Rng(0, dtype)
             cases = builder(R)
             tags = [c["tag"] for c in cases]
@@ -860,7 +1157,7 @@ def main():
                 R.reseed(seed)
                 c["inputs"] = c["make_inputs"]()
                 tensors, meta = build_case(op, dtype_name, dtype, c, seed)
-                name = f"{op}-{dtype_name}-{tag}.safetensors"
+                name = f"{CASE_OP.get(op, op)}-{dtype_name}-{tag}.safetensors"
                 path = os.path.join(args.out, name)
                 write_safetensors(path, tensors, meta)
                 check_round_trip(path, tensors, meta)
@@ -868,7 +1165,7 @@ def main():
                 total += size
                 per_op[op] = per_op.get(op, 0) + 1
                 shape = json.dumps(list(c["inputs"][0].shape), separators=(",", ":"))
-                manifest.append(f"{name} {op} {dtype_name} {shape}")
+                manifest.append(f"{name} {CASE_OP.get(op, op)} {dtype_name} {shape}")
 
     with open(args.manifest, "w") as f:
         f.write("# tandem golden cases written by suites/golden/gen_cases.py: file op dtype input.0-shape\n")

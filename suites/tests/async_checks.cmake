@@ -2,7 +2,7 @@
 # (label gpu, exit 77 with one line without a device) bad embedding indices (also with D = 0 and
 # in the backward) and a bad cross_entropy target surface at the next host wait, once, naming op,
 # value and bound; on the emulated device (label emu: it counts host waits) a whole training step
-# makes no host wait before its loss is read, and a kernel publishes the device's error record only
+# (clip_grad_norm_ included) makes no host wait before its loss is read, and a kernel publishes the device's error record only
 # after its fields (the host reads it right after the claim through the emulator's atomic hook).
 tdm_test_executable(async_checks)
 add_test(NAME gpu.async_checks.errors COMMAND test_async_checks errors)

@@ -8,11 +8,13 @@
 # Philox offsets) is read on the device and advanced before each replay. test_graph's gpu_sgd_momentum,
 # gpu_adam, gpu_adamw, gpu_sgd_maximize, gpu_adam_amsgrad, gpu_adamw_amsgrad (amsgrad + maximize;
 # each captured before any eager step) and gpu_random (generators: rand, randn, dropout forward
-# and backward) compare replays with eager steps bit for bit.
+# and backward) compare replays with eager steps bit for bit; gpu_groups_clip_adamw and
+# gpu_groups_clip_sgd (issue 23) capture clip_grad_norm_ with the step of a two-group optimizer
+# whose lrs change between the replays.
 tdm_test_executable(graph)
 add_test(NAME graph.cpu_refuses COMMAND test_graph cpu_refuses)
 foreach(t gpu_replay gpu_memory gpu_pinned gpu_sgd_momentum gpu_adam gpu_adamw gpu_sgd_maximize
-          gpu_adam_amsgrad gpu_adamw_amsgrad gpu_random)
+          gpu_adam_amsgrad gpu_adamw_amsgrad gpu_random gpu_groups_clip_adamw gpu_groups_clip_sgd)
   add_test(NAME graph.${t} COMMAND test_graph ${t})
   set_tests_properties(graph.${t} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 endforeach()

@@ -138,6 +138,10 @@ static int run_no_waits(void) {
                                   : NULL;
         CHECK_MSG(loss != NULL, "%s", tdm_last_error());
         CHECK_MSG(tdm_backward(loss, NULL) == TDM_OK, "%s", tdm_last_error());
+        // clip_grad_norm_ (issue 23): the norm and the scale stay on the device
+        tdm_tensor *norm = tdm_clip_grad_norm_(params, 3, 0.5, 2.0, false);
+        CHECK_MSG(norm != NULL, "%s", tdm_last_error());
+        tdm_tensor_free(norm);
         CHECK_MSG(tdm_optimizer_step(opt) == TDM_OK, "%s", tdm_last_error());
         tdm_optimizer_zero_grad(opt);
         const unsigned long long during = tdm_emu_host_waits() - before;

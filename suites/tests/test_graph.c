@@ -7,10 +7,14 @@
  * AdamW, and with maximize (SGD + nesterov) and amsgrad + maximize (Adam, AdamW) — captured
  * before any eager step, and random draws from generators (rand, randn,
  * dropout with its backward), replayed several times with fresh inputs, equal the same eager
- * steps bit for bit, and eager steps mixed in between continue the same sequence.
+ * steps bit for bit, and eager steps mixed in between continue the same sequence. Issue 23:
+ * clip_grad_norm_ captured before the step of an optimizer of two parameter groups (AdamW,
+ * SGD with momentum) whose lrs are set from nanoGPT's schedule between the replays: the same
+ * bits as eager, the captured total norm too (error_if_nonfinite refused under capture).
  * Usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned | gpu_sgd_momentum |
  *        gpu_adam | gpu_adamw | gpu_sgd_maximize | gpu_adam_amsgrad | gpu_adamw_amsgrad |
- *        gpu_random */
+ *        gpu_random | gpu_groups_clip_adamw | gpu_groups_clip_sgd */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,11 +242,31 @@ static tdm_status grad_fill(tdm_tensor *g, int i, int k) {
     return s;
 }
 
+// With `clip` (issue 23): every step clips the gradients first (clip_grad_norm_, max_norm 0.5,
+// captured with the step) and sets the groups' lrs from a schedule before it (replays: before
+// the replay); the total norms must agree too.
+static const tdm_lr_cosine CLIP_SCHED = {.max_lr = 0.02, .min_lr = 0.002, .warmup_steps = 2,
+                                         .decay_steps = 5};
+
+static void clip_lrs(tdm_optimizer *o, int k) {
+    const double lr = tdm_lr_cosine_at(&CLIP_SCHED, k);
+    tdm_optimizer_set_lr(o, lr);
+    if (tdm_optimizer_group_count(o) > 1) tdm_optimizer_set_group_lr(o, 1, lr * 0.5);
+}
+
 // opt_new(params) makes the optimizer under test. The captured side's gradients are static
 // tensors refilled before each replay; the eager side's are set before each eager step. The step
 // is captured before any eager step (its state is made during the capture), replayed 4 times,
 // then an eager step runs on both sides, then 2 more replays: parameters equal after each.
+static int optimizer_capture_test_clip(const char *name, tdm_optimizer *(*opt_new)(tdm_tensor **),
+                                       bool clip);
+
 static int optimizer_capture_test(const char *name, tdm_optimizer *(*opt_new)(tdm_tensor **)) {
+    return optimizer_capture_test_clip(name, opt_new, false);
+}
+
+static int optimizer_capture_test_clip(const char *name, tdm_optimizer *(*opt_new)(tdm_tensor **),
+                                       bool clip) {
     if (!gpu_or_skip(name)) return 77;
     tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
     tdm_tensor *pc[NP], *pe[NP], *gc[NP];
@@ -258,6 +282,13 @@ static int optimizer_capture_test(const char *name, tdm_optimizer *(*opt_new)(td
     // temporaries freed inside the capture, as a forward and backward leave them: the state the
     // replays' hooks write must not share their blocks (captured kernels would overwrite it)
     tdm_tensor_free(compute(pc[0]));
+    tdm_tensor *tc = NULL;   // the captured total norm, rewritten by each replay
+    if (clip) {
+        CHECK(!tdm_clip_grad_norm_(pc, NP, 0.5, 2.0, true) &&
+              has_msg("cannot be captured in a CUDA graph with error_if_nonfinite"));
+        tc = tdm_clip_grad_norm_(pc, NP, 0.5, 2.0, false);
+        CHECK_MSG(tc, "%s", tdm_last_error());
+    }
     CHECK_MSG(tdm_optimizer_step(oc) == TDM_OK, "%s", tdm_last_error());
     CHECK_MSG(tdm_graph_capture_end(cuda0, &g) == TDM_OK, "%s", tdm_last_error());
     for (int k = 0; k < 7 && g; k++) {
@@ -269,13 +300,30 @@ static int optimizer_capture_test(const char *name, tdm_optimizer *(*opt_new)(td
             CHECK(tdm_tensor_set_grad(pe[i], ge) == TDM_OK);
             tdm_tensor_free(ge);
         }
+        tdm_tensor *te = NULL, *tce = NULL;
+        if (clip) {
+            clip_lrs(oe, k);
+            clip_lrs(oc, k);
+            te = tdm_clip_grad_norm_(pe, NP, 0.5, 2.0, false);
+            if (eager_both) tce = tdm_clip_grad_norm_(pc, NP, 0.5, 2.0, false);
+            CHECK(te && (!eager_both || tce));
+        }
         CHECK(tdm_optimizer_step(oe) == TDM_OK);
         CHECK_MSG((eager_both ? tdm_optimizer_step(oc) : tdm_graph_replay(g)) == TDM_OK, "%s",
                   tdm_last_error());
         for (int i = 0; i < NP; i++)
             CHECK_MSG(same_bytes(pc[i], pe[i]), "%s: step %d (%s), parameter %d differs", name, k,
                       eager_both ? "eager" : "replay", i);
+        if (clip) {
+            CHECK_MSG(same_bytes(eager_both ? tce : tc, te), "%s: step %d: total norms differ",
+                      name, k);
+            float tv = 0;
+            CHECK(tdm_tensor_to_host(te, &tv, sizeof tv) == TDM_OK && tv > 0.5f);   // it clipped
+        }
+        tdm_tensor_free(te);
+        tdm_tensor_free(tce);
     }
+    tdm_tensor_free(tc);
     tdm_graph_free(g);
     tdm_optimizer_free(oc);
     tdm_optimizer_free(oe);
@@ -328,6 +376,21 @@ static tdm_optimizer *adamw_amsgrad(tdm_tensor **p) {
     ap.beta2 = 0.9;
     ap.amsgrad = ap.maximize = true;
     return tdm_optim_adam(p, NP, &ap);
+}
+
+// Two groups (issue 23): weight decay on the first two parameters only, the second group's lr its
+// own (set to half the first's between the replays by clip_lrs).
+static tdm_optimizer *groups_adamw(tdm_tensor **p) {
+    tdm_adam_params ap = tdm_adam_defaults(true);
+    ap.weight_decay = 0.1;
+    tdm_param_group g[2] = {{p, 2, NAN, NAN}, {p + 2, 1, NAN, 0.0}};
+    return tdm_optim_adam_groups(g, 2, &ap);
+}
+
+static tdm_optimizer *groups_sgd(tdm_tensor **p) {
+    tdm_sgd_params sp = {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
+    tdm_param_group g[2] = {{p, 2, NAN, NAN}, {p + 2, 1, NAN, 0.0}};
+    return tdm_optim_sgd_groups(g, 2, &sp);
 }
 
 // Draws from a generator in a captured step (rand, randn, dropout forward and backward) replay
@@ -439,8 +502,13 @@ int main(int argc, char **argv) {
     if (!strcmp(t, "gpu_adamw_amsgrad"))
         return optimizer_capture_test("graph.gpu_adamw_amsgrad", adamw_amsgrad);
     if (!strcmp(t, "gpu_random")) return run_gpu_random();
+    if (!strcmp(t, "gpu_groups_clip_adamw"))
+        return optimizer_capture_test_clip("graph.gpu_groups_clip_adamw", groups_adamw, true);
+    if (!strcmp(t, "gpu_groups_clip_sgd"))
+        return optimizer_capture_test_clip("graph.gpu_groups_clip_sgd", groups_sgd, true);
     fprintf(stderr, "usage: test_graph cpu_refuses | gpu_replay | gpu_memory | gpu_pinned | "
                     "gpu_sgd_momentum | gpu_adam | gpu_adamw | gpu_sgd_maximize | "
-                    "gpu_adam_amsgrad | gpu_adamw_amsgrad | gpu_random\n");
+                    "gpu_adam_amsgrad | gpu_adamw_amsgrad | gpu_random | gpu_groups_clip_adamw | "
+                    "gpu_groups_clip_sgd\n");
     return 2;
 }

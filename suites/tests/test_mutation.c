@@ -45,14 +45,30 @@ int main(int argc, char **argv) {
                     free(act);
                     continue;
                 }
+                if (n == 0) {   // an empty result: no element to plant
+                    free(bound);
+                    free(act);
+                    continue;
+                }
                 int64_t i = 0;
                 for (int64_t j = 1; j < n; j++) if (bound[j] > bound[i]) i = j;
+                // An integer result is exact (bound 0): planted one off it must fail, as is pass.
+                const bool integer = !tdm_dtype_is_float(tdm_tensor_dtype(orig));
                 for (int trial = 0; trial < 2; trial++) {
                     // Expected := actual +- factor * bound, stored in f64 (its own rounding is 2^-53).
                     double factor = trial == 0 ? 2.0 : 0.5;
-                    tdm_tensor *mut = tdm_tensor_to(orig, TDM_CPU, TDM_DTYPE_F64);
-                    double *e = tdm_tensor_data(mut);
-                    e[i] = act[i] + (act[i] >= e[i] ? -1 : 1) * factor * bound[i];
+                    tdm_tensor *mut =
+                        tdm_tensor_to(orig, TDM_CPU, integer ? TDM_DTYPE_I64 : TDM_DTYPE_F64);
+                    if (integer) {
+                        CHECK_MSG(bound[i] == 0, "%s: an integer result with a bound", argv[a]);
+                        ((int64_t *)tdm_tensor_data(mut))[i] += trial == 0;
+                        tdm_tensor *back = tdm_tensor_to(mut, TDM_CPU, tdm_tensor_dtype(orig));
+                        tdm_tensor_free(mut);
+                        mut = back;
+                    } else {
+                        double *e = tdm_tensor_data(mut);
+                        e[i] = act[i] + (act[i] >= e[i] ? -1 : 1) * factor * bound[i];
+                    }
                     *slot = mut;
                     tdm_case_report rep;
                     CHECK(tdm_case_compare(c, &r, TDM_CPU, &rep) == TDM_OK);

@@ -3,6 +3,11 @@
  * here by hand in double, the AMSGrad state saved and loaded (state.<i>.max_exp_avg_sq), and the
  * op-level errors for a missing or mis-shaped max_exp_avg_sq, and state files that load but
  * could not be used (other dims, step counts that are not whole numbers up to 2^53).
+ * Issue 23: parameter groups (two groups of their own lr / weight decay, lrs changed between
+ * steps), clip_grad_norm_ (norm types 2, inf, 3, 1; a NaN and an inf gradient; error_if_nonfinite;
+ * bf16 gradients) and nanoGPT's schedule against PyTorch's values (gen_optim_expect.py), the
+ * groups through save/load (and files that do not match them), the scaler's unscale_ before
+ * clipping, and the errors of each.
  * usage: test_optim TMPDIR cpu|cuda:0   (cuda:0 without a device: exit 77, one line) */
 #include <math.h>
 #include <stdio.h>
@@ -356,6 +361,432 @@ static void test_op_errors(void) {
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) tdm_tensor_free(ts[i]);
 }
 
+// ---- parameter groups, against PyTorch (gen_optim_expect.py) -----------------------------------
+#define NQ 3
+static const double Q0[NQ] = {0.25, -0.5, 1.5};
+
+// After 4 steps: P (5) then Q (3), torch.optim with param_groups, foreach=False.
+static const double PT_GROUPS_SGD[NP + NQ] = {
+    -0.120775063864325, -0.6311329353278374, 1.3525129474454, 0.7181090755779688,
+    -1.3917630549781126, -0.5781276291666666, 0.2838810083333333, 0.6592304791666669};
+static const double PT_GROUPS_ADAM[NP + NQ] = {
+    0.2584866112850344, -1.00037428185508, 1.7388768778185053, 0.35351226690049575,
+    -0.9796333966757412, 0.15965133333740922, -0.4145793236562063, 1.4083364512400058};
+static const double PT_GROUPS_ADAMW[NP + NQ] = {
+    0.25668579547291887, -0.9952650362056248, 1.7282939341003292, 0.3533543222212942,
+    -0.9773467234735832, 0.15965133333740922, -0.4145793236562063, 1.4083364512400058};
+
+static const tdm_lr_cosine GROUP_SCHED = {.max_lr = 0.1, .min_lr = 0.01, .warmup_steps = 2,
+                                          .decay_steps = 5};
+
+// Steps k0..k1-1 of the group test: from step 1 on, group 0's lr from GROUP_SCHED and group 1's
+// half of it (PyTorch: param_groups[g]["lr"] = ...); gradients grad_at(k) and grad_at(k) + 0.03.
+static void group_steps(tdm_optimizer *o, tdm_tensor *p, tdm_tensor *q, int k0, int k1) {
+    for (int k = k0; k < k1; k++) {
+        if (k >= 1) {
+            const double lr = tdm_lr_cosine_at(&GROUP_SCHED, k);
+            tdm_optimizer_set_lr(o, 1.0);   // every group, then each its own
+            tdm_optimizer_set_group_lr(o, 0, lr);
+            tdm_optimizer_set_group_lr(o, 1, lr * 0.5);
+        }
+        double g[NP], h[NQ];
+        grad_at(k, g);
+        for (int j = 0; j < NQ; j++) h[j] = g[j] + 0.03;
+        tdm_tensor *gt = vec(g, NP), *ht = vec(h, NQ);
+        CHECK(gt && ht && tdm_tensor_set_grad(p, gt) == TDM_OK &&
+              tdm_tensor_set_grad(q, ht) == TDM_OK);
+        tdm_tensor_free(gt);
+        tdm_tensor_free(ht);
+        CHECK_MSG(tdm_optimizer_step(o) == TDM_OK, "%s", tdm_last_error());
+    }
+}
+
+// kind 0 sgd, 1 adam, 2 adamw: the optimizers of gen_optim_expect.py
+static tdm_optimizer *group_optimizer(int kind, tdm_tensor *p, tdm_tensor *q) {
+    if (kind == 0) {
+        tdm_sgd_params sp = {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
+        tdm_param_group g[2] = {{&p, 1, NAN, NAN}, {&q, 1, 0.3, 0.0}};
+        return tdm_optim_sgd_groups(g, 2, &sp);
+    }
+    tdm_adam_params ap = tdm_adam_defaults(kind == 2);
+    ap.lr = 0.1;
+    if (kind == 2) ap.weight_decay = 0.05;
+    tdm_param_group g[2] = {{&p, 1, NAN, kind == 1 ? 0.1 : NAN},
+                            {&q, 1, 0.02, kind == 1 ? NAN : 0.0}};
+    return tdm_optim_adam_groups(g, 2, &ap);
+}
+
+static void test_groups_vs_pytorch(void) {
+    const double *want[3] = {PT_GROUPS_SGD, PT_GROUPS_ADAM, PT_GROUPS_ADAMW};
+    for (int kind = 0; kind < 3; kind++) {
+        tdm_tensor *p = vec(P0, NP), *q = vec(Q0, NQ);
+        tdm_optimizer *o = group_optimizer(kind, p, q);
+        CHECK_MSG(p && q && o, "%s", tdm_last_error());
+        if (!o) return;
+        CHECK(tdm_optimizer_group_count(o) == 2);
+        CHECK(tdm_optimizer_group_weight_decay(o, 1) == (kind == 0 ? 0.0 : kind == 1 ? 0.0 : 0.0));
+        group_steps(o, p, q, 0, 4);
+        double got[NP + NQ];
+        host(p, got);
+        host(q, got + NP);
+        for (int j = 0; j < NP + NQ; j++)
+            CHECK_MSG(close_all(&got[j], &want[kind][j], 1), "groups %d: [%d] %.17g, PyTorch %.17g",
+                      kind, j, got[j], want[kind][j]);
+        // not vacuous: one group (the second's lr and weight decay ignored) goes elsewhere
+        tdm_tensor *p1 = vec(P0, NP), *q1 = vec(Q0, NQ);
+        tdm_tensor *pq[2] = {p1, q1};
+        tdm_adam_params ap = tdm_adam_defaults(kind == 2);
+        ap.lr = 0.1;
+        tdm_sgd_params sp = {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
+        tdm_optimizer *o1 = kind ? tdm_optim_adam(pq, 2, &ap) : tdm_optim_sgd(pq, 2, &sp);
+        CHECK(o1 && tdm_optimizer_group_count(o1) == 1);
+        group_steps(o1, p1, q1, 0, 1);
+        double one[NQ];
+        host(q1, one);
+        tdm_tensor *p2 = vec(P0, NP), *q2 = vec(Q0, NQ);
+        tdm_optimizer *o2 = group_optimizer(kind, p2, q2);
+        group_steps(o2, p2, q2, 0, 1);
+        double two[NQ];
+        host(q2, two);
+        CHECK_MSG(fabs(one[0] - two[0]) > 1e-3, "group %d: the second group's lr changes q by %g",
+                  kind, one[0] - two[0]);
+        tdm_optimizer_free(o2);
+        tdm_optimizer_free(o1);
+        tdm_optimizer_free(o);
+        tdm_tensor *fr[] = {p, q, p1, q1, p2, q2};
+        for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) tdm_tensor_free(fr[i]);
+    }
+}
+
+static void test_group_errors(void) {
+    tdm_tensor *p = vec(P0, NP), *q = vec(Q0, NQ);
+    tdm_sgd_params sp = {.lr = 0.1};
+    tdm_param_group twice[2] = {{&p, 1, NAN, NAN}, {(tdm_tensor *[]){q, p}, 2, NAN, NAN}};
+    CHECK(!tdm_optim_sgd_groups(twice, 2, &sp) &&
+          strstr(tdm_last_error(), "a parameter appears in groups 0 and 1"));
+    tdm_param_group neg[2] = {{&p, 1, NAN, NAN}, {&q, 1, -0.5, NAN}};
+    CHECK(!tdm_optim_sgd_groups(neg, 2, &sp) &&
+          strstr(tdm_last_error(), "group 1: invalid lr -0.5"));
+    tdm_param_group wd[1] = {{&q, 1, NAN, -1}};
+    tdm_adam_params ap = tdm_adam_defaults(true);
+    CHECK(!tdm_optim_adam_groups(wd, 1, &ap) && strstr(tdm_last_error(), "invalid weight_decay"));
+    CHECK(!tdm_optim_sgd_groups(neg, 0, &sp) &&
+          strstr(tdm_last_error(), "at least one parameter group"));
+    tdm_param_group ok[2] = {{&p, 1, NAN, NAN}, {&q, 1, 0.5, NAN}};
+    tdm_optimizer *o = tdm_optim_sgd_groups(ok, 2, &sp);
+    CHECK_MSG(o, "%s", tdm_last_error());
+    if (!o) return;
+    CHECK(tdm_optimizer_lr(o) == 0.1 && tdm_optimizer_group_lr(o, 1) == 0.5);
+    tdm_optimizer_set_group_lr(o, 2, 0.1);
+    CHECK(strstr(tdm_last_error(), "no group 2 (the optimizer has 2)"));
+    tdm_optimizer_set_group_lr(o, 1, NAN);
+    CHECK(strstr(tdm_last_error(), "invalid learning rate") && tdm_optimizer_group_lr(o, 1) == 0.5);
+    tdm_optimizer_set_lr(o, -1);
+    CHECK(tdm_optimizer_lr(o) == 0.1 && tdm_optimizer_group_lr(o, 1) == 0.5);
+    tdm_optimizer_set_lr(o, 0.25);
+    CHECK(tdm_optimizer_group_lr(o, 0) == 0.25 && tdm_optimizer_group_lr(o, 1) == 0.25);
+    CHECK(isnan(tdm_optimizer_group_lr(o, -1)) && isnan(tdm_optimizer_group_weight_decay(o, 5)));
+    tdm_optimizer_free(o);
+    tdm_tensor_free(p);
+    tdm_tensor_free(q);
+}
+
+// ---- groups through save and load -------------------------------------------------------------
+static void test_groups_save_load(const char *dir) {
+    char path[512], other[512];
+    snprintf(path, sizeof path, "%s/optim_groups_%s.safetensors", dir, dev_tag);
+    snprintf(other, sizeof other, "%s/optim_groups_old_%s.safetensors", dir, dev_tag);
+    tdm_tensor *p = vec(P0, NP), *q = vec(Q0, NQ), *pb = vec(P0, NP), *qb = vec(Q0, NQ);
+    tdm_optimizer *o = group_optimizer(2, p, q);
+    CHECK_MSG(o, "%s", tdm_last_error());
+    if (!o) return;
+    group_steps(o, p, q, 0, 2);
+    CHECK_MSG(tdm_optimizer_save(o, path) == TDM_OK, "%s", tdm_last_error());
+    tdm_safetensors *st = tdm_safetensors_open(path);
+    const char *pg = st ? tdm_safetensors_metadata(st, "param_groups") : NULL;
+    char want[256];   // PyTorch's param_groups: parameter indices across the groups
+    snprintf(want, sizeof want,
+             "[{\"params\":[0],\"lr\":%.17g,\"weight_decay\":0.050000000000000003},"
+             "{\"params\":[1],\"lr\":%.17g,\"weight_decay\":0}]",
+             tdm_optimizer_group_lr(o, 0), tdm_optimizer_group_lr(o, 1));
+    CHECK_MSG(pg && !strcmp(pg, want), "param_groups %s, want %s", pg ? pg : "(none)", want);
+    tdm_safetensors_close(st);
+    // A fresh optimizer of other lrs and weight decays loads the groups' and continues bit for bit.
+    CHECK(tdm_tensor_copy_(pb, p) == TDM_OK && tdm_tensor_copy_(qb, q) == TDM_OK);
+    tdm_adam_params ap = tdm_adam_defaults(true);
+    tdm_param_group g[2] = {{&pb, 1, 0.7, 0.2}, {&qb, 1, 0.9, 0.3}};
+    tdm_optimizer *ob = tdm_optim_adam_groups(g, 2, &ap);
+    CHECK_MSG(ob && tdm_optimizer_load(ob, path) == TDM_OK, "%s", tdm_last_error());
+    CHECK(ob && tdm_optimizer_group_lr(ob, 1) == tdm_optimizer_group_lr(o, 1) &&
+          tdm_optimizer_group_weight_decay(ob, 0) == 0.05 &&
+          tdm_optimizer_group_weight_decay(ob, 1) == 0.0);
+    group_steps(o, p, q, 2, 4);
+    if (ob) group_steps(ob, pb, qb, 2, 4);
+    double a[NP + NQ], b[NP + NQ];
+    host(p, a);
+    host(q, a + NP);
+    host(pb, b);
+    host(qb, b + NP);
+    CHECK_MSG(!memcmp(a, b, sizeof a), "resumed %.17g vs %.17g", b[0], a[0]);
+    CHECK_MSG(close_all(a, PT_GROUPS_ADAMW, NP + NQ), "resumed run %.17g, PyTorch %.17g", a[0],
+              PT_GROUPS_ADAMW[0]);
+    // Other groups: one group over both, or the parameters split otherwise: refused, unchanged.
+    tdm_tensor *pq[2] = {pb, qb};
+    tdm_optimizer *one = tdm_optim_adam(pq, 2, &ap);
+    CHECK(one && tdm_optimizer_load(one, path) == TDM_ERR_FORMAT &&
+          strstr(tdm_last_error(), "param_groups has 2 parameter groups, this optimizer has 1"));
+    tdm_param_group swapped[2] = {{pq, 2, NAN, NAN}, {NULL, 0, NAN, NAN}};
+    tdm_optimizer *sw = tdm_optim_adam_groups(swapped, 2, &ap);
+    CHECK(sw && tdm_optimizer_load(sw, path) == TDM_ERR_FORMAT &&
+          strstr(tdm_last_error(), "param_groups[0] does not hold this optimizer's group 0"));
+    CHECK(sw && tdm_optimizer_group_lr(sw, 0) == ap.lr);
+    // A file without param_groups (written before groups existed) loads; the lrs stay.
+    const char *an[] = {"state.1.exp_avg", "state.1.exp_avg_sq", "state.1.step"};
+    float stepf = 2;
+    tdm_tensor *z = tdm_tensor_zeros(1, (int64_t[]){NQ}, TDM_DTYPE_F64, TDM_CPU);
+    tdm_tensor *sf = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, TDM_CPU, &stepf);
+    const tdm_tensor *ts[3] = {z, z, sf};
+    const char *meta[] = {"format", "tandem-optimizer/1", "optimizer", "adamw", "lr", "0.5",
+                          "params", "2"};
+    CHECK(tdm_safetensors_save(other, 3, an, ts, 4, meta) == TDM_OK);
+    CHECK_MSG(ob && tdm_optimizer_load(ob, other) == TDM_OK, "%s", tdm_last_error());
+    CHECK(ob && tdm_optimizer_group_lr(ob, 0) == tdm_optimizer_group_lr(o, 0));
+    tdm_tensor_free(z);
+    tdm_tensor_free(sf);
+    tdm_optimizer_free(sw);
+    tdm_optimizer_free(one);
+    tdm_optimizer_free(ob);
+    tdm_optimizer_free(o);
+    tdm_tensor *fr[] = {p, q, pb, qb};
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) tdm_tensor_free(fr[i]);
+}
+
+// ---- clip_grad_norm_, against PyTorch (gen_optim_expect.py)
+// ---------------------------------------
+static const double G1[NP] = {0.5, -1.5, 2.25, 0.75, -0.125}, G2[NQ] = {1.0, -3.0, 0.25};
+
+// total, then the clipped G1 (5) and G2 (3), of clip_grad_norm_([p1, p3, p2], max_norm, type)
+// with p3 without a gradient.
+static const struct {
+    double max_norm, norm_type, want[1 + NP + NQ];
+} PT_CLIP[] = {
+    {1.0, 2.0, {4.266512041469003, 0.1171917195940048, -0.3515751587820144, 0.5273627381730216,
+                0.1757875793910072, -0.0292979298985012, 0.2343834391880096, -0.7031503175640288,
+                0.0585958597970024}},
+    {0.5, INFINITY, {3.0, 0.08333330555556481, -0.24999991666669444, 0.37499987500004167,
+                     0.12499995833334722, -0.020833326388891203, 0.16666661111112963,
+                     -0.4999998333333889, 0.041666652777782406}},
+    {2.0, 3.0, {3.512339523153862, 0.2847104355081331, -0.8541313065243992, 1.2811969597865989,
+                0.4270656532621996, -0.07117760887703327, 0.5694208710162662,
+                -1.7082626130487983, 0.14235521775406654}},
+    {100.0, 2.0, {4.266512041469003, 0.5, -1.5, 2.25, 0.75, -0.125, 1.0, -3.0, 0.25}},
+    {1.0, 1.0, {9.375, 0.05333332764444505, -0.15999998293333517, 0.23999997440000273,
+                0.07999999146666759, -0.013333331911111263, 0.1066666552888901,
+                -0.31999996586667034, 0.026666663822222526}},
+};
+
+// |a - b| <= rel |b|, NaN matching NaN and infinities (and zeros) matching in sign.
+static bool close_rel(double a, double b, double rel) {
+    if (isnan(b) || isinf(b) || b == 0)
+        return (isnan(a) && isnan(b)) || (a == b && signbit(a) == signbit(b));
+    return fabs(a - b) <= rel * fabs(b);
+}
+
+// Parameters p1 (5), p3 (2, no gradient), p2 (3) with gradients g1, g2 of dtype dt; clip; the
+// total and the gradients after, as doubles. Returns the status.
+static tdm_status clip_run(const double *g1, const double *g2, tdm_dtype dt, double max_norm,
+                           double norm_type, bool nonfinite, double *out) {
+    int64_t n1 = NP, n2 = NQ, n3 = 2;
+    tdm_tensor *p[3] = {tdm_tensor_zeros(1, &n1, dt, dev), tdm_tensor_zeros(1, &n3, dt, dev),
+                        tdm_tensor_zeros(1, &n2, dt, dev)};
+    tdm_tensor *a = tdm_tensor_from_host(1, &n1, TDM_DTYPE_F64, dev, g1);
+    tdm_tensor *b = tdm_tensor_from_host(1, &n2, TDM_DTYPE_F64, dev, g2);
+    tdm_tensor *ga = a ? tdm_tensor_to(a, dev, dt) : NULL,
+               *gb = b ? tdm_tensor_to(b, dev, dt) : NULL;
+    CHECK_MSG(p[0] && p[1] && p[2] && ga && gb && tdm_tensor_set_grad(p[0], ga) == TDM_OK &&
+                  tdm_tensor_set_grad(p[2], gb) == TDM_OK, "%s", tdm_last_error());
+    tdm_tensor *t = tdm_clip_grad_norm_(p, 3, max_norm, norm_type, nonfinite);
+    tdm_status s = t ? TDM_OK : tdm_last_status();   // (successful calls leave the message)
+    if (t) {
+        CHECK(tdm_tensor_ndim(t) == 0 && tdm_tensor_dtype(t) == TDM_DTYPE_F32);
+        CHECK(tdm_tensor_device(t).type == dev.type && !tdm_tensor_grad(p[1]));
+        host(t, out);
+    }
+    host(ga, out + 1);
+    host(gb, out + 1 + NP);
+    tdm_tensor *fr[] = {p[0], p[1], p[2], a, b, ga, gb, t};
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) tdm_tensor_free(fr[i]);
+    return s;
+}
+
+static void test_clip_vs_pytorch(void) {
+    // f64 gradients: exact in f64 but for the total, returned in f32 (2^-24), whose rounding
+    // reaches the clipped gradients through the coefficient
+    for (size_t c = 0; c < sizeof PT_CLIP / sizeof *PT_CLIP; c++) {
+        double got[1 + NP + NQ];
+        CHECK_MSG(clip_run(G1, G2, TDM_DTYPE_F64, PT_CLIP[c].max_norm, PT_CLIP[c].norm_type, false,
+                           got) == TDM_OK, "%s", tdm_last_error());
+        for (int j = 0; j < 1 + NP + NQ; j++)
+            CHECK_MSG(close_rel(got[j], PT_CLIP[c].want[j], 0x1p-22), "clip %zu: [%d] %.17g, "
+                      "PyTorch %.17g", c, j, got[j], PT_CLIP[c].want[j]);
+    }
+    // bf16 gradients: the f32 norm of the bf16 values, each clipped gradient rounded once
+    // (2^-8) — against PyTorch's f64 result on the same (bf16-exact) values
+    for (size_t c = 0; c < sizeof PT_CLIP / sizeof *PT_CLIP; c++) {
+        double got[1 + NP + NQ];
+        CHECK(clip_run(G1, G2, TDM_DTYPE_BF16, PT_CLIP[c].max_norm, PT_CLIP[c].norm_type, false,
+                       got) == TDM_OK);
+        for (int j = 0; j < 1 + NP + NQ; j++)
+            CHECK_MSG(close_rel(got[j], PT_CLIP[c].want[j], j ? 0x1p-8 : 0x1p-22),
+                      "clip bf16 %zu: [%d] %.17g, PyTorch %.17g", c, j, got[j], PT_CLIP[c].want[j]);
+    }
+    // A NaN gradient: the total is NaN and so is every clipped gradient (no error by default).
+    double g1n[NP], g2i[NQ], got[1 + NP + NQ];
+    memcpy(g1n, G1, sizeof G1);
+    memcpy(g2i, G2, sizeof G2);
+    g1n[2] = NAN;
+    g2i[1] = INFINITY;
+    CHECK(clip_run(g1n, G2, TDM_DTYPE_F32, 1.0, 2.0, false, got) == TDM_OK);
+    for (int j = 0; j < 1 + NP + NQ; j++) CHECK_MSG(isnan(got[j]), "nan: [%d] %g", j, got[j]);
+    // An inf gradient: total inf, coefficient 0: zeros (signed as the gradients), NaN for the inf
+    static const double want_inf[1 + NP + NQ] = {INFINITY, 0.0, -0.0, 0.0, 0.0,
+                                                 -0.0,     0.0, NAN,  0.0};
+    for (int t = 0; t < 2; t++) {
+        CHECK(clip_run(G1, g2i, TDM_DTYPE_F32, 1.0, t ? INFINITY : 2.0, false, got) == TDM_OK);
+        for (int j = 0; j < 1 + NP + NQ; j++)
+            CHECK_MSG(close_rel(got[j], want_inf[j], 0), "inf (norm %d): [%d] %g, PyTorch %g", t,
+                      j, got[j], want_inf[j]);
+    }
+    // error_if_nonfinite: an error naming the total, the gradients untouched; finite: clips.
+    CHECK(clip_run(g1n, G2, TDM_DTYPE_F32, 1.0, 2.0, true, got) == TDM_ERR_ARG);
+    CHECK_MSG(strstr(tdm_last_error(), "the total norm of order 2 of the gradients is nan"), "%s",
+              tdm_last_error());
+    CHECK(got[1] == 0.5 && isnan(got[3]) && got[1 + NP + 1] == -3.0);
+    CHECK(clip_run(G1, g2i, TDM_DTYPE_F32, 1.0, 2.0, true, got) == TDM_ERR_ARG &&
+          strstr(tdm_last_error(), "is inf"));
+    CHECK(clip_run(G1, G2, TDM_DTYPE_F32, 1.0, 2.0, true, got) == TDM_OK &&
+          close_rel(got[1], PT_CLIP[0].want[1], 0x1p-20));
+}
+
+static void test_clip_errors(void) {
+    double got[1 + NP + NQ];
+    const double bad_types[] = {0.0, -1.0, -INFINITY, NAN};
+    for (size_t k = 0; k < sizeof bad_types / sizeof *bad_types; k++) {
+        CHECK(clip_run(G1, G2, TDM_DTYPE_F32, 1.0, bad_types[k], false, got) ==
+              TDM_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(tdm_last_error(), "is not supported (a finite p > 0, or INFINITY)"), "%s",
+                  tdm_last_error());
+        CHECK(got[1] == 0.5);   // untouched
+    }
+    CHECK(clip_run(G1, G2, TDM_DTYPE_F32, -1.0, 2.0, false, got) == TDM_ERR_ARG &&
+          strstr(tdm_last_error(), "max_norm must be >= 0"));
+    CHECK(clip_run(G1, G2, TDM_DTYPE_F32, NAN, 2.0, false, got) == TDM_ERR_ARG);
+    // max_norm 0: every gradient zeroed; inf: unchanged
+    CHECK(clip_run(G1, G2, TDM_DTYPE_F32, 0.0, 2.0, false, got) == TDM_OK && got[2] == 0 &&
+          signbit(got[2]));
+    CHECK(clip_run(G1, G2, TDM_DTYPE_F32, INFINITY, 2.0, false, got) == TDM_OK && got[2] == -1.5);
+    // Nothing to clip: a zero total, on the cpu for an empty list (as PyTorch's torch.tensor(0.)),
+    // on the parameters' device when none has a gradient
+    tdm_tensor *z = tdm_clip_grad_norm_(NULL, 0, 1.0, 2.0, false);
+    double v = -1;
+    CHECK(z && tdm_tensor_device(z).type == TDM_DEVICE_CPU && tdm_tensor_ndim(z) == 0);
+    host(z, &v);
+    CHECK(v == 0);
+    tdm_tensor_free(z);
+    tdm_tensor *p = vec(P0, NP);
+    z = tdm_clip_grad_norm_(&p, 1, 1.0, 2.0, true);
+    CHECK(z && tdm_tensor_device(z).type == dev.type);
+    tdm_tensor_free(z);
+    CHECK(!tdm_clip_grad_norm_(NULL, 2, 1.0, 2.0, false) &&
+          strstr(tdm_last_error(), "invalid parameter list"));
+    tdm_tensor *bad[2] = {p, NULL};
+    CHECK(!tdm_clip_grad_norm_(bad, 2, 1.0, 2.0, false));
+    // gradients on two devices: refused (one call per device)
+    if (dev.type == TDM_DEVICE_CUDA) {
+        tdm_tensor *c = tdm_tensor_from_host(1, (int64_t[]){NP}, TDM_DTYPE_F64, TDM_CPU, P0);
+        tdm_tensor *g = vec(G1, NP),
+                   *gc = tdm_tensor_from_host(1, (int64_t[]){NP}, TDM_DTYPE_F64, TDM_CPU, G1);
+        CHECK(tdm_tensor_set_grad(p, g) == TDM_OK && tdm_tensor_set_grad(c, gc) == TDM_OK);
+        tdm_tensor *two[2] = {p, c};
+        CHECK(!tdm_clip_grad_norm_(two, 2, 1.0, 2.0, false) &&
+              tdm_last_status() == TDM_ERR_DEVICE &&
+              strstr(tdm_last_error(), "more than one device (cuda:0, cpu)"));
+        tdm_tensor_free(c);
+        tdm_tensor_free(g);
+        tdm_tensor_free(gc);
+    }
+    tdm_tensor_free(p);
+}
+
+// ---- the scaler's unscale_ before clipping (nanoGPT's fp16 step)
+// ----------------------------------
+static void test_unscale_then_clip(void) {
+    tdm_grad_scaler_params sp = tdm_grad_scaler_defaults();
+    sp.init_scale = 1024;
+    tdm_grad_scaler *s = tdm_grad_scaler_new(&sp);
+    tdm_tensor *p = vec(P0, NP), *q = vec(P0, NP);
+    tdm_sgd_params op = {.lr = 0.5};
+    tdm_optimizer *o = tdm_optim_sgd(&p, 1, &op), *oq = tdm_optim_sgd(&q, 1, &op);
+    double g[NP], gs[NP];
+    for (int j = 0; j < NP; j++) gs[j] = (g[j] = G1[j]) * 1024;
+    tdm_tensor *gt = vec(gs, NP), *gq = vec(g, NP);
+    CHECK(s && o && oq && gt && gq && tdm_tensor_set_grad(p, gt) == TDM_OK &&
+          tdm_tensor_set_grad(q, gq) == TDM_OK);
+    // scaled: unscale_, clip, step == plain: clip, step
+    CHECK_MSG(tdm_grad_scaler_unscale_(s, o) == TDM_OK, "%s", tdm_last_error());
+    CHECK(tdm_grad_scaler_unscale_(s, o) == TDM_ERR_ARG &&
+          strstr(tdm_last_error(), "already called"));
+    tdm_tensor *t1 = tdm_clip_grad_norm_(&p, 1, 1.0, 2.0, false);
+    tdm_tensor *t2 = tdm_clip_grad_norm_(&q, 1, 1.0, 2.0, false);
+    bool skipped = true;
+    CHECK(t1 && t2 && tdm_grad_scaler_step(s, o, &skipped) == TDM_OK && !skipped);
+    CHECK(tdm_optimizer_step(oq) == TDM_OK);
+    double a[NP], b[NP], ta, tb;
+    host(p, a);
+    host(q, b);
+    host(t1, &ta);
+    host(t2, &tb);
+    CHECK_MSG(!memcmp(a, b, sizeof a) && ta == tb, "unscale_+clip %.17g vs clip %.17g", a[0], b[0]);
+    tdm_grad_scaler_update(s);   // a new step may unscale again
+    CHECK(tdm_grad_scaler_unscale_(s, o) == TDM_OK);
+    tdm_tensor *fr[] = {p, q, gt, gq, t1, t2};
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) tdm_tensor_free(fr[i]);
+    tdm_optimizer_free(o);
+    tdm_optimizer_free(oq);
+    tdm_grad_scaler_free(s);
+}
+
+// ---- nanoGPT's schedule (gen_optim_expect.py: its get_lr, bit for bit)
+// ----------------------------
+static void test_lr_cosine(void) {
+    static const int64_t steps[14] = {0, 1, 2, 3, 4, 5, 9, 10, 11, 55, 99, 100, 101, 1000};
+    static const double gpt[14] = {
+        5.454545454545454e-05, 0.00010909090909090908, 0.00016363636363636363,
+        0.00021818181818181816, 0.0002727272727272727, 0.00032727272727272726,
+        0.0005454545454545454, 0.0006, 0.0005998355232951559, 0.00032999999999999994,
+        6.0164476704844146e-05, 6e-05, 6e-05, 6e-05};
+    static const double nowarm[14] = {1.0, 0.8681980515339464, 0.55, 0.23180194846605365, 0.1,
+                                      0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1};
+    const tdm_lr_cosine a = {6e-4, 6e-5, 10, 100}, b = {1.0, 0.1, 0, 4};
+    for (int i = 0; i < 14; i++) {
+        CHECK_MSG(tdm_lr_cosine_at(&a, steps[i]) == gpt[i], "step %lld: %.17g, nanoGPT %.17g",
+                  (long long)steps[i], tdm_lr_cosine_at(&a, steps[i]), gpt[i]);
+        CHECK_MSG(tdm_lr_cosine_at(&b, steps[i]) == nowarm[i], "no warm-up, step %lld: %.17g, "
+                  "nanoGPT %.17g", (long long)steps[i], tdm_lr_cosine_at(&b, steps[i]), nowarm[i]);
+    }
+    // decay_steps == warmup_steps (nanoGPT divides by zero there): min_lr from the warm-up's end
+    const tdm_lr_cosine c = {1.0, 0.25, 3, 3};
+    CHECK(tdm_lr_cosine_at(&c, 2) == 0.75 && tdm_lr_cosine_at(&c, 3) == 0.25 &&
+          tdm_lr_cosine_at(&c, 4) == 0.25);
+    const tdm_lr_cosine bad[] = {{-1, 0, 1, 2}, {1, NAN, 1, 2}, {1, 0, -1, 2}, {1, 0, 3, 2},
+                                 {INFINITY, 0, 1, 2}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+        CHECK_MSG(
+            isnan(tdm_lr_cosine_at(&bad[k], 1)) && strstr(tdm_last_error(), "lr_cosine: invalid"),
+            "bad schedule %zu", k);
+    CHECK(isnan(tdm_lr_cosine_at(&a, -1)) && isnan(tdm_lr_cosine_at(NULL, 0)));
+}
+
 int main(int argc, char **argv) {
     if (argc != 3 || (strcmp(argv[2], "cpu") && strcmp(argv[2], "cuda:0"))) {
         fprintf(stderr, "usage: test_optim TMPDIR cpu|cuda:0\n");
@@ -372,5 +803,12 @@ int main(int argc, char **argv) {
     test_save_load(argv[1]);
     test_unusable_state(argv[1]);
     test_op_errors();
+    test_groups_vs_pytorch();
+    test_group_errors();
+    test_groups_save_load(argv[1]);
+    test_clip_vs_pytorch();
+    test_clip_errors();
+    test_unscale_then_clip();
+    test_lr_cosine();
     CHECK_DONE(dev.type == TDM_DEVICE_CUDA ? "optim.cuda0" : "optim.cpu");
 }
