@@ -9,6 +9,13 @@
  * would be the f32 one under another name), and fp16's reason to exist, the gradient scaler,
  * guards against f16's range on hardware that computes in f16; bf16 is what CPU autocast uses.
  *
+ * The GPT benchmarks train_gpt_<tag>_<prec>/batch:8 (issue 23) time nanoGPT's GPT the same way:
+ * GPT-2 124M's shape on a GPU (rows of 1024 tokens; 256 with --quick), the tiny
+ * gpt:L2-H2-D32-T16-V67 on the cpu and on the emulated device, on a synthetic token batch
+ * (bench_gpt_tokens) with nanoGPT's loss over (B*T, V) logits. They report tokens/s and, on a GPU
+ * whose model suites/check/expectations.json knows, MFU: model FLOPs per token (nanoGPT's
+ * estimate_mfu: 6N + 12*L*D*T) x tokens/s over the model's dense peak for the precision.
+ *
  * Checks: every step's loss is finite; the fixed protocol's loss falls and stays within 5% of the
  * initial loss of the f32 run's; matmul and conv outputs are compared with double at sampled
  * elements, the bound stated with each. */
@@ -42,7 +49,8 @@ static int protocol_steps(void) { return on_cuda() ? 20 : 2; }
 // ---- the accuracy protocol, once per (model, precision, batch) ----------------------------------
 
 typedef struct {
-    int model, prec;
+    const char *spec;
+    int prec;
     int64_t batch;
     double before, after;
 } protocol_result;
@@ -52,16 +60,16 @@ static int amp_n_protocols;
 
 // The protocol's losses for (model, prec, batch), run on first use. False with the benchmark
 // failed when it cannot run.
-static bool amp_protocol(tdm_gb_state *st, int model, bench_prec prec, int64_t batch,
+static bool amp_protocol(tdm_gb_state *st, const char *spec, bench_prec prec, int64_t batch,
                          protocol_result *out) {
     for (int i = 0; i < amp_n_protocols; i++)
-        if (amp_protocols[i].model == model && amp_protocols[i].prec == (int)prec &&
+        if (!strcmp(amp_protocols[i].spec, spec) && amp_protocols[i].prec == (int)prec &&
             amp_protocols[i].batch == batch) {
             *out = amp_protocols[i];
             return true;
         }
-    protocol_result r = {.model = model, .prec = prec, .batch = batch};
-    if (bench_train_protocol(bench_models[model].spec, amp_cfg.device, prec, batch,
+    protocol_result r = {.spec = spec, .prec = prec, .batch = batch};
+    if (bench_train_protocol(spec, amp_cfg.device, prec, batch,
                              protocol_steps(), &r.before, &r.after) != TDM_OK) {
         bench_fail(st, "the accuracy protocol");
         return false;
@@ -75,18 +83,49 @@ static bool amp_protocol(tdm_gb_state *st, int model, bench_prec prec, int64_t b
 // ---- train_<model>_<prec>/batch:B ------------------------------------------------------------
 
 typedef struct {
-    int model;
+    const char *spec;
     bench_prec prec;
 } train_ctx;
 
-static train_ctx amp_train_ctx[AMP_MAX_MODELS][BENCH_PREC_COUNT];
+// The seed models' [0, AMP_MAX_MODELS) and the GPT's [AMP_MAX_MODELS].
+static train_ctx amp_train_ctx[AMP_MAX_MODELS + 1][BENCH_PREC_COUNT];
+
+// The GPT's counters: tokens/s and, where the expectations file has the GPU model's dense peak
+// for the precision, MFU = tokens/s x FLOP/token / peak (a rate: Google Benchmark divides the
+// per-iteration amount tokens x FLOP/token / peak by the iteration time).
+static void gpt_counters(tdm_gb_state *st, const char *spec, int64_t batch, bench_prec p,
+                         int64_t n_params, char *note, size_t note_len) {
+    tdm_gpt_config c;
+    note[0] = 0;
+    if (tdm_nn_gpt_spec(spec, &c) != TDM_OK) return;
+    double tokens = (double)(batch * c.block_size), fpt = bench_gpt_flop_per_token(&c);
+    // the formula's N against the model's own parameters (wpe left out): a check of the count
+    double n_formula = (fpt - 12.0 * c.n_layer * c.n_embd * c.block_size) / 6;
+    if (n_params && fabs((double)(n_params - c.block_size * c.n_embd) - n_formula) > 0.5) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "N = %.0f by the formula, %lld parameters without wpe",
+                 n_formula, (long long)(n_params - c.block_size * c.n_embd));
+        tdm_gb_skip_with_error(st, msg);
+    }
+    tdm_gb_counter(st, "tokens/s", tokens, TDM_GB_PER_ITERATION_RATE);
+    tdm_gb_counter(st, "tokens/iteration", tokens, TDM_GB_PLAIN);
+    tdm_gb_counter(st, "FLOP/token", fpt, TDM_GB_PLAIN);
+    char model[128];
+    double peak = bench_gpt_peak_flops(amp_cfg.device, p, model, sizeof model);
+    if (peak > 0) {
+        tdm_gb_counter(st, "MFU", tokens * fpt / peak, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "peak_TFLOP_per_s", peak / 1e12, TDM_GB_PLAIN);
+        snprintf(note, note_len, "; MFU = tokens/s * FLOP/token / %s's dense %s peak", model,
+                 bench_prec_name(p));
+    }
+}
 
 static void bm_train(tdm_gb_state *st, void *arg) {
     const train_ctx *c = arg;
-    const bench_model *m = &bench_models[c->model];
     int64_t batch = tdm_gb_arg(st, 0);
     bench_trainer t;
-    bool ok = bench_trainer_init(&t, m->spec, amp_cfg.device, c->prec, batch, AMP_SEED, 1) == TDM_OK;
+    bool ok =
+        bench_trainer_init(&t, c->spec, amp_cfg.device, c->prec, batch, AMP_SEED, 1) == TDM_OK;
     if (!ok) bench_fail(st, "setup");
     if (ok && tdm_memory_reset_peak(amp_cfg.device) != TDM_OK) {
         bench_fail(st, "tdm_memory_reset_peak");
@@ -109,11 +148,14 @@ static void bm_train(tdm_gb_state *st, void *arg) {
         ok = false;
     }
     int skipped = t.skipped;
+    int64_t n_params = 0;
+    for (int i = 0; ok && i < t.n_params; i++) n_params += tdm_tensor_numel(t.params[i]);
+    bool lm = !strncmp(c->spec, "gpt:", 4);   // from the spec: t is zeroed when setup failed
     bench_trainer_free(&t);
     // Accuracy: this precision's loss after the protocol's steps against the f32 run's.
     protocol_result mine, f32;
-    if (ok && amp_protocol(st, c->model, c->prec, batch, &mine) &&
-        amp_protocol(st, c->model, BENCH_PREC_F32, batch, &f32)) {
+    if (ok && amp_protocol(st, c->spec, c->prec, batch, &mine) &&
+        amp_protocol(st, c->spec, BENCH_PREC_F32, batch, &f32)) {
         char msg[300];
         double tol = 0.05 * f32.before;
         if (!isfinite(mine.after) || !(mine.after < mine.before)) {
@@ -132,13 +174,17 @@ static void bm_train(tdm_gb_state *st, void *arg) {
             tdm_gb_counter(st, "loss_vs_f32", mine.after - f32.after, TDM_GB_PLAIN);
         }
     }
-    tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
-    tdm_gb_counter(st, "samples/iteration", (double)batch, TDM_GB_PLAIN);
+    if (!lm) {   // a GPT's rate is tokens/s (its main metric: the first rate)
+        tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "samples/iteration", (double)batch, TDM_GB_PLAIN);
+    }
     tdm_gb_counter(st, "peak_bytes", (double)ms.peak_allocated, TDM_GB_PLAIN);
     tdm_gb_counter(st, "skipped_steps", (double)skipped, TDM_GB_PLAIN);
-    char label[200];
-    snprintf(label, sizeof label, "%s, %s, SGD lr 0.01; loss after %d steps vs f32", m->spec,
-             bench_prec_name(c->prec), protocol_steps());
+    char note[200] = "";
+    if (lm) gpt_counters(st, c->spec, batch, c->prec, n_params, note, sizeof note);
+    char label[400];
+    snprintf(label, sizeof label, "%s, %s, SGD lr 0.01; loss after %d steps vs f32%s", c->spec,
+             bench_prec_name(c->prec), protocol_steps(), note);
     tdm_gb_set_label(st, label);
 }
 
@@ -375,7 +421,7 @@ static int amp_register(const bench_suite_config *cfg) {
         if (bench_models[m].cuda_only && !on_cuda()) continue;
         for (int p = 0; p < BENCH_PREC_COUNT; p++) {
             if (!prec_here((bench_prec)p)) continue;
-            amp_train_ctx[m][p] = (train_ctx){m, (bench_prec)p};
+            amp_train_ctx[m][p] = (train_ctx){bench_models[m].spec, (bench_prec)p};
             snprintf(name, sizeof name, "train_%s_%s", bench_models[m].name, bench_prec_name(p));
             tdm_gb_bench *b = tdm_gb_register(name, bm_train, &amp_train_ctx[m][p]);
             if (!b) return -1;
@@ -388,6 +434,24 @@ static int amp_register(const bench_suite_config *cfg) {
                      bench_models[m].spec, bench_prec_name(p));
             tdm_gb_set_info(b, info, "samples/s");
         }
+    }
+    // GPT: GPT-2 124M's shape on a GPU, the tiny one on the cpu and the emulated device
+    const bench_gpt_model *g = bench_gpt_for(cfg->device, cfg->quick);
+    for (int p = 0; p < BENCH_PREC_COUNT; p++) {
+        if (!prec_here((bench_prec)p)) continue;
+        amp_train_ctx[AMP_MAX_MODELS][p] = (train_ctx){g->spec, (bench_prec)p};
+        snprintf(name, sizeof name, "train_%s_%s", g->name, bench_prec_name(p));
+        tdm_gb_bench *b = tdm_gb_register(name, bm_train, &amp_train_ctx[AMP_MAX_MODELS][p]);
+        if (!b) return -1;
+        tdm_gb_arg_names(b, 1, (const char *const[]){"batch"});
+        tdm_gb_args(b, 1, (const int64_t[]){BENCH_GPT_BATCH});
+        snprintf(info, sizeof info,
+                 "a training step of nanoGPT's GPT %s in %s on a synthetic token batch (forward, "
+                 "cross-entropy over (B*T,V), backward, SGD, loss.item()); tokens/s = B*T / step "
+                 "time; MFU = tokens/s * (6N + 12*L*D*T) / the GPU model's dense %s peak "
+                 "(suites/check/expectations.json; not for f32, the cpu or the emulated device)",
+                 g->spec, bench_prec_name(p), bench_prec_name(p));
+        tdm_gb_set_info(b, info, "tokens/s");
     }
     static const int64_t cuda_n[] = {1024, 2048, 4096, 8192}, cpu_n[] = {128, 256};
     static const int64_t cuda_b[] = {8, 32, 128}, cpu_b[] = {1, 4};
@@ -422,6 +486,12 @@ static int amp_register(const bench_suite_config *cfg) {
 
 #define AMP_RATIO(model, a, b) \
     {#a " / " #b " (" #model ")", "train_" #model "_" #a, "train_" #model "_" #b, "samples/s"}
+#define AMP_GPT_RATIO(model, a, b) \
+    {#a " / " #b " (" #model ")", "train_" #model "_" #a, "train_" #model "_" #b, "tokens/s"}
+#define AMP_GPT_RATIOS(model)                                                               \
+    AMP_GPT_RATIO(model, fp16, f32), AMP_GPT_RATIO(model, bf16, f32),                       \
+        AMP_GPT_RATIO(model, tf32, f32), AMP_GPT_RATIO(model, fp16, tf32),                  \
+        AMP_GPT_RATIO(model, bf16, tf32)
 #define AMP_RATIOS(model)                                                               \
     AMP_RATIO(model, fp16, f32), AMP_RATIO(model, bf16, f32), AMP_RATIO(model, tf32, f32), \
         AMP_RATIO(model, fp16, tf32), AMP_RATIO(model, bf16, tf32)
@@ -431,6 +501,9 @@ static const bench_ratio amp_ratios[] = {
     AMP_RATIOS(mlp_1000_512_128_10),
     AMP_RATIOS(mlp_10000_5000_2000_10),
     AMP_RATIOS(cnn_bn),
+    AMP_GPT_RATIOS(gpt_124m),
+    AMP_GPT_RATIOS(gpt_124m_t256),
+    AMP_GPT_RATIOS(gpt_tiny),
     {"fp16 / f32 (matmul)", "matmul_fp16", "matmul_f32", "GFLOP/s"},
     {"bf16 / f32 (matmul)", "matmul_bf16", "matmul_f32", "GFLOP/s"},
     {"tf32 / f32 (matmul)", "matmul_tf32", "matmul_f32", "GFLOP/s"},
@@ -446,6 +519,7 @@ static const bench_ratio amp_ratios[] = {
 
 static const bench_metric amp_metrics[] = {
     {"peak_bytes", "bytes"}, {"loss", "nats"}, {"loss_vs_f32", "nats"}, {"peak_share", "ratio"},
+    {"MFU", "ratio"}, {"FLOP/token", "FLOP"}, {"peak_TFLOP_per_s", "TFLOP/s"},
     {0},
 };
 
@@ -453,7 +527,8 @@ const bench_suite bench_suite_amp = {
     .name = "amp",
     .description = "mixed precision: training steps of the seed models in f32, tf32, fp16 "
                    "(+ grad scaler) and bf16 (samples/s, peak memory, loss vs f32), matmul and "
-                   "conv GFLOP/s per precision; on the cpu f32 and bf16 only (TF32 and fp16 are "
+                   "conv GFLOP/s per precision; nanoGPT's GPT (GPT-2 124M on a GPU, a tiny one "
+                   "on the cpu): tokens/s and MFU; on the cpu f32 and bf16 only (TF32 and fp16 are "
                    "GPU formats: the reference computes in double whatever TF32 says)",
     .doc = "docs/suites/amp.md",
     .devices = BENCH_SUITE_CPU | BENCH_SUITE_CUDA,

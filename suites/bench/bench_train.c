@@ -3,9 +3,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/tensor_impl.h"   // tdm_error_set
+#include "harness/check.h"      // the expectations file (the GPU models' dense peaks)
 #include "suites/bench/bench_train.h"
 
 const bench_model bench_models[] = {
@@ -67,9 +69,24 @@ tdm_status bench_trainer_init(bench_trainer *t, const char *spec, tdm_device dev
     tdm_status s = tdm_nn_spec_input_shape(spec, &ndim, shape + 1);
     if (s == TDM_OK && ndim + 1 > TDM_MAX_DIMS)
         s = tdm_error_set(TDM_ERR_ARG, "bench: %s: input of %d dims", spec, ndim);
-    int64_t *labels = s == TDM_OK ? malloc((size_t)batch * sizeof *labels) : NULL;
-    if (s == TDM_OK && !labels) s = tdm_error_set(TDM_ERR_OOM, "bench: out of memory");
-    if (s == TDM_OK) {
+    tdm_gpt_config gc;
+    t->lm = s == TDM_OK && !strncmp(spec, "gpt:", 4);
+    if (t->lm && (s = tdm_nn_gpt_spec(spec, &gc)) == TDM_OK) {   // tokens (batch,T), next tokens
+        int64_t n = batch * gc.block_size, ts[2] = {batch, gc.block_size};
+        int64_t *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+        if (!x || !y) s = tdm_error_set(TDM_ERR_OOM, "bench: out of memory");
+        if (s == TDM_OK) {
+            bench_gpt_tokens(seed + data_offset, gc.vocab_size, batch, gc.block_size, x, y);
+            t->x = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, dev, x);
+            t->y = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, dev, y);
+            if (!t->x || !t->y) s = tdm_last_status();
+        }
+        free(x);
+        free(y);
+    }
+    int64_t *labels = s == TDM_OK && !t->lm ? malloc((size_t)batch * sizeof *labels) : NULL;
+    if (s == TDM_OK && !t->lm && !labels) s = tdm_error_set(TDM_ERR_OOM, "bench: out of memory");
+    if (s == TDM_OK && !t->lm) {
         // x (batch, input...) ~ N(0,1); labels from a small LCG over the same stream number
         t->x = tdm_tensor_randn(ndim + 1, shape, TDM_DTYPE_F32, dev, seed, data_offset);
         uint64_t r = data_offset * 2654435761u + 12345;
@@ -115,8 +132,17 @@ static tdm_tensor *trainer_forward(bench_trainer *t) {
     bool mixed = t->prec == BENCH_PREC_FP16 || t->prec == BENCH_PREC_BF16;
     tdm_autocast_state prev = {0};
     if (mixed) prev = tdm_autocast_enter(t->prec == BENCH_PREC_FP16 ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
-    tdm_tensor *out = tdm_module_forward(t->m, t->x);
-    tdm_tensor *loss = out ? tdm_cross_entropy(out, t->y, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    tdm_tensor *out = tdm_module_forward(t->m, t->x), *loss = NULL;
+    if (out && t->lm) {   // nanoGPT: F.cross_entropy(logits.view(-1, V), targets.view(-1))
+        int64_t n = tdm_tensor_numel(t->y), rows[2] = {n, tdm_tensor_numel(out) / n};
+        tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);   // (B*T,V)
+        tdm_tensor *yv = lv ? tdm_tensor_reshape(t->y, 1, &n) : NULL;   // (B*T)
+        loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
+        tdm_tensor_free(lv);
+        tdm_tensor_free(yv);
+    } else if (out) {
+        loss = tdm_cross_entropy(out, t->y, TDM_REDUCTION_MEAN, 0.0, -100);
+    }
     if (mixed) tdm_autocast_exit(prev);
     tdm_tensor_free(out);
     return loss;
@@ -172,4 +198,73 @@ tdm_status bench_train_protocol(const char *spec, tdm_device dev, bench_prec pre
     if (s == TDM_OK) s = bench_trainer_loss(&t, after);
     bench_trainer_free(&t);
     return s;
+}
+
+// ---- the GPT benchmarks ------------------------------------------------------------------------
+
+const bench_gpt_model bench_gpt_124m = {"gpt_124m", "gpt:L12-H12-D768-T1024-V50257"};
+const bench_gpt_model bench_gpt_124m_t256 = {"gpt_124m_t256", "gpt:L12-H12-D768-T256-V50257"};
+const bench_gpt_model bench_gpt_tiny = {"gpt_tiny", "gpt:L2-H2-D32-T16-V67"};
+
+const bench_gpt_model *bench_gpt_for(tdm_device dev, bool quick) {
+    tdm_device_props p;
+    if (dev.type != TDM_DEVICE_CUDA || tdm_device_props_get(dev, &p) != TDM_OK || p.emulated)
+        return &bench_gpt_tiny;
+    return quick ? &bench_gpt_124m_t256 : &bench_gpt_124m;
+}
+
+static uint64_t gpt_draw(uint64_t *r, uint64_t n) {
+    *r = *r * 6364136223846793005ull + 1442695040888963407ull;
+    return (*r >> 33) % n;
+}
+
+void bench_gpt_tokens(uint64_t seed, int64_t vocab, int64_t batch, int64_t T, int64_t *x,
+                      int64_t *y) {
+    uint64_t r = seed * 2654435761u + 12345, V = (uint64_t)vocab;
+    int64_t *perm = malloc((size_t)vocab * sizeof *perm), n = batch * T;
+    for (int64_t i = 0; perm && i < vocab; i++) perm[i] = i;
+    for (int64_t i = vocab - 1; perm && i > 0; i--) {   // Fisher-Yates
+        int64_t j = (int64_t)gpt_draw(&r, (uint64_t)i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int64_t prev = (int64_t)gpt_draw(&r, V);
+    for (int64_t i = 0; i < n; i++) {   // token i is x[i]; token i+1 is y[i]
+        int64_t next = gpt_draw(&r, 4) && perm ? perm[prev] : (int64_t)gpt_draw(&r, V);
+        x[i] = prev;
+        y[i] = next;
+        prev = next;
+    }
+    free(perm);
+}
+
+double bench_gpt_flop_per_token(const tdm_gpt_config *c) {
+    double L = (double)c->n_layer, D = (double)c->n_embd, V = (double)c->vocab_size,
+           T = (double)c->block_size;
+    // per block: ln_1, ln_2 (2D each), c_attn (3D^2 + 3D), attn c_proj (D^2 + D), c_fc (4D^2 +
+    // 4D), mlp c_proj (4D^2 + D); then wte (V D, tied to lm_head) and ln_f (2D); wpe left out
+    double N = L * (12 * D * D + 13 * D) + V * D + 2 * D;
+    return 6 * N + 12 * L * D * T;
+}
+
+double bench_gpt_peak_flops(tdm_device dev, bench_prec p, char *model, size_t model_len) {
+    static const char *const keys[BENCH_PREC_COUNT] = {NULL, "tf32", "f16", "bf16"};
+    if (model && model_len) model[0] = 0;
+    tdm_device_props d;
+    if (dev.type != TDM_DEVICE_CUDA || p < 0 || p >= BENCH_PREC_COUNT || !keys[p] ||
+        tdm_device_props_get(dev, &d) != TDM_OK || d.emulated)
+        return 0;
+    char path[4096], err[512];
+    cJSON *e = check_expect_default_path(path, sizeof path)
+                   ? check_expect_load(path, err, sizeof err)
+                   : NULL;
+    const cJSON *m = e ? check_expect_model(e, d.name) : NULL;
+    const cJSON *tf = cJSON_GetObjectItemCaseSensitive(m, "tflops");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(tf, keys[p]);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "model");
+    double peak = cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble * 1e12 : 0;
+    if (peak > 0 && model && model_len && cJSON_IsString(name))
+        snprintf(model, model_len, "%s", name->valuestring);
+    cJSON_Delete(e);
+    return peak;
 }

@@ -39,7 +39,9 @@ typedef struct {
     tdm_module *m;
     tdm_optimizer *opt;
     tdm_grad_scaler *scaler;   // fp16 only
-    tdm_tensor *x, *y;         // (batch, input...) f32 from N(0,1); (batch) i64 labels 0..9
+    tdm_tensor *x, *y;         // (batch, input...) f32 from N(0,1); (batch) i64 labels 0..9;
+                               // gpt: (batch,T) i64 tokens and their next tokens (bench_gpt_tokens)
+    bool lm;                   // a gpt: model: the loss is over (batch*T, vocab) logits
     tdm_tensor **params;       // borrowed from m
     int n_params;
     int64_t param_bytes;       // f32 bytes of all parameters (the gradients a DP step reduces)
@@ -64,6 +66,39 @@ void bench_trainer_free(bench_trainer *t);
 // The fixed accuracy protocol: a fresh trainer, `steps` steps, the loss before and after.
 tdm_status bench_train_protocol(const char *spec, tdm_device dev, bench_prec prec, int64_t batch,
                                 int steps, double *before, double *after);
+
+// ---- the GPT benchmarks (amp, cpu-vs-gpu, graphs) ----------------------------------------------
+
+// The GPT models the suites train: GPT-2 124M's shape on a GPU (nanoGPT's gpt2 config; T256 is the
+// same model with rows of 256 tokens, the --quick form), the tiny one on the cpu reference backend
+// and on the emulated device. name is the <tag> of train_<tag>_<prec>.
+typedef struct {
+    const char *name, *spec;
+} bench_gpt_model;
+extern const bench_gpt_model bench_gpt_124m, bench_gpt_124m_t256, bench_gpt_tiny;
+enum { BENCH_GPT_BATCH = 8 };   // rows of T tokens per step, every GPT benchmark
+// Which GPT a suite trains on dev: the tiny one on the cpu and on the emulated device, else
+// GPT-2 124M (T256 when quick).
+const bench_gpt_model *bench_gpt_for(tdm_device dev, bool quick);
+
+// The synthetic token batch, the same in the PyTorch peer (suites/peers/torch_peer.py,
+// gpt_tokens): an LCG (Knuth's MMIX constants, state seeded with seed * 2654435761 + 12345)
+// draws a permutation P of the vocabulary (Fisher-Yates, j = (r >> 33) % (i + 1)), then a
+// stream of batch*T+1 tokens: the first (r >> 33) % V, each next one P[previous] when
+// (r >> 33) % 4 != 0, else (r >> 33) % V (learnable: the loss falls from ln V). x is the stream's
+// first batch*T tokens as (batch,T), y the same shifted by one. Host arrays of batch*T each.
+void bench_gpt_tokens(uint64_t seed, int64_t vocab, int64_t batch, int64_t T, int64_t *x,
+                      int64_t *y);
+
+// Model FLOPs per token of a training step, nanoGPT's estimate_mfu (from the PaLM paper's
+// appendix B): 6N + 12*L*D*T, N the parameters without the position embedding wpe (nanoGPT's
+// get_num_params(non_embedding=True); the tied wte/lm_head counted once), T the row length.
+double bench_gpt_flop_per_token(const tdm_gpt_config *c);
+// The dense peak FLOP/s of dev's GPU model for p from suites/check/expectations.json ("tflops":
+// tf32 for tf32, f16 for fp16, bf16 for bf16); 0 when not known: on the cpu, on the emulated
+// device, for f32 (no tensor-core peak: plain f32 runs on the CUDA cores), a model the file
+// lacks or no file found. *model (optional) gets the file's model name ("" when 0).
+double bench_gpt_peak_flops(tdm_device dev, bench_prec p, char *model, size_t model_len);
 
 // Fails the benchmark with "what: <tdm_last_error()>".
 void bench_fail(tdm_gb_state *st, const char *what);

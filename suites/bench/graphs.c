@@ -9,14 +9,22 @@
  * Each iteration ends with a device synchronization (a loop that reads its loss every step waits
  * as long), so the time is that of complete steps; samples/s = batch / iteration time. After the
  * loop the loss on the batch must have fallen (the step really trained) and be finite. cuda only:
- * graphs need a CUDA device. */
+ * graphs need a CUDA device.
+ *   gpt_step_eager/batch:8, gpt_step_graph/batch:8  the same for nanoGPT's GPT (issue 23): GPT-2
+ *                            124M's shape (rows of 1024 tokens; 256 with --quick) on a GPU, the
+ *                            tiny gpt:L2-H2-D32-T16-V67 on the emulated device, 8 rows of the amp
+ *                            suite's synthetic tokens (bench_gpt_tokens), nanoGPT's loss over
+ *                            (B*T, V) logits; tokens/s = B*T / iteration time. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/tensor_impl.h"   // tdm_error_set, TDM_TRY
 #include "harness/gbench_shim.h"
 #include "harness/suites.h"
+#include "suites/bench/bench_train.h"   // the GPT models and their tokens
 #include "tandem/tandem.h"
 
 static bench_suite_config gr_cfg;
@@ -27,6 +35,8 @@ enum { GR_SEED = 20261122, GR_WARMUP = 3, GR_FEATURES = 1000, GR_CLASSES = 10 };
 typedef struct {
     tdm_device dev;
     int64_t batch;
+    bool lm;                    // a GPT: x, y (batch,T) tokens, the loss over (batch*T, V)
+    tdm_tensor **params;        // the GPT's, borrowed from m
     tdm_module *m;
     tdm_optimizer *opt;
     tdm_tensor *x, *y;          // the batch, on the device
@@ -41,12 +51,25 @@ static void gr_fail(tdm_gb_state *st, const char *what) {
     tdm_gb_skip_with_error(st, msg);
 }
 
+// The loss of out against y: F.cross_entropy, or for a GPT nanoGPT's over (B*T, V) logits.
+static tdm_tensor *gr_loss_of(const gr_bench *b, const tdm_tensor *out, const tdm_tensor *y) {
+    if (!out) return NULL;
+    if (!b->lm) return tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
+    int64_t n = tdm_tensor_numel(y), rows[2] = {n, tdm_tensor_numel(out) / n};
+    tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);              // (B*T,V)
+    tdm_tensor *yv = lv ? tdm_tensor_reshape(y, 1, &n) : NULL;      // (B*T)
+    tdm_tensor *loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
+    tdm_tensor_free(lv);
+    tdm_tensor_free(yv);
+    return loss;
+}
+
 // One step; *loss_out (when not NULL) = its loss tensor, else freed. Seeded by `ones`.
 static tdm_status gr_step(gr_bench *b, const tdm_tensor *x, const tdm_tensor *y,
                           tdm_tensor **loss_out) {
     tdm_optimizer_zero_grad(b->opt);
     tdm_tensor *out = tdm_module_forward(b->m, x);
-    tdm_tensor *loss = out ? tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    tdm_tensor *loss = gr_loss_of(b, out, y);
     tdm_status s = loss ? tdm_backward(loss, b->ones) : tdm_last_status();
     if (s == TDM_OK) s = tdm_optimizer_step(b->opt);
     tdm_tensor_free(out);
@@ -61,13 +84,15 @@ static tdm_status gr_step(gr_bench *b, const tdm_tensor *x, const tdm_tensor *y,
 static tdm_status gr_loss(gr_bench *b, double *l) {
     bool prev = tdm_grad_set_enabled(false);
     tdm_tensor *out = tdm_module_forward(b->m, b->x);
-    tdm_tensor *loss = out ? tdm_cross_entropy(out, b->y, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    tdm_tensor *loss = gr_loss_of(b, out, b->y);
     tdm_grad_set_enabled(prev);
     tdm_status s = loss ? tdm_tensor_to_host_f64(loss, l) : tdm_last_status();
     tdm_tensor_free(out);
     tdm_tensor_free(loss);
     return s;
 }
+
+static tdm_status gr_capture(gr_bench *b, bool graph);
 
 static tdm_status gr_setup(gr_bench *b, int64_t batch, bool graph) {
     b->dev = gr_cfg.device;
@@ -98,10 +123,49 @@ static tdm_status gr_setup(gr_bench *b, int64_t batch, bool graph) {
     float one = 1.0f;
     b->ones = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, b->dev, &one);
     if (!b->x || !b->y || !b->ones) return tdm_last_status();
+    return gr_capture(b, graph);
+}
+
+// The GPT's setup: the model (seed GR_SEED), SGD lr 0.01 momentum 0.9, 8 rows of tokens.
+static tdm_status gr_setup_gpt(gr_bench *b, int64_t batch, bool graph) {
+    b->dev = gr_cfg.device;
+    b->batch = batch;
+    b->lm = true;
+    const char *spec = bench_gpt_for(b->dev, gr_cfg.quick)->spec;
+    tdm_gpt_config c;
+    TDM_TRY(tdm_nn_gpt_spec(spec, &c));
+    if (!(b->m = tdm_nn_from_spec(spec))) return tdm_last_status();
+    TDM_TRY(tdm_module_init(b->m, GR_SEED));
+    TDM_TRY(tdm_module_to(b->m, b->dev));
+    int np = tdm_module_parameters(b->m, NULL, 0);
+    if (!(b->params = calloc((size_t)np + 1, sizeof *b->params)))
+        return tdm_error_set(TDM_ERR_OOM, "graphs: out of memory");
+    tdm_module_parameters(b->m, b->params, np);
+    tdm_sgd_params sp = {.lr = 0.01, .momentum = 0.9};
+    if (!(b->opt = tdm_optim_sgd(b->params, np, &sp))) return tdm_last_status();
+    int64_t n = batch * c.block_size, ts[2] = {batch, c.block_size};
+    int64_t *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    if (x && y) {
+        bench_gpt_tokens(GR_SEED, c.vocab_size, batch, c.block_size, x, y);
+        b->x = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, b->dev, x);
+        b->y = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, b->dev, y);
+    }
+    free(x);
+    free(y);
+    if (!x || !y) return tdm_error_set(TDM_ERR_OOM, "graphs: out of memory");
+    float one = 1.0f;
+    b->ones = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, b->dev, &one);
+    if (!b->x || !b->y || !b->ones) return tdm_last_status();
+    return gr_capture(b, graph);
+}
+
+// Warm-up steps, then (graph) the static input and target and one step captured.
+static tdm_status gr_capture(gr_bench *b, bool graph) {
     for (int i = 0; i < GR_WARMUP; i++) TDM_TRY(gr_step(b, b->x, b->y, NULL));
     if (!graph) return tdm_device_synchronize(b->dev);
-    b->xs = tdm_tensor_zeros(2, xs, TDM_DTYPE_F32, b->dev);
-    b->ys = tdm_tensor_zeros(1, &batch, TDM_DTYPE_I64, b->dev);
+    b->xs = tdm_tensor_zeros(tdm_tensor_ndim(b->x), tdm_tensor_shape(b->x), tdm_tensor_dtype(b->x),
+                             b->dev);
+    b->ys = tdm_tensor_zeros(tdm_tensor_ndim(b->y), tdm_tensor_shape(b->y), TDM_DTYPE_I64, b->dev);
     if (!b->xs || !b->ys) return tdm_last_status();
     TDM_TRY(tdm_graph_capture_begin(b->dev));
     tdm_status s = gr_step(b, b->xs, b->ys, &b->loss);
@@ -123,17 +187,25 @@ static void gr_free(gr_bench *b) {
     tdm_tensor_free(b->y);
     tdm_optimizer_free(b->opt);
     tdm_module_free(b->m);
+    free(b->params);
     (void)tdm_memory_empty_cache(b->dev);
     tdm_error_clear();
 }
 
-static void bm_mlp_step(tdm_gb_state *st, void *ctx) {
-    const bool graph = ctx != NULL;
+// ctx: bit 0 graph, bit 1 the GPT
+static void bm_step(tdm_gb_state *st, void *ctx) {
+    const bool graph = (intptr_t)ctx & 1, gpt = (intptr_t)ctx & 2;
     const int64_t batch = tdm_gb_arg(st, 0);
+    static const char *const names[4] = {"mlp_step_eager", "mlp_step_graph", "gpt_step_eager",
+                                         "gpt_step_graph"};
+    const char *name = names[(intptr_t)ctx & 3];
     gr_bench b = {0};
     double before = NAN, after = NAN;
-    bool ok = gr_setup(&b, batch, graph) == TDM_OK && gr_loss(&b, &before) == TDM_OK;
-    if (!ok) gr_fail(st, graph ? "mlp_step_graph: setup" : "mlp_step_eager: setup");
+    bool ok = (gpt ? gr_setup_gpt(&b, batch, graph) : gr_setup(&b, batch, graph)) == TDM_OK &&
+              gr_loss(&b, &before) == TDM_OK;
+    char what[64];
+    snprintf(what, sizeof what, "%s: setup", name);
+    if (!ok) gr_fail(st, what);
     while (tdm_gb_keep_running(st)) {
         if (!ok) continue;
         tdm_status s;
@@ -147,7 +219,7 @@ static void bm_mlp_step(tdm_gb_state *st, void *ctx) {
         if (s == TDM_OK) s = tdm_device_synchronize(b.dev);
         if (s != TDM_OK) {
             ok = false;
-            gr_fail(st, graph ? "mlp_step_graph" : "mlp_step_eager");
+            gr_fail(st, name);
         }
     }
     if (ok && gr_loss(&b, &after) != TDM_OK) gr_fail(st, "final loss");
@@ -156,10 +228,17 @@ static void bm_mlp_step(tdm_gb_state *st, void *ctx) {
         snprintf(msg, sizeof msg, "graphs: the loss did not fall (%.6g -> %.6g)", before, after);
         tdm_gb_skip_with_error(st, msg);
     }
-    tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
-    char label[160];
-    snprintf(label, sizeof label, "%s, batch %lld, SGD lr 0.01 momentum 0.9, %s", GR_SPEC,
-             (long long)batch, graph ? "captured step replayed" : "eager");
+    tdm_gpt_config gc;   // B*T (from the spec: b.y is NULL when setup failed)
+    const char *gspec = bench_gpt_for(gr_cfg.device, gr_cfg.quick)->spec;
+    int64_t tokens = gpt && tdm_nn_gpt_spec(gspec, &gc) == TDM_OK ? batch * gc.block_size : 0;
+    if (gpt)
+        tdm_gb_counter(st, "tokens/s", (double)tokens, TDM_GB_PER_ITERATION_RATE);
+    else
+        tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
+    char label[200];
+    snprintf(label, sizeof label, "%s, batch %lld, SGD lr 0.01 momentum 0.9, %s",
+             gpt ? gspec : GR_SPEC, (long long)batch,
+             graph ? "captured step replayed" : "eager");
     tdm_gb_set_label(st, label);
     gr_free(&b);
 }
@@ -168,7 +247,7 @@ static int gr_register(const bench_suite_config *cfg) {
     gr_cfg = *cfg;
     static const char *const names[2] = {"mlp_step_eager", "mlp_step_graph"};
     for (int i = 0; i < 2; i++) {
-        tdm_gb_bench *b = tdm_gb_register(names[i], bm_mlp_step, i ? (void *)1 : NULL);
+        tdm_gb_bench *b = tdm_gb_register(names[i], bm_step, (void *)(intptr_t)i);
         if (!b) return -1;
         tdm_gb_arg_names(b, 1, (const char *const[]){"batch"});
         tdm_gb_args(b, 1, (const int64_t[]){64});
@@ -180,11 +259,28 @@ static int gr_register(const bench_suite_config *cfg) {
                             "samples/s = batch / step time, synchronized per step",
                         "samples/s");
     }
+    char info[400];
+    for (int i = 0; i < 2; i++) {
+        static const char *const gnames[2] = {"gpt_step_eager", "gpt_step_graph"};
+        tdm_gb_bench *b = tdm_gb_register(gnames[i], bm_step, (void *)(intptr_t)(2 | i));
+        if (!b) return -1;
+        tdm_gb_arg_names(b, 1, (const char *const[]){"batch"});
+        tdm_gb_args(b, 1, (const int64_t[]){BENCH_GPT_BATCH});
+        snprintf(info, sizeof info,
+                 "one training step of nanoGPT's GPT (GPT-2 124M's shape on a GPU, rows of 1024 "
+                 "tokens, 256 with --quick; gpt:L2-H2-D32-T16-V67 on the emulated device) %s; "
+                 "tokens/s = B*T / step time, synchronized per step",
+                 i ? "captured in a CUDA graph and replayed (tokens copied into static tensors "
+                     "first)"
+                   : "run eagerly, op by op");
+        tdm_gb_set_info(b, info, "tokens/s");
+    }
     return 0;
 }
 
 static const bench_ratio gr_ratios[] = {
     {"graph / eager", "mlp_step_graph", "mlp_step_eager", "samples/s"},
+    {"graph / eager (gpt)", "gpt_step_graph", "gpt_step_eager", "tokens/s"},
     {0},
 };
 
@@ -192,6 +288,7 @@ const bench_suite bench_suite_graphs = {
     .name = "graphs",
     .description = "CUDA graphs (PyTorch's reduce-overhead) on a launch-bound step: the seeds' "
                    "MLP 1000-512-10 trained eagerly vs one captured step replayed; samples/s; "
+                   "the same for nanoGPT's GPT in tokens/s; "
                    "cuda only (graphs need a CUDA device)",
     .doc = "docs/suites/graphs.md",
     .devices = BENCH_SUITE_CUDA,

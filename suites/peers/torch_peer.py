@@ -63,6 +63,15 @@ AMP_MATMUL_N, AMP_MATMUL_N_QUICK_CPU = [1024, 2048, 4096, 8192], [128]
 AMP_CONV_BATCHES = [64, 256, 1024]      # conv_<prec>/batch:B, 3x3 64->64 on 56x56
 AMP_CONV_BATCHES_QUICK_CUDA, AMP_CONV_BATCHES_CPU = [64], [1]
 
+# nanoGPT's GPT (suites/bench/bench_train.c's bench_gpt_*): tag -> (n_layer, n_head, n_embd,
+# block_size = the rows' length, vocab_size). amp: GPT-2 124M on a GPU (T256 with --quick), the tiny
+# one on the CPU; cpu-vs-gpu: the tiny one on both. BENCH_GPT_BATCH rows per step.
+GPT_MODELS = {"gpt_124m": (12, 12, 768, 1024, 50257), "gpt_124m_t256": (12, 12, 768, 256, 50257),
+              "gpt_tiny": (2, 2, 32, 16, 67)}
+GPT_BATCH = 8
+GPT_DATA_SEED = 2   # tandem's trainer: seed 1 + data offset 1 (the tokens are tandem's, draw for
+                    # draw; the weights follow the same init scheme from torch's generator)
+
 # cudnn (suites/bench/cudnn.c): the same layers, names and quick set as tandem's
 # (bench.peer_cudnn_names checks the lists match). name -> (N, C, O, H=W, k, stride, padding)
 CUDNN_LAYERS = {
@@ -416,6 +425,193 @@ def train_setup(b, spec, in_shape, batch, prec="f32", peak=False):
         b.counters_after = lambda: {"peak_bytes": float(torch.cuda.max_memory_allocated(b.dev))}
 
 
+# ---- nanoGPT's GPT (amp, cpu-vs-gpu) ------------------------------------------------------------
+
+def make_gpt(L, H, D, T, V):
+    """A PeerGPT (below; defined here because torch is imported in main())."""
+    class PeerGPT(torch.nn.Module):
+        """nanoGPT's model.py GPT (bias, GELU tanh as GPT-2's and tandem's default, no dropout), the
+        lm_head tied to wte, nanoGPT's init (N(0, 0.02), c_proj weights N(0, 0.02/sqrt(2L)), zero
+        biases): the model tandem's tdm_nn_gpt builds. Attention through
+        F.scaled_dot_product_attention(is_causal=True) where this torch has it (2.x); 1.13 (Debian's
+        CPU build) lacks it: nanoGPT's own fallback (masked softmax), the same function."""
+
+        def __init__(self, L, H, D, T, V):
+            super().__init__()
+            nn = torch.nn
+            self.H, self.D = H, D
+            self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
+            self.blocks = nn.ModuleList()
+            for _ in range(L):
+                blk = nn.Module()
+                blk.ln_1, blk.ln_2 = nn.LayerNorm(D), nn.LayerNorm(D)
+                blk.c_attn, blk.attn_proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+                blk.c_fc, blk.mlp_proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+                self.blocks.append(blk)
+            self.ln_f = nn.LayerNorm(D)
+            self.lm_head = nn.Linear(D, V, bias=False)
+            self.wte.weight = self.lm_head.weight
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    torch.nn.init.normal_(m.weight, mean=0.0, std=0.02)
+                if isinstance(m, nn.Linear) and m.bias is not None:
+                    torch.nn.init.zeros_(m.bias)
+            for blk in self.blocks:
+                for w in (blk.attn_proj.weight, blk.mlp_proj.weight):
+                    torch.nn.init.normal_(w, mean=0.0, std=0.02 / math.sqrt(2 * L))
+            self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)),
+                                 persistent=False)
+
+        def attention(self, q, k, v):
+            sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+            if sdpa is not None:
+                return sdpa(q, k, v, is_causal=True)
+            T = q.size(-2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
+            return torch.softmax(att, dim=-1) @ v
+
+        def forward(self, idx):
+            B, T = idx.shape
+            F_ = torch.nn.functional
+            x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+            for blk in self.blocks:
+                q, k, v = blk.c_attn(blk.ln_1(x)).split(self.D, dim=2)
+                hd = self.D // self.H
+                q, k, v = [t.view(B, T, self.H, hd).transpose(1, 2) for t in (q, k, v)]
+                y = self.attention(q, k, v).transpose(1, 2).contiguous().view(B, T, self.D)
+                x = x + blk.attn_proj(y)
+                x = x + blk.mlp_proj(F_.gelu(blk.c_fc(blk.ln_2(x)), approximate="tanh"))
+            return self.lm_head(self.ln_f(x))
+
+    return PeerGPT(L, H, D, T, V)
+
+
+def gpt_tokens(seed, vocab, batch, T):
+    """bench_train.c's bench_gpt_tokens, draw for draw: x (batch, T) and its next tokens y."""
+    M = (1 << 64) - 1
+    r = [(seed * 2654435761 + 12345) & M]
+
+    def draw(n):
+        r[0] = (r[0] * 6364136223846793005 + 1442695040888963407) & M
+        return (r[0] >> 33) % n
+    perm = list(range(vocab))
+    for i in range(vocab - 1, 0, -1):   # Fisher-Yates
+        j = draw(i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    stream = [draw(vocab)]
+    for _ in range(batch * T):
+        stream.append(perm[stream[-1]] if draw(4) else draw(vocab))
+    x = torch.tensor(stream[:-1], dtype=torch.int64).view(batch, T)
+    y = torch.tensor(stream[1:], dtype=torch.int64).view(batch, T)
+    return x, y
+
+
+def gpt_flop_per_token(L, D, T, V):
+    """nanoGPT's estimate_mfu: 6N + 12*L*D*T, N without wpe (get_num_params), wte counted once."""
+    N = L * (12 * D * D + 13 * D) + V * D + 2 * D
+    return 6 * N + 12 * L * D * T
+
+
+def gpu_dense_peak(dev, prec):
+    """The dense peak FLOP/s of dev's GPU model for prec from suites/check/expectations.json
+    (tandem's bench_gpt_peak_flops): (FLOP/s, model); (0, "") for f32, the CPU or an unknown
+    model."""
+    key = {"tf32": "tf32", "fp16": "f16", "bf16": "bf16"}.get(prec)
+    if not is_cuda(dev) or key is None:
+        return 0.0, ""
+    path = os.environ.get("TANDEM_CHECK_EXPECT") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "check", "expectations.json")
+    try:
+        with open(path) as f:
+            models = json.load(f).get("models", [])
+    except (OSError, ValueError):
+        return 0.0, ""
+
+    def bare(n):
+        return n[7:] if n.lower().startswith("nvidia ") else n
+    name = bare(torch.cuda.get_device_name(dev)).lower()
+    for m in models:
+        if any(bare(n).lower() == name for n in m.get("names", [])):
+            v = m.get("tflops", {}).get(key)
+            return (float(v) * 1e12, m.get("model", "")) if v else (0.0, "")
+    return 0.0, ""
+
+
+class GptTrainer(Trainer):
+    """Trainer's step and loss for the GPT: tokens (batch, T), loss over (B*T, V) logits."""
+
+    def __init__(self, tag, batch, dev, prec="f32", lr=TRAIN_LR):
+        torch.manual_seed(SEED)
+        L, H, D, T, V = GPT_MODELS[tag]
+        self.dev, self.prec, self.V = dev, prec, V
+        self.model = make_gpt(L, H, D, T, V).to(dev)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
+        x, y = gpt_tokens(GPT_DATA_SEED, V, batch, T)
+        self.x, self.y = x.to(dev), y.to(dev)
+        self.scaler = None
+        if prec == "fp16":
+            amp = getattr(torch, "amp", None)
+            if amp is not None and hasattr(amp, "GradScaler"):
+                self.scaler = amp.GradScaler(dev.type)
+            else:
+                self.scaler = torch.cuda.amp.GradScaler()
+        self.last_loss = None
+
+    def _ce(self):
+        return torch.nn.functional.cross_entropy(self.model(self.x).view(-1, self.V),
+                                                 self.y.view(-1), ignore_index=-1)
+
+    def _forward(self):
+        if self.prec in ("fp16", "bf16"):
+            dt = torch.float16 if self.prec == "fp16" else torch.bfloat16
+            with torch.autocast(device_type=self.dev.type, dtype=dt):
+                return self._ce()
+        return self._ce()
+
+
+def gpt_bench(name, tag, prec, dev, peak=False, mfu=False):
+    """train_<tag>_<prec or where>/batch:8: tokens/s, and MFU where the GPU's model has a dense
+    peak for prec (amp only, as tandem's)."""
+    L, H, D, T, V = GPT_MODELS[tag]
+    tokens, fpt = float(GPT_BATCH * T), float(gpt_flop_per_token(L, D, T, V))
+    rates = {"tokens/s": tokens}   # tandem's main metric (its first rate), as tandem's
+    plain = {"tokens/iteration": tokens}
+    label = "gpt:L%d-H%d-D%d-T%d-V%d, SGD lr %g, %s, %s" % (
+        L, H, D, T, V, TRAIN_LR, prec,
+        "F.scaled_dot_product_attention" if hasattr(torch.nn.functional,
+                                                    "scaled_dot_product_attention")
+        else "masked-softmax attention (no F.scaled_dot_product_attention in torch %s)"
+        % torch.__version__)
+    if mfu:
+        plain["FLOP/token"] = fpt
+        pk, model = gpu_dense_peak(dev, prec)
+        if pk > 0:
+            rates["MFU"] = tokens * fpt / pk
+            plain["peak_TFLOP_per_s"] = pk / 1e12
+            label += "; MFU = tokens/s * FLOP/token / %s's dense %s peak" % (model, prec)
+    return Bench(name, [("batch", GPT_BATCH)],
+                 lambda b: gpt_setup(b, tag, GPT_BATCH, prec, peak), rates, plain, label, dev)
+
+
+def gpt_setup(b, tag, batch, prec="f32", peak=False):
+    set_tf32(prec == "tf32")
+    t = GptTrainer(tag, batch, b.dev, prec)
+    before = t.loss()
+    b.body = t.step
+    if peak and is_cuda(b.dev):
+        torch.cuda.reset_peak_memory_stats(b.dev)
+
+    def verify():   # steps of plain SGD on one batch must lower its loss
+        after = t.loss()
+        if not after < before:
+            raise CheckFailed("%s: the loss did not fall (%.6g -> %.6g)" % (b.name, before, after))
+        b.plain["loss"] = after
+    b.verify = verify
+    if peak and is_cuda(b.dev):
+        b.counters_after = lambda: {"peak_bytes": float(torch.cuda.max_memory_allocated(b.dev))}
+
+
 def ops_mlp_train(b, batch):
     train_setup(b, "mlp:" + "-".join(map(str, OPS_MLP)), (OPS_MLP[0],), batch)
 
@@ -549,6 +745,9 @@ def amp_register(cfg):
                                  {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
                                  "%s, SGD lr %g, %s, samples = batch" % (spec, TRAIN_LR, prec),
                                  dev))
+    tag = "gpt_tiny" if not cuda else "gpt_124m_t256" if quick else "gpt_124m"
+    for prec in precs:
+        out.append(gpt_bench("train_%s_%s" % (tag, prec), tag, prec, dev, peak=True, mfu=True))
     mm = AMP_MATMUL_N_QUICK_CPU if not cuda else AMP_MATMUL_N[:1] if quick else AMP_MATMUL_N
     for prec in precs:
         for n in mm:
@@ -611,6 +810,7 @@ def cpu_vs_gpu_register(cfg):
                                  lambda b, s=spec, sh=shape, bs=bs: train_setup(b, s, sh, bs),
                                  {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
                                  "%s, SGD lr %g, f32, samples = batch" % (spec, TRAIN_LR), d))
+        out.append(gpt_bench("train_gpt_tiny_%s" % where, "gpt_tiny", "f32", d))
     return out
 
 
@@ -1046,8 +1246,8 @@ def record(res, suite, family, b, samples, after, a):
                                                         plain))
     ser = res.series.setdefault(suite, [])
     ser.append((b, "time", "ns", [t / it * 1e9 for it, t, _ in samples]))
-    for k, v in rates.items():
-        ser.append((b, k, k, [v / (t / it) for it, t, _ in samples]))
+    for k, v in rates.items():   # MFU: a share of the peak, unit "ratio" as tandem's
+        ser.append((b, k, "ratio" if k == "MFU" else k, [v / (t / it) for it, t, _ in samples]))
 
 
 def print_result(i, total, bid, samples, rates, err):
