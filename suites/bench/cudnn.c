@@ -158,28 +158,32 @@ static void verify(tdm_gb_state *st, const conv_layer *L, int pass, bool tf32, t
         const int64_t idx = (int64_t)((s >> 33) % (uint64_t)tdm_tensor_numel(out));
         double e = 0, m = 0, terms = 0;
         // x[n,c,ih,iw] (N,C,H,W), w[o,c,i,j] (O,C,K,K), y/gy[n,o,oh,ow] (N,O,OH,OW)
-        if (pass == 0 || pass == 2) {
-            int64_t a0, a1, a2, a3;   // y: (n,o,oh,ow); gw: (o,c,i,j)
+        if (pass == 0) {   // y[n,o,oh,ow] = sum over c,i,j of x[n,c,ih,iw] w[o,c,i,j]
             int64_t r = idx;
-            a3 = r % (pass == 0 ? OW : K), r /= pass == 0 ? OW : K;
-            a2 = r % (pass == 0 ? OH : K), r /= pass == 0 ? OH : K;
-            a1 = r % (pass == 0 ? L->o : L->c), a0 = r / (pass == 0 ? L->o : L->c);
-            for (int64_t n = 0; n < L->n; n++)
+            const int64_t ow = r % OW, oh = (r /= OW) % OH, o = (r /= OH) % L->o, n = r / L->o;
             for (int64_t c = 0; c < L->c; c++)
             for (int64_t i = 0; i < K; i++)
-            for (int64_t j = 0; j < K; j++)
-            for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                if (pass == 0 && (n != a0 || oh != a2 || ow != a3)) continue;
-                if (pass == 2 && (c != a1 || i != a2 || j != a3)) continue;
-                const int64_t o = pass == 0 ? a1 : a0;
+            for (int64_t j = 0; j < K; j++) {
                 const int64_t ih = oh * L->stride - L->pad + i, iw = ow * L->stride - L->pad + j;
                 if (ih < 0 || ih >= L->h || iw < 0 || iw >= L->w) continue;
-                const double xv = hx[((n * L->c + c) * L->h + ih) * L->w + iw];
-                const double v = pass == 0 ? hw[((o * L->c + c) * K + i) * K + j]
-                                           : hg[((n * L->o + o) * OH + oh) * OW + ow];
-                e += xv * v;
-                m += fabs(xv * v);
+                const double v = hx[((n * L->c + c) * L->h + ih) * L->w + iw] *
+                                 hw[((o * L->c + c) * K + i) * K + j];
+                e += v;
+                m += fabs(v);
+                terms++;
+            }
+        } else if (pass == 2) {   // gw[o,c,i,j] = sum over n,oh,ow of x[n,c,ih,iw] gy[n,o,oh,ow]
+            int64_t r = idx;
+            const int64_t j = r % K, i = (r /= K) % K, c = (r /= K) % L->c, o = r / L->c;
+            for (int64_t n = 0; n < L->n; n++)
+            for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                const int64_t ih = oh * L->stride - L->pad + i, iw = ow * L->stride - L->pad + j;
+                if (ih < 0 || ih >= L->h || iw < 0 || iw >= L->w) continue;
+                const double v = hx[((n * L->c + c) * L->h + ih) * L->w + iw] *
+                                 hg[((n * L->o + o) * OH + oh) * OW + ow];
+                e += v;
+                m += fabs(v);
                 terms++;
             }
         } else {   // gx[n,c,ih,iw] = sum over o,i,j of gy[n,o,oh,ow] w[o,c,i,j]

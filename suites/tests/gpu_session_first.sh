@@ -28,8 +28,8 @@ judge() {   # judge SUMMARY PYTHON-ASSERTIONS: s = the summary, st = {task: stat
     python3 - "$1" "$2" << 'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
-tasks = ["setup", "env", "replay", "conform", "trajectories", "gpu_tests", "check", "bench_run",
-         "anchor", "memcheck", "racecheck", "synccheck"]
+tasks = ["setup", "env", "replay", "conform", "trajectories", "gpu_tests", "check", "anchor",
+         "memcheck", "racecheck", "synccheck", "bench_run"]
 got = [e["task"] for e in s["stages"]]
 assert got == tasks, f"the stage tasks are {got}"
 st = {e["task"]: e["status"] for e in s["stages"]}
