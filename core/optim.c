@@ -518,7 +518,11 @@ static tdm_status groups_parse(const tdm_optimizer *o, const char *path, const c
     return s;
 }
 
-tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
+static char *scaler_json(const tdm_grad_scaler *sc);
+
+// The optimizer's state and, when sc is not NULL, the gradient scaler's (metadata grad_scaler).
+static tdm_status optimizer_save(const tdm_optimizer *o, const tdm_grad_scaler *sc,
+                                 const char *path) {
     int cap = 4 * o->n, n = 0;
     char (*names)[48] = calloc((size_t)(cap ? cap : 1), sizeof *names);
     const char **np = calloc((size_t)(cap ? cap : 1), sizeof *np);
@@ -554,17 +558,24 @@ tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
     snprintf(count, sizeof count, "%d", o->n);
     char *groups = s == TDM_OK ? groups_json(o) : NULL;
     if (s == TDM_OK && !groups) s = tdm_last_status();
+    char *scaler = s == TDM_OK && sc ? scaler_json(sc) : NULL;
+    if (s == TDM_OK && sc && !scaler) s = tdm_last_status();
     const char *meta[] = {"format", "tandem-optimizer/1", "optimizer",
                           o->kind == OPT_SGD ? "sgd" : o->adam.decoupled_weight_decay ? "adamw" : "adam",
-                          "lr", lr, "params", count, "param_groups", groups};
-    if (s == TDM_OK) s = tdm_safetensors_save(path, n, np, tp, 5, meta);
+                          "lr", lr, "params", count, "param_groups", groups, "grad_scaler", scaler};
+    if (s == TDM_OK) s = tdm_safetensors_save(path, n, np, tp, sc ? 6 : 5, meta);
     free(groups);
+    free(scaler);
     for (int i = 0; steps && i < o->n; i++) tdm_tensor_free(steps[i]);
     free(names);
     free(np);
     free(tp);
     free(steps);
     return s;
+}
+
+tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
+    return optimizer_save(o, NULL, path);
 }
 
 tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
@@ -705,6 +716,81 @@ tdm_grad_scaler *tdm_grad_scaler_new(const tdm_grad_scaler_params *p) {
 void tdm_grad_scaler_free(tdm_grad_scaler *s) { free(s); }
 
 double tdm_grad_scaler_get_scale(const tdm_grad_scaler *s) { return s->p.enabled ? s->scale : 1.0; }
+
+// PyTorch's GradScaler.state_dict() as JSON: the scale, the factors, the interval and the clean
+// steps in a row (_growth_tracker).
+static char *scaler_json(const tdm_grad_scaler *sc) {
+    char *j = malloc(256);
+    if (!j) {
+        tdm_error_set(TDM_ERR_OOM, "optimizer_save: out of memory");
+        return NULL;
+    }
+    snprintf(j, 256, "{\"scale\":%.17g,\"growth_factor\":%.17g,\"backoff_factor\":%.17g,"
+             "\"growth_interval\":%d,\"_growth_tracker\":%d}", sc->scale, sc->p.growth_factor,
+             sc->p.backoff_factor, sc->p.growth_interval, sc->growth_tracker);
+    return j;
+}
+
+// A file's grad_scaler state checked as tdm_grad_scaler_new checks its parameters, the tracker a
+// whole number in [0, growth_interval): into *out (params and scale, growth_tracker).
+static tdm_status scaler_parse(const char *path, const char *text, tdm_grad_scaler *out) {
+    cJSON *root = cJSON_Parse(text);
+    const char *keys[5] = {"scale", "growth_factor", "backoff_factor", "growth_interval",
+                           "_growth_tracker"};
+    double v[5];
+    tdm_status s = cJSON_IsObject(root) ? TDM_OK
+                   : tdm_error_set(TDM_ERR_FORMAT, "%s: grad_scaler is not a JSON object", path);
+    for (int k = 0; s == TDM_OK && k < 5; k++) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, keys[k]);
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble))
+            s = tdm_error_set(TDM_ERR_FORMAT, "%s: grad_scaler.%s is not a finite number", path,
+                              keys[k]);
+        else
+            v[k] = e->valuedouble;
+    }
+    if (s == TDM_OK && (!(v[0] > 0) || !(v[1] > 1) || !(v[2] > 0 && v[2] < 1) ||
+                        v[3] != floor(v[3]) || !(v[3] >= 1 && v[3] <= INT_MAX) ||
+                        v[4] != floor(v[4]) || !(v[4] >= 0 && v[4] < v[3])))
+        s = tdm_error_set(TDM_ERR_FORMAT, "%s: grad_scaler holds no valid state (scale > 0, "
+                          "growth_factor > 1, backoff_factor in (0,1), growth_interval a whole "
+                          "number >= 1, _growth_tracker a whole number in [0, growth_interval))",
+                          path);
+    if (s == TDM_OK) {
+        out->scale = v[0];
+        out->p.growth_factor = v[1];
+        out->p.backoff_factor = v[2];
+        out->p.growth_interval = (int)v[3];
+        out->growth_tracker = (int)v[4];
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
+tdm_status tdm_optimizer_save_with_scaler(const tdm_optimizer *o, const tdm_grad_scaler *sc,
+                                          const char *path) {
+    if (!sc) return tdm_error_set(TDM_ERR_ARG, "optimizer_save_with_scaler: no scaler");
+    return optimizer_save(o, sc, path);
+}
+
+tdm_status tdm_optimizer_load_with_scaler(tdm_optimizer *o, tdm_grad_scaler *sc, const char *path) {
+    if (!sc) return tdm_error_set(TDM_ERR_ARG, "optimizer_load_with_scaler: no scaler");
+    tdm_safetensors *st = tdm_safetensors_open(path);
+    if (!st) return tdm_last_status();
+    const char *text = tdm_safetensors_metadata(st, "grad_scaler");
+    tdm_grad_scaler next = *sc;
+    tdm_status s = text ? scaler_parse(path, text, &next)
+                        : tdm_error_set(TDM_ERR_FORMAT, "%s: holds no gradient scaler state "
+                                        "(grad_scaler; written by tdm_optimizer_save, not "
+                                        "tdm_optimizer_save_with_scaler)", path);
+    tdm_safetensors_close(st);
+    if (s == TDM_OK) s = tdm_optimizer_load(o, path);   // the scaler changes only when all loaded
+    if (s == TDM_OK) {
+        next.found_inf = false;
+        next.unscaled = NULL;
+        *sc = next;
+    }
+    return s;
+}
 
 tdm_tensor *tdm_grad_scaler_scale(tdm_grad_scaler *s, const tdm_tensor *loss) {
     if (tdm_check_tensor("grad_scaler.scale", "loss", loss) != TDM_OK) return NULL;

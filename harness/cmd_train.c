@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ typedef struct {
     bool dump_step0;         // --dump-step0: step 0's logits and gradients in the --dump
     const char *dump_optimizer, *init_optimizer;   // the optimizer's state out / in
     int64_t start_step;      // --start-step: the global index of the first step (a resume)
+    double scaler_init;      // --scaler-init-scale (fp16): GradScaler's init_scale; 0: 65536
+    int64_t scaler_interval; // --scaler-growth-interval (fp16): its growth_interval; 0: 2000
 } train_args;
 
 static void train_usage(FILE *f) {
@@ -48,7 +51,7 @@ static void train_usage(FILE *f) {
         "                   [--clip-grad-norm X] [--lr-schedule cosine:WARMUP:DECAY:MIN_LR]\n"
         "                   [--weight-decay-matrices-only] [--betas B1,B2]\n"
         "                   [--dump-step0] [--dump-optimizer FILE] [--init-optimizer FILE]\n"
-        "                   [--start-step N]\n"
+        "                   [--start-step N] [--scaler-init-scale S] [--scaler-growth-interval N]\n"
         "                   [--seed S] [--device cpu|cuda:N]\n"
         "                   [--amp off|fp16|bf16] [--ranks N] [--accumulate K]\n"
         "                   [--checkpoint-segments K] [--init FILE] [--data FILE] [--dump FILE]\n"
@@ -110,11 +113,15 @@ static void train_usage(FILE *f) {
         "                  clipping), as a golden GPT check reads them (docs/CASE_FORMAT.md); every\n"
         "                  dump holds each step's loss and lr, grad_norm with --clip-grad-norm and\n"
         "                  the scaler's scale with --amp fp16\n"
-        "--dump-optimizer FILE  writes the optimizer's state (tdm_optimizer_save) after the run\n"
+        "--dump-optimizer FILE  writes the optimizer's state (tdm_optimizer_save) after the run;\n"
+        "                  with --amp fp16 the gradient scaler's too (scale, _growth_tracker)\n"
         "--init-optimizer FILE  starts from such a state; with --init DUMP and --start-step N a run\n"
         "                  resumes one that did N steps: its data rows, schedule and dropout\n"
         "                  masks continue from step N, bit for bit as the run uninterrupted\n"
-        "                  (not with --amp fp16: the scaler's state is not saved)\n"
+        "                  (with --amp fp16 the scaler too: the file must hold its state)\n"
+        "--scaler-init-scale S, --scaler-growth-interval N  (--amp fp16) the gradient scaler's\n"
+        "                  init_scale (default 65536) and growth_interval (default 2000), as\n"
+        "                  torch.amp.GradScaler's arguments\n"
         "--maximize        ascend the loss (PyTorch's maximize: the gradient negated first)\n"
         "--amsgrad         adam/adamw: AMSGrad (normalise by the running maximum of exp_avg_sq)\n"
         "--clip-grad-norm X  before each optimizer step the gradients' total 2-norm is clipped to\n"
@@ -674,16 +681,21 @@ static tdm_status train_rank(int rank, void *arg) {
     tdm_optimizer *opt = m ? build_optimizer(a, m) : NULL;
     tdm_grad_scaler *scaler = NULL;
     tdm_status s = opt ? TDM_OK : tdm_last_status();
-    if (s == TDM_OK && a->init_optimizer && tdm_optimizer_load(opt, a->init_optimizer) != TDM_OK)
+    if (s == TDM_OK && !strcmp(a->amp, "fp16")) {
+        tdm_grad_scaler_params sp = tdm_grad_scaler_defaults();
+        if (a->scaler_init > 0) sp.init_scale = a->scaler_init;
+        if (a->scaler_interval > 0) sp.growth_interval = (int)a->scaler_interval;
+        scaler = tdm_grad_scaler_new(&sp);
+        if (!scaler) s = tdm_last_status();
+    }
+    // the optimizer's state, and with fp16 the scaler's (PyTorch's checkpoint holds both)
+    if (s == TDM_OK && a->init_optimizer &&
+        (scaler ? tdm_optimizer_load_with_scaler(opt, scaler, a->init_optimizer)
+                : tdm_optimizer_load(opt, a->init_optimizer)) != TDM_OK)
         s = tdm_error_set(tdm_last_status(), "--init-optimizer %s: %s", a->init_optimizer,
                           tdm_last_error());
     // a resumed run's dropout streams continue where the first run's stopped
     if (s == TDM_OK) tdm_module_rng_advance(m, (uint64_t)(a->start_step * a->accumulate));
-    if (s == TDM_OK && !strcmp(a->amp, "fp16")) {
-        tdm_grad_scaler_params sp = tdm_grad_scaler_defaults();
-        scaler = tdm_grad_scaler_new(&sp);
-        if (!scaler) s = tdm_last_status();
-    }
     tdm_tensor **params = NULL;
     if (s == TDM_OK && t->group) {
         int np = tdm_module_parameters(m, NULL, 0);
@@ -791,7 +803,8 @@ static tdm_status train_rank(int rank, void *arg) {
         }
     }
     if (rank == 0 && s == TDM_OK && a->dump_optimizer &&
-        tdm_optimizer_save(opt, a->dump_optimizer) != TDM_OK)
+        (scaler ? tdm_optimizer_save_with_scaler(opt, scaler, a->dump_optimizer)
+                : tdm_optimizer_save(opt, a->dump_optimizer)) != TDM_OK)
         s = tdm_error_set(tdm_last_status(), "--dump-optimizer %s: %s", a->dump_optimizer,
                           tdm_last_error());
     if (rank == 0) {
@@ -832,6 +845,8 @@ int bench_train(int argc, char **argv) {
         {"betas", required_argument, 0, 1004},   {"dump-step0", no_argument, 0, 1005},
         {"dump-optimizer", required_argument, 0, 1006}, {"init-optimizer", required_argument, 0, 1007},
         {"start-step", required_argument, 0, 1008},
+        {"scaler-init-scale", required_argument, 0, 1009},
+        {"scaler-growth-interval", required_argument, 0, 1010},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0, .betas = {NAN, NAN}};
@@ -882,6 +897,8 @@ int bench_train(int argc, char **argv) {
         case 1006: a.dump_optimizer = optarg; break;
         case 1007: a.init_optimizer = optarg; break;
         case 1008: if (!parse_i64(optarg, 0, &a.start_step)) return bad("--start-step %s: expected an integer >= 0", optarg); break;
+        case 1009: if (!parse_f64(optarg, &a.scaler_init) || !(a.scaler_init > 0) || !isfinite(a.scaler_init)) return bad("--scaler-init-scale %s: expected a finite number > 0", optarg); break;
+        case 1010: if (!parse_i64(optarg, 1, &a.scaler_interval) || a.scaler_interval > INT_MAX) return bad("--scaler-growth-interval %s: expected an integer from 1 to 2^31-1", optarg); break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
@@ -899,9 +916,8 @@ int bench_train(int argc, char **argv) {
     if (a.dump_step0 && (!a.dump || a.accumulate > 1 || a.ranks > 1 || (a.graph && a.steps < 2)))
         return bad("%s--dump-step0 needs --dump, and step 0 whole in one eager micro-batch (no "
                    "--accumulate, no --ranks; --graph only with --steps 2 or more)", "");
-    if (a.start_step > 0 && !strcmp(a.amp, "fp16"))
-        return bad("%s--start-step: an fp16 run cannot be resumed (the gradient scaler's state "
-                   "is not saved)", "");
+    if ((a.scaler_init > 0 || a.scaler_interval > 0) && strcmp(a.amp, "fp16"))
+        return bad("%s--scaler-init-scale and --scaler-growth-interval need --amp fp16", "");
     if (a.sched_set) a.sched.max_lr = a.lr_set ? a.lr : tdm_adam_defaults(false).lr;   // max_lr
     if (strcmp(a.amp, "off") && strcmp(a.amp, "fp16") && strcmp(a.amp, "bf16"))
         return bad("--amp %s: expected off, fp16 or bf16", a.amp);

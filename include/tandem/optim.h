@@ -131,6 +131,15 @@ tdm_status tdm_grad_scaler_step(tdm_grad_scaler *s, tdm_optimizer *o, bool *skip
 // Backoff after a skipped step; growth after growth_interval clean steps in a row.
 void tdm_grad_scaler_update(tdm_grad_scaler *s);
 double tdm_grad_scaler_get_scale(const tdm_grad_scaler *s);
+// The optimizer's state with a gradient scaler's (PyTorch's checkpoint of optimizer.state_dict()
+// and scaler.state_dict()): tdm_optimizer_save's file plus the metadata grad_scaler, a JSON
+// object {scale, growth_factor, backoff_factor, growth_interval, _growth_tracker} as PyTorch
+// names them. Loading checks the scaler's state and loads the optimizer's; the scaler (factors and
+// interval included, as load_state_dict does) changes only when both succeeded. A file without
+// grad_scaler is TDM_ERR_FORMAT; tdm_optimizer_load reads either kind of file.
+tdm_status tdm_optimizer_save_with_scaler(const tdm_optimizer *o, const tdm_grad_scaler *s,
+                                          const char *path);
+tdm_status tdm_optimizer_load_with_scaler(tdm_optimizer *o, tdm_grad_scaler *s, const char *path);
 void tdm_grad_scaler_free(tdm_grad_scaler *s);
 
 #ifdef __cplusplus

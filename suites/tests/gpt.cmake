@@ -128,6 +128,26 @@ foreach(dev cpu cuda)
     "${skip}${GB} ${GPT_RESUME} --device ${d} --steps 20 --dump ${GT}/${dev}-res20 >/dev/null && ${GB} ${GPT_RESUME} --device ${d} --steps 10 --dump ${GT}/${dev}-res10 --dump-optimizer ${GT}/${dev}-res10.opt >/dev/null && ${GB} ${GPT_RESUME} --device ${d} --steps 10 --init ${GT}/${dev}-res10 --init-optimizer ${GT}/${dev}-res10.opt --start-step 10 --dump ${GT}/${dev}-resb >/dev/null && $<TARGET_FILE:test_gpt> resume-compare ${GT}/${dev}-res20 ${GT}/${dev}-res10 ${GT}/${dev}-resb")
 endforeach()
 set_tests_properties(gpu.gpt.train.resume_bitwise PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+# The same with --amp fp16 (autocast f16 + the gradient scaler, growth every 3 clean steps: at step
+# 10 its scale has grown and backed off and its _growth_tracker is 1): the scaler's state travels
+# in the --dump-optimizer file, and the per-step scales of the two halves are the whole run's.
+# On the cpu and on cuda:0; a file without the scaler's state is refused for an fp16 resume.
+set(GPT_RESUME16 "${GPT_RESUME} --amp fp16 --scaler-growth-interval 3")
+foreach(dev cpu cuda)
+  set(pre gpt)
+  set(d cpu)
+  set(skip "")
+  if(dev STREQUAL "cuda")
+    set(pre gpu.gpt)
+    set(d cuda:0)
+    set(skip "${GPT_GPU_SKIP}; ")
+  endif()
+  add_test(NAME ${pre}.train.resume_bitwise_fp16 COMMAND sh -c
+    "${skip}${GB} ${GPT_RESUME16} --device ${d} --steps 20 --dump ${GT}/${dev}-r16-20 >/dev/null && ${GB} ${GPT_RESUME16} --device ${d} --steps 10 --dump ${GT}/${dev}-r16-10 --dump-optimizer ${GT}/${dev}-r16-10.opt >/dev/null && ${GB} ${GPT_RESUME16} --device ${d} --steps 10 --init ${GT}/${dev}-r16-10 --init-optimizer ${GT}/${dev}-r16-10.opt --start-step 10 --dump ${GT}/${dev}-r16-b >/dev/null && $<TARGET_FILE:test_gpt> resume-compare ${GT}/${dev}-r16-20 ${GT}/${dev}-r16-10 ${GT}/${dev}-r16-b")
+endforeach()
+set_tests_properties(gpu.gpt.train.resume_bitwise_fp16 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+add_test(NAME gpt.train.resume_fp16_needs_scaler_state COMMAND sh -c
+  "${GB} ${GPT_RESUME} --steps 2 --dump ${GT}/r16n --dump-optimizer ${GT}/r16n.opt >/dev/null || exit 1; out=$(${GB} ${GPT_RESUME16} --steps 2 --init ${GT}/r16n --init-optimizer ${GT}/r16n.opt --start-step 2 2>&1); rc=$?; echo "$out"; [ $rc = 2 ] && echo "$out" | grep -q 'holds no gradient scaler state'")
 # --deterministic twice: the same bits (the embedding's backward is a sorted sum, not atomics:
 # on the emulated device the two runs' threads go in opposite orders, where atomics differ).
 add_test(NAME gpu.gpt.train.deterministic_bitwise COMMAND sh -c

@@ -586,7 +586,7 @@ static int test_golden(const char *bench, const char *golden, const char *device
 
 // `test_gpt resume-compare A B C`: the dumps of a run of N steps (A), of its first K steps (B)
 // and of the resumed rest (C, --init B --init-optimizer ... --start-step K): C's state equals A's
-// bit for bit, and the per-step records (loss, lr, grad_norm) of B then C are A's.
+// bit for bit, and the per-step records (loss, lr, grad_norm, fp16's scale) of B then C are A's.
 static int resume_compare(const char *pa, const char *pb, const char *pc) {
     tdm_safetensors *a = tdm_safetensors_open(pa), *b = a ? tdm_safetensors_open(pb) : NULL;
     tdm_safetensors *c = b ? tdm_safetensors_open(pc) : NULL;
@@ -595,7 +595,8 @@ static int resume_compare(const char *pa, const char *pb, const char *pc) {
     for (int i = 0; c && i < tdm_safetensors_count(a); i++) {
         const char *name = tdm_safetensors_name(a, i);
         tdm_tensor *ta = tdm_safetensors_get(a, name, TDM_CPU);
-        bool record = !strcmp(name, "loss") || !strcmp(name, "lr") || !strcmp(name, "grad_norm");
+        bool record = !strcmp(name, "loss") || !strcmp(name, "lr") || !strcmp(name, "grad_norm") ||
+                      !strcmp(name, "scale");
         if (!record) {  // a state entry: C's equals A's
             tdm_tensor *tc = tdm_safetensors_get(c, name, TDM_CPU);
             CHECK_MSG(tensors_identical(ta, tc), "%s differs from the uninterrupted run's", name);

@@ -1,7 +1,9 @@
 /* test_training.c — the training API's state handling: the gradient scaler (a planted inf skips
  * the step and halves the scale; growth after growth_interval clean steps; gradients unscaled
  * exactly), optimizer steps against hand-computed values, and checkpoints: a run saved mid-way
- * (model + optimizer, atomically) and resumed in fresh objects continues bit-identically.
+ * (model + optimizer, atomically) and resumed in fresh objects continues bit-identically; the
+ * scaler's state saved with the optimizer's and restored (malformed scaler states refused, the
+ * scaler unchanged).
  * usage: test_training TMPDIR */
 #include <math.h>
 #include <stdio.h>
@@ -164,9 +166,70 @@ static int write_data(const char *dir) {
     return rc;
 }
 
+// The scaler's state travels with the optimizer's: a scaler one clean step into growth_interval 3
+// at scale 32768 is restored into a fresh one (scale, tracker: growth after 2 more clean steps);
+// malformed states are refused with the scaler unchanged; a file without one is refused.
+static void test_scaler_state(const char *dir) {
+    float p0[2] = {1, 2}, g_inf[2] = {INFINITY, 1}, g_ok[2] = {1, 1};
+    tdm_tensor *p = vec(p0, 2);
+    tdm_tensor_set_requires_grad(p, true);
+    tdm_sgd_params sp = {.lr = 0.5};
+    tdm_optimizer *o = tdm_optim_sgd(&p, 1, &sp);
+    tdm_grad_scaler_params pp = tdm_grad_scaler_defaults();
+    pp.growth_interval = 3;
+    tdm_grad_scaler *s = tdm_grad_scaler_new(&pp), *r = tdm_grad_scaler_new(&pp);
+    const float *gs[2] = {g_inf, g_ok};
+    for (int k = 0; k < 2; k++) {   // a skip (65536 -> 32768), then one clean step
+        tdm_tensor *g = vec(gs[k], 2);
+        tdm_tensor_set_grad(p, g);
+        tdm_tensor_free(g);
+        CHECK(tdm_grad_scaler_step(s, o, NULL) == TDM_OK);
+        tdm_grad_scaler_update(s);
+    }
+    char path[512], bad[512];
+    snprintf(path, sizeof path, "%s/scaler.opt", dir);
+    snprintf(bad, sizeof bad, "%s/scaler-bad.opt", dir);
+    CHECK(tdm_optimizer_save_with_scaler(o, s, path) == TDM_OK);
+    CHECK(tdm_optimizer_load_with_scaler(o, r, path) == TDM_OK);
+    CHECK_MSG(tdm_grad_scaler_get_scale(r) == 32768, "scale %g", tdm_grad_scaler_get_scale(r));
+    for (int k = 0; k < 2; k++) {   // two more clean steps complete the interval: 65536
+        tdm_tensor *g = vec(g_ok, 2);
+        tdm_tensor_set_grad(p, g);
+        tdm_tensor_free(g);
+        CHECK(tdm_grad_scaler_step(r, o, NULL) == TDM_OK);
+        tdm_grad_scaler_update(r);
+        CHECK_MSG(tdm_grad_scaler_get_scale(r) == (k ? 65536 : 32768), "after %d: scale %g", k + 1,
+                  tdm_grad_scaler_get_scale(r));
+    }
+    // malformed states: refused, r keeps its scale (65536)
+    const char *states[] = {
+        "{\"scale\":-1,\"growth_factor\":2,\"backoff_factor\":0.5,\"growth_interval\":3,\"_growth_tracker\":0}",
+        "{\"scale\":8,\"growth_factor\":2,\"backoff_factor\":0.5,\"growth_interval\":3,\"_growth_tracker\":3}",
+        "{\"scale\":8,\"growth_factor\":2,\"backoff_factor\":0.5,\"growth_interval\":2.5,\"_growth_tracker\":0}",
+        "{\"scale\":8,\"growth_factor\":2,\"backoff_factor\":0.5,\"growth_interval\":3}",
+        "[8]", "not json"};
+    for (int k = 0; k < 6; k++) {
+        const char *meta[] = {"format", "tandem-optimizer/1", "optimizer", "sgd", "params", "1",
+                              "grad_scaler", states[k]};
+        CHECK(tdm_safetensors_save(bad, 0, NULL, NULL, 4, meta) == TDM_OK);
+        CHECK_MSG(tdm_optimizer_load_with_scaler(o, r, bad) == TDM_ERR_FORMAT, "state %d", k);
+        CHECK_MSG(strstr(tdm_last_error(), "grad_scaler"), "state %d: %s", k, tdm_last_error());
+        CHECK(tdm_grad_scaler_get_scale(r) == 65536);
+    }
+    CHECK(tdm_optimizer_save(o, bad) == TDM_OK);   // no scaler state: refused for a scaler
+    CHECK(tdm_optimizer_load_with_scaler(o, r, bad) == TDM_ERR_FORMAT);
+    CHECK(strstr(tdm_last_error(), "holds no gradient scaler state"));
+    CHECK(tdm_optimizer_load(o, path) == TDM_OK);   // the optimizer alone reads either file
+    tdm_grad_scaler_free(s);
+    tdm_grad_scaler_free(r);
+    tdm_optimizer_free(o);
+    tdm_tensor_free(p);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write-data")) return write_data(argv[2]);
     test_scaler();
     test_resume(argc > 1 ? argv[1] : ".");
+    test_scaler_state(argc > 1 ? argv[1] : ".");
     CHECK_DONE("test_training");
 }
