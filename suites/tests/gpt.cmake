@@ -207,3 +207,15 @@ add_test(NAME gpt.bench.suites_quick COMMAND sh -c
 add_test(NAME gpu.bench.gpt_quick COMMAND sh -c
   "${GPT_GPU_SKIP}; d=${GT}/bench-cuda0; rm -rf $d; out=$(${GB} run --device cuda:0 --quick --repetitions 1 --min-time 0.001 --suite amp,graphs,cpu-vs-gpu --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 8 finished, 0 failed, 0 unfinished' || exit 1; ${GB} report $d > /dev/null && grep -q 'graph / eager (gpt)' $d/report.md")
 set_tests_properties(gpu.bench.gpt_quick PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# GPT-2 124M itself on the reference (the oracle, "slowly but correctly"): nanoGPT's gpt2 config
+# (12 layers, 12 heads, width 768, context 1024, vocabulary 50257) initialised by PyTorch (seed 7,
+# a 498 MB safetensors file), loaded with --init's loader; the reference's eval loss on 2 rows of
+# 16 tokens equals nanoGPT's forward within rtol 1e-5 (the round trip's tolerance; the f32 forward
+# against the reference's f64 sums). Not in sanitized builds (a forward of 124M parameters there
+# takes minutes); the files are removed at the end.
+if(NOT TDM_SANITIZE)
+  add_test(NAME gpt.reference_gpt2_124m COMMAND sh -c
+    "f=${GT}/gpt2-124m; ${GPT_PYTHON} ${RT} save --config 12,12,768,1024,50257 --seed 7 --tied $f || exit 1; loss=$($<TARGET_FILE:test_gpt> eval $f gpt:L12-H12-D768-T1024-V50257 ${GPT_GOLD_DIR}/tokens.safetensors 0:2); rc=$?; [ $rc = 0 ] || { rm -f $f; exit 1; }; echo \"tandem's loss $loss\"; ${GPT_PYTHON} ${RT} load $f --config 12,12,768,1024,50257 --data ${GPT_GOLD_DIR}/tokens.safetensors --rows 0:2 --expect $loss --rtol 1e-5; rc=$?; rm -f $f; exit $rc")
+  set_tests_properties(gpt.reference_gpt2_124m PROPERTIES TIMEOUT 600)
+endif()
