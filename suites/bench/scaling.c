@@ -18,7 +18,12 @@
  * Checks: the all-reduce's result is within tdm_dp_mean_bound_f32 of the mean computed on the
  * host (NCCL's ncclAvg pre-multiplies by float(1/n) and sums in ring or tree order: not sum/n
  * rounded once for most n above 2); after DP training every replica's parameters are identical
- * and the loss fell. */
+ * and the loss fell.
+ *
+ * nanoGPT's GPT (issue 23) scales too: dp_<weak|strong>_<gpt>[_no_overlap]/ranks:N with <gpt> the
+ * amp suite's (bench_gpt_for: GPT-2 124M on a GPU, T256 with --quick; gpt_tiny on the cpu and the
+ * emulated device), 8 rows of T tokens per rank (weak) or 16 rows in all (strong), each rank its
+ * own synthetic token rows; its rate is tokens/s. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +40,22 @@ static bench_suite_config sc_cfg;
 
 // Thread ranks: at most 8 (GPUs of a node); MPI ranks: up to parallel.c's 64.
 enum { SC_MAX_THREADS = 8, SC_MAX_RANKS = 64, SC_BUCKET = 25 * 1000 * 1000 };
+// The per-model tables hold the seed models (bench_models) and, in their last slot, the GPT.
+enum { SC_MODELS = 16, SC_GPT = SC_MODELS - 1 };
 
 static bool on_cuda(void) { return sc_cfg.device.type == TDM_DEVICE_CUDA; }
+
+static const char *sc_spec(int m) {
+    return m == SC_GPT ? bench_gpt_for(sc_cfg.device, sc_cfg.quick)->spec : bench_models[m].spec;
+}
+static const char *sc_name(int m) {
+    return m == SC_GPT ? bench_gpt_for(sc_cfg.device, sc_cfg.quick)->name : bench_models[m].name;
+}
+// Tokens per sample: a GPT's row length T; 1 for the seed models (their rate stays samples/s).
+static int64_t sc_tokens(int m) {
+    tdm_gpt_config c;
+    return m == SC_GPT && tdm_nn_gpt_spec(sc_spec(m), &c) == TDM_OK ? c.block_size : 1;
+}
 
 // An integer from the first of the environment variables that is set, else dflt.
 static int env_int(const char *const *vars, int n, int dflt) {
@@ -243,16 +262,18 @@ typedef struct {
     bool started;
 } dp_run;
 
-// Per rank batch: weak scaling keeps it (64 on the cpu, 256 on cuda); strong scaling splits a
-// global batch (128 on the cpu, 1024 on cuda) over the ranks.
-static int64_t per_rank_batch(bool weak, int n) {
-    int64_t b = weak ? (on_cuda() ? 256 : 64) : (on_cuda() ? 1024 : 128);
+// Per rank batch: weak scaling keeps it (64 on the cpu, 256 on cuda; a GPT's 8 rows); strong
+// scaling splits a global batch (128 on the cpu, 1024 on cuda; a GPT's 16 rows) over the ranks.
+static int64_t per_rank_batch(int m, bool weak, int n) {
+    int64_t b = m == SC_GPT ? (weak ? BENCH_GPT_BATCH : 2 * BENCH_GPT_BATCH)
+                : weak      ? (on_cuda() ? 256 : 64)
+                            : (on_cuda() ? 1024 : 128);
     return weak ? b : b / n;
 }
 
 static tdm_status dp_setup(int rank, void *arg) {
     dp_run *d = arg;
-    tdm_status s = bench_trainer_init(&d->t[rank], bench_models[d->c->model].spec,
+    tdm_status s = bench_trainer_init(&d->t[rank], sc_spec(d->c->model),
                                       rank_device(d->g, rank), BENCH_PREC_F32, d->batch, 1,
                                       1 + (uint64_t)rank);   // same weights, own data
     // attach even after a failure would leave the others waiting: a failed rank attaches nothing
@@ -277,14 +298,16 @@ static tdm_status dp_iteration(int rank, void *arg) {
     return s != TDM_OK ? s : s2;
 }
 
-// Throughput at 1 rank per (model, weak), for the efficiency of N ranks (mean over repetitions).
-static double sc_thr1_sum[16][2][2], sc_t1_step[16], sc_t1_comm[16];
-static int sc_thr1_n[16][2][2], sc_t1_n[16];
+// Throughput at 1 rank per (model, weak), for the efficiency of N ranks (mean over repetitions);
+// the 1-rank step, its all-reduce time and the gradients' bytes, for the predictions.
+static double sc_thr1_sum[SC_MODELS][2][2], sc_t1_step[SC_MODELS], sc_t1_comm[SC_MODELS];
+static int sc_thr1_n[SC_MODELS][2][2], sc_t1_n[SC_MODELS];
+static int64_t sc_t1_bytes[SC_MODELS];
 
 static void bm_dp(tdm_gb_state *st, void *arg) {
     const dp_ctx *c = arg;
     dp_run d = {.c = c, .n = (int)tdm_gb_arg(st, 0)};
-    d.batch = per_rank_batch(c->weak, d.n);
+    d.batch = per_rank_batch(c->model, c->weak, d.n);
     bool ok = d.batch > 0 && (d.g = new_group(d.n, SC_BUCKET)) != NULL;
     if (ok) tdm_dp_set_overlap(d.g, c->overlap);
     ok = ok && tdm_dp_run(d.g, dp_setup, &d) == TDM_OK;
@@ -358,8 +381,13 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
     tdm_dp_group_free(d.g);
     int64_t iters = tdm_gb_iterations(st);
     double global = (double)d.batch * d.n;
-    tdm_gb_counter(st, "samples/s", global, TDM_GB_PER_ITERATION_RATE);
-    tdm_gb_counter(st, "samples/iteration", global, TDM_GB_PLAIN);
+    if (c->model == SC_GPT) {   // a GPT's rate is tokens/s (its main metric: the first rate)
+        tdm_gb_counter(st, "tokens/s", global * sc_tokens(c->model), TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "tokens/iteration", global * sc_tokens(c->model), TDM_GB_PLAIN);
+    } else {
+        tdm_gb_counter(st, "samples/s", global, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "samples/iteration", global, TDM_GB_PLAIN);
+    }
     tdm_gb_counter(st, "gradient_bytes", (double)param_bytes, TDM_GB_PLAIN);
     if (ok && iters > 0 && step_sum > 0) {
         double thr = global * (double)iters / step_sum;
@@ -371,6 +399,7 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
             if (c->weak && c->overlap) {
                 sc_t1_step[m] += step_sum / (double)iters;
                 sc_t1_comm[m] += comm_sum / (double)iters;
+                sc_t1_bytes[m] = param_bytes;
                 sc_t1_n[m]++;
             }
         }
@@ -380,7 +409,7 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
     }
     char label[200];
     snprintf(label, sizeof label, "%s, %s scaling, %lld per rank, bucket 25 MB, overlap %s, %s",
-             bench_models[c->model].spec, c->weak ? "weak" : "strong", (long long)d.batch,
+             sc_spec(c->model), c->weak ? "weak" : "strong", (long long)d.batch,
              c->overlap ? "on" : "off", host_comm ? "host all-reduce" : "NCCL");
     tdm_gb_set_label(st, label);
 }
@@ -399,23 +428,21 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
         char msg[200];
         snprintf(msg, sizeof msg,
                  "needs dp_weak_%s/ranks:1 measured earlier in the run (not filtered out)",
-                 bench_models[m].name);
+                 sc_name(m));
         tdm_gb_skip_with_error(st, msg);
         while (tdm_gb_keep_running(st)) {}
         return;
     }
     // compute = the measured 1-rank step without its (local) all-reduce
     double compute = (sc_t1_step[m] - sc_t1_comm[m]) / sc_t1_n[m];
-    int64_t bytes = 0;   // the gradients: the model's parameters in f32
-    tdm_module *mod = tdm_nn_from_spec(bench_models[m].spec);
-    tdm_tensor *ps[64];
-    int np = mod ? tdm_module_parameters(mod, ps, 64) : 0;
-    for (int i = 0; i < np && i < 64; i++) bytes += tdm_tensor_numel(ps[i]) * 4;
-    tdm_module_free(mod);
+    int64_t bytes = sc_t1_bytes[m];   // the gradients: the model's parameters in f32
     bench_dp_prediction p = bench_dp_predict(compute, n, (double)bytes, link);
     while (tdm_gb_keep_running(st)) tdm_gb_set_iteration_time(st, p.step);
-    double global = (double)per_rank_batch(true, n) * n;
-    tdm_gb_counter(st, "samples/s", global, TDM_GB_PER_ITERATION_RATE);
+    double global = (double)per_rank_batch(m, true, n) * n;
+    if (m == SC_GPT)
+        tdm_gb_counter(st, "tokens/s", global * sc_tokens(m), TDM_GB_PER_ITERATION_RATE);
+    else
+        tdm_gb_counter(st, "samples/s", global, TDM_GB_PER_ITERATION_RATE);
     tdm_gb_counter(st, "efficiency", p.efficiency, TDM_GB_PLAIN);
     tdm_gb_counter(st, "comm_share", p.comm_share, TDM_GB_PLAIN);
     tdm_gb_counter(st, "predicted_comm_seconds", p.comm, TDM_GB_PLAIN);
@@ -430,8 +457,58 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
 
 // ---- registration -------------------------------------------------------------------------
 
-static dp_ctx sc_dp_ctx[16][2][2];
-static pred_ctx sc_pred_ctx[16][BENCH_N_LINKS];
+static dp_ctx sc_dp_ctx[SC_MODELS][2][2];
+static pred_ctx sc_pred_ctx[SC_MODELS][BENCH_N_LINKS];
+
+// dp_<weak|strong>_<model>[_no_overlap] and, with one GPU, predicted_dp_<link>_<model>.
+static int register_dp(int m, int nmax) {
+    const bool gpt = m == SC_GPT;
+    const char *what = gpt ? "rows of tokens" : "samples", *rate = gpt ? "tokens/s" : "samples/s";
+    char name[96], info[500];
+    tdm_gb_bench *b;
+    for (int v = 0; v < 4; v++) {
+        int w = v == 0 || v == 2, o = v < 2;   // weak, strong; then both without overlap
+        sc_dp_ctx[m][w][o] = (dp_ctx){m, w == 1, o == 1};
+        snprintf(name, sizeof name, "dp_%s_%s%s", w ? "weak" : "strong", sc_name(m),
+                 o ? "" : "_no_overlap");
+        if (!(b = tdm_gb_register(name, bm_dp, &sc_dp_ctx[m][w][o]))) return -1;
+        tdm_gb_arg_names(b, 1, (const char *const[]){"ranks"});
+        tdm_gb_use_manual_time(b);
+        if (sc_mpi()) {   // 1 (a thread group in each process) and the MPI world
+            tdm_gb_args(b, 1, (const int64_t[]){1});
+            if (nmax > 1) tdm_gb_args(b, 1, (const int64_t[]){nmax});
+        } else {
+            for (int64_t n = 1; n <= nmax; n *= 2) tdm_gb_args(b, 1, &n);
+            if (nmax & (nmax - 1)) tdm_gb_args(b, 1, (const int64_t[]){nmax});
+        }
+        snprintf(info, sizeof info,
+                 "data-parallel f32 training of %s, %s (%lld %s %s), all-reduce %s; %s = "
+                 "global batch%s / step; efficiency = thr(N) / (N thr(1)); comm_share = "
+                 "all-reduce time / step (host all-reduce); replicas checked identical",
+                 sc_spec(m), w ? "weak scaling" : "strong scaling",
+                 (long long)per_rank_batch(m, w, 1), what, w ? "per rank" : "in all",
+                 o ? "overlapped with backward" : "after backward (no overlap)", rate,
+                 gpt ? " x T" : "");
+        tdm_gb_set_info(b, info, rate);
+    }
+    if (on_cuda() && nmax == 1 && !sc_mpi())
+        for (int l = 0; l < BENCH_N_LINKS; l++) {
+            sc_pred_ctx[m][l] = (pred_ctx){m, l};
+            snprintf(name, sizeof name, "predicted_dp_%s_%s", bench_links[l].name, sc_name(m));
+            if (!(b = tdm_gb_register(name, bm_predict, &sc_pred_ctx[m][l]))) return -1;
+            tdm_gb_arg_names(b, 1, (const char *const[]){"ranks"});
+            tdm_gb_use_manual_time(b);
+            for (int64_t n = 2; n <= 8; n *= 2) tdm_gb_args(b, 1, &n);
+            snprintf(info, sizeof info,
+                     "PREDICTION, not a measurement: weak scaling of %s on N GPUs over %s "
+                     "(%.0f GB/s, %.0f us per ring step): step = measured compute + "
+                     "2(N-1)/N*S/bw + 2(N-1)*lat",
+                     sc_spec(m), bench_links[l].name, bench_links[l].bw / 1e9,
+                     bench_links[l].latency * 1e6);
+            tdm_gb_set_info(b, info, rate);
+        }
+    return 0;
+}
 
 static int sc_register(const bench_suite_config *cfg) {
     sc_cfg = *cfg;
@@ -440,8 +517,9 @@ static int sc_register(const bench_suite_config *cfg) {
     memset(sc_t1_step, 0, sizeof sc_t1_step);
     memset(sc_t1_comm, 0, sizeof sc_t1_comm);
     memset(sc_t1_n, 0, sizeof sc_t1_n);
+    memset(sc_t1_bytes, 0, sizeof sc_t1_bytes);
     int nmax = max_ranks();
-    char name[96], info[400];
+    char info[400];
     tdm_gb_bench *b = tdm_gb_register("allreduce", bm_allreduce_all, NULL);
     if (!b) return -1;
     tdm_gb_arg_names(b, 1, (const char *const[]){"bytes"});
@@ -460,61 +538,27 @@ static int sc_register(const bench_suite_config *cfg) {
              sc_mpi() ? "MPI processes" : on_cuda() ? "one per GPU" : "threads");
     tdm_gb_set_info(b, info, "algbw_GB/s");
 
-    for (int m = 0; bench_models[m].name && m < 16; m++) {
+    for (int m = 0; bench_models[m].name && m < SC_GPT; m++) {
         bool cuda_model = !strcmp(bench_models[m].name, "mlp_10000_5000_2000_10");
         if (strcmp(bench_models[m].name, "mlp_1000_512_10") && !(on_cuda() && cuda_model)) continue;
-        for (int v = 0; v < 4; v++) {
-            int w = v == 0 || v == 2, o = v < 2;   // weak, strong; then both without overlap
-            sc_dp_ctx[m][w][o] = (dp_ctx){m, w == 1, o == 1};
-            snprintf(name, sizeof name, "dp_%s_%s%s", w ? "weak" : "strong", bench_models[m].name,
-                     o ? "" : "_no_overlap");
-            if (!(b = tdm_gb_register(name, bm_dp, &sc_dp_ctx[m][w][o]))) return -1;
-            tdm_gb_arg_names(b, 1, (const char *const[]){"ranks"});
-            tdm_gb_use_manual_time(b);
-            if (sc_mpi()) {   // 1 (a thread group in each process) and the MPI world
-                tdm_gb_args(b, 1, (const int64_t[]){1});
-                if (nmax > 1) tdm_gb_args(b, 1, (const int64_t[]){nmax});
-            } else {
-                for (int64_t n = 1; n <= nmax; n *= 2) tdm_gb_args(b, 1, &n);
-                if (nmax & (nmax - 1)) tdm_gb_args(b, 1, (const int64_t[]){nmax});
-            }
-            snprintf(info, sizeof info,
-                     "data-parallel f32 training of %s, %s (%lld samples %s), all-reduce %s; "
-                     "samples/s = global batch / step; efficiency = thr(N) / (N thr(1)); "
-                     "comm_share = all-reduce time / step (host all-reduce); replicas checked "
-                     "identical",
-                     bench_models[m].spec, w ? "weak scaling" : "strong scaling",
-                     (long long)per_rank_batch(w, 1), w ? "per rank" : "in all",
-                     o ? "overlapped with backward" : "after backward (no overlap)");
-            tdm_gb_set_info(b, info, "samples/s");
-        }
-        if (on_cuda() && nmax == 1 && !sc_mpi())
-            for (int l = 0; l < BENCH_N_LINKS; l++) {
-                sc_pred_ctx[m][l] = (pred_ctx){m, l};
-                snprintf(name, sizeof name, "predicted_dp_%s_%s", bench_links[l].name,
-                         bench_models[m].name);
-                if (!(b = tdm_gb_register(name, bm_predict, &sc_pred_ctx[m][l]))) return -1;
-                tdm_gb_arg_names(b, 1, (const char *const[]){"ranks"});
-                tdm_gb_use_manual_time(b);
-                for (int64_t n = 2; n <= 8; n *= 2) tdm_gb_args(b, 1, &n);
-                snprintf(info, sizeof info,
-                         "PREDICTION, not a measurement: weak scaling of %s on N GPUs over %s "
-                         "(%.0f GB/s, %.0f us per ring step): step = measured compute + "
-                         "2(N-1)/N*S/bw + 2(N-1)*lat",
-                         bench_models[m].spec, bench_links[l].name, bench_links[l].bw / 1e9,
-                         bench_links[l].latency * 1e6);
-                tdm_gb_set_info(b, info, "samples/s");
-            }
+        if (register_dp(m, nmax)) return -1;
     }
+    if (register_dp(SC_GPT, nmax)) return -1;
     return 0;
 }
 
 #define SC_OVERLAP(kind, model)                                                            \
     {"overlap / no overlap (" #kind ", " #model ")", "dp_" #kind "_" #model,                 \
      "dp_" #kind "_" #model "_no_overlap", "samples/s"}
+#define SC_OVERLAP_GPT(kind, model)                                                        \
+    {"overlap / no overlap (" #kind ", " #model ")", "dp_" #kind "_" #model,                 \
+     "dp_" #kind "_" #model "_no_overlap", "tokens/s"}
 static const bench_ratio sc_ratios[] = {
     SC_OVERLAP(weak, mlp_1000_512_10),          SC_OVERLAP(strong, mlp_1000_512_10),
     SC_OVERLAP(weak, mlp_10000_5000_2000_10),   SC_OVERLAP(strong, mlp_10000_5000_2000_10),
+    SC_OVERLAP_GPT(weak, gpt_tiny),             SC_OVERLAP_GPT(strong, gpt_tiny),
+    SC_OVERLAP_GPT(weak, gpt_124m_t256),        SC_OVERLAP_GPT(strong, gpt_124m_t256),
+    SC_OVERLAP_GPT(weak, gpt_124m),             SC_OVERLAP_GPT(strong, gpt_124m),
     {0},
 };
 
@@ -526,7 +570,8 @@ const bench_suite bench_suite_scaling = {
     .name = "scaling",
     .description = "data parallelism: all-reduce algbw/busbw over sizes, weak and strong "
                    "scaling of DP training over 1..N ranks (threads: 2 on the cpu, one per GPU "
-                   "on cuda) with efficiency and communication share; with one GPU, "
+                   "on cuda) with efficiency and communication share, of the seed MLPs and "
+                   "nanoGPT's GPT (tokens/s); with one GPU, "
                    "predictions for 2-8 GPUs on NVLink and PCIe (predicted_* rows)",
     .doc = "docs/suites/scaling.md",
     .devices = BENCH_SUITE_CPU | BENCH_SUITE_CUDA,

@@ -198,14 +198,15 @@ foreach(dev cpu cuda)
 endforeach()
 set_tests_properties(gpu.gpt.train.checkpointing_lowers_peak_memory PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 
-# ---- the suites' GPT benchmarks (amp, graphs, cpu-vs-gpu) ------------------------------------------
-# On the cpu: the tiny GPT's amp and cpu-vs-gpu benchmarks run, verify (the loss falls, within 5 % of
-# f32's) and report tokens/s; on cuda:0 (the tiny GPT on the emulated device, GPT-2 124M's T256 form
-# on a GPU) the same plus the graphs pair, and the report has the "graph / eager (gpt)" ratio row.
+# ---- the suites' GPT benchmarks (amp, graphs, cpu-vs-gpu, scaling) ---------------------------------
+# On the cpu: the tiny GPT's amp, cpu-vs-gpu and scaling (1 and 2 thread ranks) benchmarks run,
+# verify (the loss falls, within 5 % of f32's; identical replicas) and report tokens/s; on cuda:0
+# (the tiny GPT on the emulated device, GPT-2 124M's T256 form on a GPU) the same plus the graphs
+# pair, and the report has the "graph / eager (gpt)" ratio row.
 add_test(NAME gpt.bench.suites_quick COMMAND sh -c
-  "d=${GT}/bench-cpu; rm -rf $d; out=$(${GB} run --device cpu --quick --repetitions 1 --min-time 0.001 --suite amp,cpu-vs-gpu --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 3 finished, 0 failed, 0 unfinished' || exit 1; echo \"$out\" | grep -q 'train_gpt_tiny_bf16.*tokens/s' && ${GB} report $d > /dev/null && grep -q 'bf16 / f32 (gpt.*tiny)' $d/report.md")
+  "d=${GT}/bench-cpu; rm -rf $d; out=$(${GB} run --device cpu --quick --repetitions 1 --min-time 0.001 --suite amp,cpu-vs-gpu,scaling --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 11 finished, 0 failed, 0 unfinished' || exit 1; echo \"$out\" | grep -q 'train_gpt_tiny_bf16.*tokens/s' && echo \"$out\" | grep -q 'dp_weak_gpt_tiny/ranks:2.*tokens/s' && ${GB} report $d > /dev/null && grep -q 'bf16 / f32 (gpt.*tiny)' $d/report.md && grep -q 'overlap / no overlap (weak, gpt.*tiny)' $d/report.md")
 add_test(NAME gpu.bench.gpt_quick COMMAND sh -c
-  "${GPT_GPU_SKIP}; d=${GT}/bench-cuda0; rm -rf $d; out=$(${GB} run --device cuda:0 --quick --repetitions 1 --min-time 0.001 --suite amp,graphs,cpu-vs-gpu --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 8 finished, 0 failed, 0 unfinished' || exit 1; ${GB} report $d > /dev/null && grep -q 'graph / eager (gpt)' $d/report.md")
+  "${GPT_GPU_SKIP}; d=${GT}/bench-cuda0; rm -rf $d; out=$(${GB} run --device cuda:0 --quick --repetitions 1 --min-time 0.001 --suite amp,graphs,cpu-vs-gpu,scaling --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: [0-9]* finished, 0 failed, 0 unfinished' && echo \"$out\" | grep -q 'dp_weak_gpt_.*/ranks:1 .*tokens/s' || exit 1; ${GB} report $d > /dev/null && grep -q 'graph / eager (gpt)' $d/report.md")
 set_tests_properties(gpu.bench.gpt_quick PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 
 # GPT-2 124M itself on the reference (the oracle, "slowly but correctly"): nanoGPT's gpt2 config
