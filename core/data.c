@@ -37,7 +37,7 @@ typedef struct {
 } loader_worker;
 
 struct tdm_loader {
-    tdm_tensor *x, *y;    // x (N, ...) any float dtype, y (N) i64 or i32; both on the cpu
+    tdm_tensor *x, *y;    // x (N, ...) float or i64/i32, y (N, ...) i64 or i32; both on the cpu
     tdm_loader_params p;  // prefetch resolved (>= 1)
     tdm_device pin_dev;   // with p.pin_memory: the device batches are pinned for
     int64_t n;            // N: rows
@@ -87,14 +87,15 @@ static tdm_status loader_assemble(const tdm_loader *l, int64_t b, tdm_tensor **x
     int64_t end = start + l->p.batch_size < l->n ? start + l->p.batch_size : l->n;
     int64_t rows = end - start;
 
-    int64_t shape[TDM_MAX_DIMS];
-    int ndim = tdm_tensor_ndim(l->x);
+    int64_t shape[TDM_MAX_DIMS], yshape[TDM_MAX_DIMS];
+    int ndim = tdm_tensor_ndim(l->x), yndim = tdm_tensor_ndim(l->y);
     memcpy(shape, tdm_tensor_shape(l->x), (size_t)ndim * sizeof shape[0]);
-    shape[0] = rows;
+    memcpy(yshape, tdm_tensor_shape(l->y), (size_t)yndim * sizeof yshape[0]);
+    shape[0] = yshape[0] = rows;
     tdm_host_kind kind = l->p.pin_memory ? TDM_HOST_PINNED : TDM_HOST_PAGEABLE;
     tdm_tensor *bx = tdm_tensor_empty_host(ndim, shape, tdm_tensor_dtype(l->x), kind, l->pin_dev);
     tdm_tensor *by =
-        bx ? tdm_tensor_empty_host(1, &rows, tdm_tensor_dtype(l->y), kind, l->pin_dev) : NULL;
+        bx ? tdm_tensor_empty_host(yndim, yshape, tdm_tensor_dtype(l->y), kind, l->pin_dev) : NULL;
     if (!bx || !by) {
         tdm_tensor_free(bx);
         return tdm_last_status();
@@ -204,12 +205,13 @@ static tdm_status loader_check(const tdm_tensor *x, const tdm_tensor *y,
     if (tdm_tensor_ndim(x) < 1)
         return tdm_error_set(TDM_ERR_SHAPE,
                              "loader: x must have a sample dim (N, ...), got a scalar");
-    if (!tdm_dtype_is_float(tdm_tensor_dtype(x)))
-        return tdm_error_set(TDM_ERR_DTYPE, "loader: x has dtype %s, expected a floating dtype",
-                             tdm_dtype_name(tdm_tensor_dtype(x)));
-    if (tdm_tensor_ndim(y) != 1)
-        return tdm_error_set(TDM_ERR_SHAPE, "loader: y must be 1-D (N), got shape %s",
-                             tdm_shape_str(tdm_tensor_ndim(y), tdm_tensor_shape(y), s, sizeof s));
+    tdm_dtype xdt = tdm_tensor_dtype(x);
+    if (!tdm_dtype_is_float(xdt) && xdt != TDM_DTYPE_I64 && xdt != TDM_DTYPE_I32)
+        return tdm_error_set(TDM_ERR_DTYPE, "loader: x has dtype %s, expected a floating dtype "
+                             "or i64/i32 (token ids)", tdm_dtype_name(xdt));
+    if (tdm_tensor_ndim(y) < 1)
+        return tdm_error_set(TDM_ERR_SHAPE, "loader: y must have a sample dim (N) or (N, ...), "
+                             "got a scalar");
     tdm_dtype ydt = tdm_tensor_dtype(y);
     if (ydt != TDM_DTYPE_I64 && ydt != TDM_DTYPE_I32)
         return tdm_error_set(TDM_ERR_DTYPE, "loader: y has dtype %s, expected i64 or i32 labels",
@@ -218,7 +220,7 @@ static tdm_status loader_check(const tdm_tensor *x, const tdm_tensor *y,
         return tdm_error_set(TDM_ERR_SHAPE,
                              "loader: x and y have different numbers of samples: x %s, y %s",
                              tdm_shape_str(tdm_tensor_ndim(x), tdm_tensor_shape(x), s, sizeof s),
-                             tdm_shape_str(1, tdm_tensor_shape(y), t, sizeof t));
+                             tdm_shape_str(tdm_tensor_ndim(y), tdm_tensor_shape(y), t, sizeof t));
     if (p->batch_size < 1)
         return tdm_error_set(TDM_ERR_ARG, "loader: batch_size must be at least 1, got %lld",
                              (long long)p->batch_size);
@@ -251,7 +253,8 @@ tdm_loader *tdm_loader_new(tdm_tensor *x, tdm_tensor *y, const tdm_loader_params
     l->n = tdm_tensor_shape(x)[0];
     l->x_row_bytes = (size_t)tdm_shape_numel(tdm_tensor_ndim(x) - 1, tdm_tensor_shape(x) + 1) *
                      tdm_dtype_size(tdm_tensor_dtype(x));
-    l->y_row_bytes = tdm_dtype_size(tdm_tensor_dtype(y));
+    l->y_row_bytes = (size_t)tdm_shape_numel(tdm_tensor_ndim(y) - 1, tdm_tensor_shape(y) + 1) *
+                     tdm_dtype_size(tdm_tensor_dtype(y));
     l->num_batches =
         l->p.drop_last ? l->n / l->p.batch_size : (l->n + l->p.batch_size - 1) / l->p.batch_size;
     pthread_mutex_init(&l->lock, NULL);

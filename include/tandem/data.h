@@ -38,8 +38,9 @@ typedef struct {
     bool pin_memory;
 } tdm_loader_params;
 
-// x (N, ...) of a floating dtype and y (N) of i64 or i32 labels, both on the cpu; the loader keeps
-// references to both. Batches keep their dtypes.
+// x (N, ...) of a floating dtype, or of i64/i32 token ids, and y (N) or (N, ...) of i64 or i32
+// labels or targets (a GPT's (N, T) next tokens), both on the cpu; the loader keeps references to
+// both. Batches keep their dtypes and every dim after the first.
 tdm_loader *tdm_loader_new(tdm_tensor *x, tdm_tensor *y, const tdm_loader_params *p);
 // Starts epoch `epoch` (0-based): reshuffles and (re)starts the workers.
 tdm_status tdm_loader_start_epoch(tdm_loader *l, int64_t epoch);

@@ -13,15 +13,22 @@
  * on cuda the steps' GPU time (events around each step on the compute stream), on the cpu their
  * host time. The dataset is learnable (label = argmax of the first 10 features) and read in order
  * (no shuffle), so after the loop the last batch on the device is checked against the dataset's
- * rows, and the loss on the first batch must have fallen. */
+ * rows, and the loss on the first batch must have fallen.
+ *
+ * gpt_load_*: the same three ways for nanoGPT's GPT (issue 23), the amp suite's model (GPT-2 124M
+ * on a GPU, T256 with --quick; gpt:L2-H2-D32-T16-V67 on the cpu and the emulated device): x and y
+ * are (N, T) i64 token rows and their next tokens (bench_gpt_tokens), batches of 8 rows, nanoGPT's
+ * loss over (B*T, V) logits, SGD lr 0.01; tokens/s = B*T / step wall time. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/tensor_impl.h"   // tdm_error_set
 #include "harness/gbench_shim.h"
 #include "harness/suites.h"
+#include "suites/bench/bench_train.h"   // the GPT models and their tokens
 #include "tandem/tandem.h"
 
 static bench_suite_config pl_cfg;
@@ -39,29 +46,46 @@ typedef enum { PL_SYNC_PAGEABLE, PL_PINNED, PL_PREFETCH } pl_mode;
 typedef struct {
     const char *name;
     pl_mode mode;
+    bool gpt;   // nanoGPT's GPT on token rows instead of the MLP on feature rows
 } pl_case;
 
 static const pl_case pl_cases[] = {
-    {"load_sync_pageable", PL_SYNC_PAGEABLE},
-    {"load_pinned", PL_PINNED},
-    {"load_prefetch", PL_PREFETCH},
+    {"load_sync_pageable", PL_SYNC_PAGEABLE, false},
+    {"load_pinned", PL_PINNED, false},
+    {"load_prefetch", PL_PREFETCH, false},
+    {"gpt_load_sync_pageable", PL_SYNC_PAGEABLE, true},
+    {"gpt_load_pinned", PL_PINNED, true},
+    {"gpt_load_prefetch", PL_PREFETCH, true},
 };
 
-// The problem per device: features, hidden units, samples, batch.
+// The problem per device: features (a GPT's T: x's and y's row length), hidden units (0 for a
+// GPT), samples, batch, the GPT's vocabulary.
 typedef struct {
-    int64_t features, hidden, samples, batch;
+    int64_t features, hidden, samples, batch, vocab;
+    bool gpt;
     char spec[64];
 } pl_shape;
 
-static pl_shape pl_shape_for(const bench_suite_config *cfg) {
+static pl_shape pl_shape_for(const bench_suite_config *cfg, bool gpt) {
     pl_shape s;
+    tdm_gpt_config gc;
+    if (gpt && tdm_nn_gpt_spec(bench_gpt_for(cfg->device, cfg->quick)->spec, &gc) == TDM_OK) {
+        s = (pl_shape){gc.block_size, 0, cfg->quick ? 64 : 256, BENCH_GPT_BATCH, gc.vocab_size,
+                       true, ""};
+        snprintf(s.spec, sizeof s.spec, "%s", bench_gpt_for(cfg->device, cfg->quick)->spec);
+        return s;
+    }
     if (cfg->device.type == TDM_DEVICE_CUDA)  // 3x64x64 "images": copies that matter
-        s = (pl_shape){12288, 512, cfg->quick ? 512 : 4096, 64, ""};
+        s = (pl_shape){12288, 512, cfg->quick ? 512 : 4096, 64, 0, false, ""};
     else
-        s = (pl_shape){256, 64, cfg->quick ? 512 : 4096, 32, ""};
+        s = (pl_shape){256, 64, cfg->quick ? 512 : 4096, 32, 0, false, ""};
     snprintf(s.spec, sizeof s.spec, "mlp:%lld-%lld-10", (long long)s.features, (long long)s.hidden);
     return s;
 }
+
+// Bytes of one row of x and of y.
+static size_t pl_x_row_bytes(const pl_shape *s) { return (size_t)s->features * (s->gpt ? 8 : 4); }
+static size_t pl_y_row_bytes(const pl_shape *s) { return s->gpt ? (size_t)s->features * 8 : 8; }
 
 static double pl_now(void) {
     struct timespec ts;
@@ -81,8 +105,9 @@ typedef struct {
     pl_shape shape;
     tdm_device dev;
     bool gpu;
-    tdm_tensor *x, *y;  // the dataset, on the cpu: x (N, F) f32, y (N) i64
+    tdm_tensor *x, *y;  // the dataset, on the cpu: x (N, F) f32, y (N) i64; a GPT's (N, T) i64
     tdm_module *m;
+    tdm_tensor **params;   // borrowed from m
     tdm_optimizer *opt;
     tdm_loader *loader;
     int64_t epoch, batch_in_epoch;  // the batch the loader gives next
@@ -97,8 +122,24 @@ typedef struct {
     double busy_s;
 } pl_bench;
 
+// A GPT's: N rows of T tokens and their next tokens (the amp suite's synthetic stream).
+static tdm_status pl_dataset_tokens(pl_bench *b) {
+    int64_t n = b->shape.samples, T = b->shape.features, xs[2] = {n, T};
+    int64_t *x = malloc((size_t)(n * T) * sizeof *x), *y = malloc((size_t)(n * T) * sizeof *y);
+    if (x && y) {
+        bench_gpt_tokens(PL_SEED, b->shape.vocab, n, T, x, y);
+        b->x = tdm_tensor_from_host(2, xs, TDM_DTYPE_I64, TDM_CPU, x);
+        b->y = tdm_tensor_from_host(2, xs, TDM_DTYPE_I64, TDM_CPU, y);
+    }
+    free(x);
+    free(y);
+    if (!x || !y) return tdm_error_set(TDM_ERR_OOM, "pipeline: out of host memory");
+    return b->x && b->y ? TDM_OK : tdm_last_status();
+}
+
 // x ~ N(0,1); y = argmax of the first 10 features: a task the MLP learns.
 static tdm_status pl_dataset(pl_bench *b) {
+    if (b->shape.gpt) return pl_dataset_tokens(b);
     int64_t n = b->shape.samples, f = b->shape.features, xs[2] = {n, f};
     b->x = tdm_tensor_randn(2, xs, TDM_DTYPE_F32, TDM_CPU, PL_SEED, 0);
     if (!b->x) return tdm_last_status();
@@ -134,6 +175,7 @@ static void pl_free(pl_bench *b) {
     tdm_stream_free(b->compute);
     tdm_optimizer_free(b->opt);
     tdm_module_free(b->m);
+    free(b->params);
     tdm_tensor_free(b->x);
     tdm_tensor_free(b->y);
     tdm_host_memory_empty_cache(b->dev);
@@ -141,17 +183,19 @@ static void pl_free(pl_bench *b) {
 }
 
 static tdm_status pl_setup(pl_bench *b, const pl_case *c, int workers) {
-    b->shape = pl_shape_for(&pl_cfg);
+    b->shape = pl_shape_for(&pl_cfg, c->gpt);
     b->dev = pl_cfg.device;
     b->gpu = b->dev.type == TDM_DEVICE_CUDA;
     PL_TRY(pl_dataset(b));
     if (!(b->m = tdm_nn_from_spec(b->shape.spec))) return tdm_last_status();
     PL_TRY(tdm_module_init(b->m, PL_SEED));
     PL_TRY(tdm_module_to(b->m, b->dev));
-    tdm_tensor *params[8];
-    int np = tdm_module_parameters(b->m, params, 8);
-    tdm_sgd_params sp = {.lr = 0.05};
-    if (np <= 0 || np > 8 || !(b->opt = tdm_optim_sgd(params, np, &sp))) return tdm_last_status();
+    int np = tdm_module_parameters(b->m, NULL, 0);
+    if (np <= 0 || !(b->params = calloc((size_t)np, sizeof *b->params)))
+        return tdm_error_set(TDM_ERR_OOM, "pipeline: out of host memory");
+    tdm_module_parameters(b->m, b->params, np);
+    tdm_sgd_params sp = {.lr = b->shape.gpt ? 0.01 : 0.05};
+    if (!(b->opt = tdm_optim_sgd(b->params, np, &sp))) return tdm_last_status();
     // the loader: batches delivered on the cpu when this suite copies them itself (double
     // buffering on cuda), else where the step runs
     bool staged = b->gpu && c->mode != PL_SYNC_PAGEABLE;
@@ -168,8 +212,8 @@ static tdm_status pl_setup(pl_bench *b, const pl_case *c, int workers) {
     if (staged) {
         int64_t xs[2] = {b->shape.batch, b->shape.features};
         for (int i = 0; i < 2; i++) {
-            if (!(b->dx[i] = tdm_tensor_empty(2, xs, TDM_DTYPE_F32, b->dev)) ||
-                !(b->dy[i] = tdm_tensor_empty(1, &b->shape.batch, TDM_DTYPE_I64, b->dev)) ||
+            if (!(b->dx[i] = tdm_tensor_empty(2, xs, tdm_tensor_dtype(b->x), b->dev)) ||
+                !(b->dy[i] = tdm_tensor_empty(tdm_tensor_ndim(b->y), xs, TDM_DTYPE_I64, b->dev)) ||
                 !(b->copied[i] = tdm_event_new(b->dev)) || !(b->freed[i] = tdm_event_new(b->dev)))
                 return tdm_last_status();
         }
@@ -199,8 +243,17 @@ static bool pl_next(pl_bench *b, tdm_tensor **x, tdm_tensor **y, int64_t *index)
 // Forward, cross-entropy, backward, SGD; with loss_out, only the loss (no update).
 static tdm_status pl_step(pl_bench *b, const tdm_tensor *x, const tdm_tensor *y, double *loss_out) {
     tdm_optimizer_zero_grad(b->opt);
-    tdm_tensor *out = tdm_module_forward(b->m, x);
-    tdm_tensor *loss = out ? tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100) : NULL;
+    tdm_tensor *out = tdm_module_forward(b->m, x), *loss = NULL;
+    if (out && b->shape.gpt) {   // nanoGPT: F.cross_entropy(logits.view(-1, V), targets.view(-1))
+        int64_t n = tdm_tensor_numel(y), rows[2] = {n, b->shape.vocab};
+        tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);              // (B*T,V)
+        tdm_tensor *yv = lv ? tdm_tensor_reshape(y, 1, &n) : NULL;      // (B*T)
+        loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
+        tdm_tensor_free(lv);
+        tdm_tensor_free(yv);
+    } else if (out) {
+        loss = tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
+    }
     tdm_status s = loss ? TDM_OK : tdm_last_status();
     if (s == TDM_OK && loss_out) s = tdm_tensor_to_host_f64(loss, loss_out);
     if (s == TDM_OK && !loss_out) s = tdm_backward(loss, NULL);
@@ -259,19 +312,19 @@ static tdm_status pl_stage(pl_bench *b, int slot) {
 // Rows [index*B, (index+1)*B) of the dataset against the batch x (any device), and y.
 static void pl_verify_batch(tdm_gb_state *st, pl_bench *b, const tdm_tensor *x, const tdm_tensor *y,
                             int64_t index) {
-    int64_t B = b->shape.batch, F = b->shape.features;
-    float *hx = malloc((size_t)(B * F) * sizeof *hx);
-    int64_t *hy = malloc((size_t)B * sizeof *hy);
-    if (!hx || !hy || tdm_tensor_to_host(x, hx, (size_t)(B * F) * 4) != TDM_OK ||
-        tdm_tensor_to_host(y, hy, (size_t)B * 8) != TDM_OK) {
+    int64_t B = b->shape.batch;
+    size_t xb = (size_t)B * pl_x_row_bytes(&b->shape), yb = (size_t)B * pl_y_row_bytes(&b->shape);
+    char *hx = malloc(xb), *hy = malloc(yb);
+    if (!hx || !hy || tdm_tensor_to_host(x, hx, xb) != TDM_OK ||
+        tdm_tensor_to_host(y, hy, yb) != TDM_OK) {
         if (!hx || !hy)
             tdm_gb_skip_with_error(st, "verify: out of host memory");
         else
             pl_fail(st, "verify: reading the batch back");
     } else {
-        const float *wx = (const float *)tdm_tensor_data_const(b->x) + index * B * F;
-        const int64_t *wy = (const int64_t *)tdm_tensor_data_const(b->y) + index * B;
-        if (memcmp(hx, wx, (size_t)(B * F) * 4) != 0 || memcmp(hy, wy, (size_t)B * 8) != 0) {
+        const char *wx = (const char *)tdm_tensor_data_const(b->x) + (size_t)index * xb;
+        const char *wy = (const char *)tdm_tensor_data_const(b->y) + (size_t)index * yb;
+        if (memcmp(hx, wx, xb) != 0 || memcmp(hy, wy, yb) != 0) {
             char msg[200];
             snprintf(msg, sizeof msg,
                      "pipeline: the batch on %s is not rows %lld..%lld of the dataset",
@@ -296,11 +349,11 @@ static void bm_pipeline(tdm_gb_state *st, void *ctx) {
     tdm_tensor *x0 = NULL, *y0 = NULL;
     if (ok) {
         int64_t B = b.shape.batch, xs[2] = {B, b.shape.features};
-        tdm_tensor *hx =
-            tdm_tensor_from_host(2, xs, TDM_DTYPE_F32, TDM_CPU, tdm_tensor_data_const(b.x));
-        tdm_tensor *hy =
-            tdm_tensor_from_host(1, &B, TDM_DTYPE_I64, TDM_CPU, tdm_tensor_data_const(b.y));
-        x0 = hx ? tdm_tensor_to(hx, b.dev, TDM_DTYPE_F32) : NULL;
+        tdm_dtype xdt = tdm_tensor_dtype(b.x);
+        tdm_tensor *hx = tdm_tensor_from_host(2, xs, xdt, TDM_CPU, tdm_tensor_data_const(b.x));
+        tdm_tensor *hy = tdm_tensor_from_host(tdm_tensor_ndim(b.y), xs, TDM_DTYPE_I64, TDM_CPU,
+                                              tdm_tensor_data_const(b.y));
+        x0 = hx ? tdm_tensor_to(hx, b.dev, xdt) : NULL;
         y0 = hy ? tdm_tensor_to(hy, b.dev, TDM_DTYPE_I64) : NULL;
         tdm_tensor_free(hx);
         tdm_tensor_free(hy);
@@ -361,13 +414,19 @@ static void bm_pipeline(tdm_gb_state *st, void *ctx) {
             tdm_gb_skip_with_error(st, msg);
         }
     }
-    tdm_gb_counter(st, "samples/s", (double)b.shape.batch, TDM_GB_PER_ITERATION_RATE);
-    tdm_gb_counter(st, "samples/iteration", (double)b.shape.batch, TDM_GB_PLAIN);
+    if (c->gpt) {   // a GPT's rate is tokens/s (its main metric: the first rate)
+        double tokens = (double)(b.shape.batch * b.shape.features);
+        tdm_gb_counter(st, "tokens/s", tokens, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "tokens/iteration", tokens, TDM_GB_PLAIN);
+    } else {
+        tdm_gb_counter(st, "samples/s", (double)b.shape.batch, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "samples/iteration", (double)b.shape.batch, TDM_GB_PLAIN);
+    }
     tdm_gb_counter(st, "busy_share", wall > 0 ? b.busy_s / wall : 0, TDM_GB_PLAIN);
     char label[200];
-    snprintf(label, sizeof label, "%s, batch %lld, %s%s, SGD lr 0.05", b.shape.spec,
+    snprintf(label, sizeof label, "%s, batch %lld, %s%s, SGD lr %g", b.shape.spec,
              (long long)b.shape.batch, staged ? "pinned + side-stream copy" : "pageable",
-             b.gpu && !staged ? " + synchronous copy" : "");
+             b.gpu && !staged ? " + synchronous copy" : "", c->gpt ? 0.01 : 0.05);
     tdm_gb_set_label(st, label);
     tdm_tensor_free(last_x);
     tdm_tensor_free(last_y);
@@ -381,9 +440,9 @@ static void bm_pipeline(tdm_gb_state *st, void *ctx) {
 static int pl_register(const bench_suite_config *cfg) {
     pl_cfg = *cfg;
     bool gpu = cfg->device.type == TDM_DEVICE_CUDA;
-    pl_shape s = pl_shape_for(cfg);
     for (int i = 0; i < (int)(sizeof pl_cases / sizeof *pl_cases); i++) {
         const pl_case *c = &pl_cases[i];
+        pl_shape s = pl_shape_for(cfg, c->gpt);
         if (c->mode == PL_PINNED && !gpu) continue;  // pinning buys nothing without copies
         tdm_gb_bench *b = tdm_gb_register(c->name, bm_pipeline, (void *)c);
         if (!b) return -1;
@@ -392,25 +451,28 @@ static int pl_register(const bench_suite_config *cfg) {
             for (int64_t w = 1; w <= 4; w *= 2) tdm_gb_args(b, 1, &w);
         else
             tdm_gb_args(b, 1, (const int64_t[]){0});
-        char desc[400];
+        char desc[500];
         snprintf(desc, sizeof desc,
-                 "training steps of %s (batch %lld, %lld samples in order) fed by the data loader: "
-                 "%s; samples/s = batch / step time; busy_share = step time / wall time; checks "
+                 "training steps of %s (batch %lld, %lld %s in order) fed by the data loader: "
+                 "%s; %s / step time; busy_share = step time / wall time; checks "
                  "the last batch against the dataset and that the loss falls",
                  s.spec, (long long)s.batch, (long long)s.samples,
+                 c->gpt ? "rows of tokens" : "samples",
                  c->mode == PL_SYNC_PAGEABLE ? "batches gathered by the training thread, copied "
                                                "synchronously"
                  : c->mode == PL_PINNED      ? "pinned batches copied on a side stream into two "
                                                "device buffers, overlapping the previous step"
                  : gpu ? "worker threads gather pinned batches ahead, copied on a side stream"
-                       : "worker threads gather batches ahead");
-        tdm_gb_set_info(b, desc, "samples/s");
+                       : "worker threads gather batches ahead",
+                 c->gpt ? "tokens/s = batch x T" : "samples/s = batch");
+        tdm_gb_set_info(b, desc, c->gpt ? "tokens/s" : "samples/s");
     }
     return 0;
 }
 
 static const bench_ratio pl_ratios[] = {
     {"pinned / sync_pageable", "load_pinned", "load_sync_pageable", "samples/s"},
+    {"pinned / sync_pageable (gpt)", "gpt_load_pinned", "gpt_load_sync_pageable", "tokens/s"},
     {0},
 };
 
@@ -419,7 +481,8 @@ const bench_suite bench_suite_pipeline = {
     .description =
         "a training loop fed by the data loader: synchronous pageable loading, pinned "
         "batches with async copies on a side stream (cuda only: no copies on the cpu), "
-        "worker threads prefetching; samples/s and the busy share",
+        "worker threads prefetching; samples/s and the busy share; the same for nanoGPT's "
+        "GPT on token rows (tokens/s)",
     .doc = "docs/suites/pipeline.md",
     .devices = BENCH_SUITE_CPU | BENCH_SUITE_CUDA,
     .ratios = pl_ratios,

@@ -198,15 +198,16 @@ foreach(dev cpu cuda)
 endforeach()
 set_tests_properties(gpu.gpt.train.checkpointing_lowers_peak_memory PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 
-# ---- the suites' GPT benchmarks (amp, graphs, cpu-vs-gpu, scaling) ---------------------------------
-# On the cpu: the tiny GPT's amp, cpu-vs-gpu and scaling (1 and 2 thread ranks) benchmarks run,
+# ---- the suites' GPT benchmarks (amp, graphs, cpu-vs-gpu, scaling, pipeline) -----------------------
+# On the cpu: the tiny GPT's amp, cpu-vs-gpu, scaling (1 and 2 thread ranks) and pipeline (token
+# rows through the data loader: the last batch checked against the dataset) benchmarks run,
 # verify (the loss falls, within 5 % of f32's; identical replicas) and report tokens/s; on cuda:0
 # (the tiny GPT on the emulated device, GPT-2 124M's T256 form on a GPU) the same plus the graphs
 # pair, and the report has the "graph / eager (gpt)" ratio row.
 add_test(NAME gpt.bench.suites_quick COMMAND sh -c
-  "d=${GT}/bench-cpu; rm -rf $d; out=$(${GB} run --device cpu --quick --repetitions 1 --min-time 0.001 --suite amp,cpu-vs-gpu,scaling --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 11 finished, 0 failed, 0 unfinished' || exit 1; echo \"$out\" | grep -q 'train_gpt_tiny_bf16.*tokens/s' && echo \"$out\" | grep -q 'dp_weak_gpt_tiny/ranks:2.*tokens/s' && ${GB} report $d > /dev/null && grep -q 'bf16 / f32 (gpt.*tiny)' $d/report.md && grep -q 'overlap / no overlap (weak, gpt.*tiny)' $d/report.md")
+  "d=${GT}/bench-cpu; rm -rf $d; out=$(${GB} run --device cpu --quick --repetitions 1 --min-time 0.001 --suite amp,cpu-vs-gpu,scaling,pipeline --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 15 finished, 0 failed, 0 unfinished' && echo \"$out\" | grep -q 'gpt_load_prefetch/workers:2 .*tokens/s' || exit 1; echo \"$out\" | grep -q 'train_gpt_tiny_bf16.*tokens/s' && echo \"$out\" | grep -q 'dp_weak_gpt_tiny/ranks:2.*tokens/s' && ${GB} report $d > /dev/null && grep -q 'bf16 / f32 (gpt.*tiny)' $d/report.md && grep -q 'overlap / no overlap (weak, gpt.*tiny)' $d/report.md")
 add_test(NAME gpu.bench.gpt_quick COMMAND sh -c
-  "${GPT_GPU_SKIP}; d=${GT}/bench-cuda0; rm -rf $d; out=$(${GB} run --device cuda:0 --quick --repetitions 1 --min-time 0.001 --suite amp,cpu-vs-gpu --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 6 finished, 0 failed, 0 unfinished' || exit 1")
+  "${GPT_GPU_SKIP}; d=${GT}/bench-cuda0; rm -rf $d; out=$(${GB} run --device cuda:0 --quick --repetitions 1 --min-time 0.001 --suite amp,cpu-vs-gpu,pipeline --filter gpt --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] || exit 1; echo \"$out\" | grep -q 'results in .*: 11 finished, 0 failed, 0 unfinished' || exit 1; ${GB} report $d > /dev/null && grep -q 'pinned / sync.*pageable (gpt)' $d/report.md")
 set_tests_properties(gpu.bench.gpt_quick PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 # scaling apart: its ranks all-reduce through NCCL, which needs the caching allocator (label nccl:
 # the emu-nocache run leaves it out)

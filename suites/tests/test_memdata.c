@@ -1,5 +1,5 @@
 /* test_memdata.c — memory accounting (stats, peaks, allocation counts, the tracker scope) and the
- * data loader (order, seeded shuffle, drop_last, workers, restarts, bad arguments).
+ * data loader (order, seeded shuffle, drop_last, workers, restarts, token rows (x and y of (N, T) i64), bad arguments).
  * Usage: test_memdata memory | loader | restart */
 #include <stdlib.h>
 #include <string.h>
@@ -357,6 +357,45 @@ static void test_dtypes(void) {
 }
 
 // Each bad argument is refused with a message naming the problem.
+// Token rows, as a GPT's data: x (N, T) i64 token ids and y (N, T) their next tokens; shuffled
+// and assembled by 2 workers, every batch keeps (B, T) and each row of y is its row of x plus one.
+static void test_token_rows(void) {
+    enum { N = 9, T = 5 };
+    int64_t xv[N * T], yv[N * T], shape[2] = {N, T};
+    for (int i = 0; i < N * T; i++) xv[i] = 1000 * (i / T) + i % T, yv[i] = xv[i] + 1;
+    tdm_tensor *x = tdm_tensor_from_host(2, shape, TDM_DTYPE_I64, TDM_CPU, xv);
+    tdm_tensor *y = tdm_tensor_from_host(2, shape, TDM_DTYPE_I64, TDM_CPU, yv);
+    tdm_loader_params p = params(4, true, false, 7, 2, 0);
+    tdm_loader *l = tdm_loader_new(x, y, &p);
+    CHECK_MSG(l != NULL, "%s", tdm_last_error());
+    tdm_tensor *xb, *yb;
+    int seen[N] = {0}, rows = 0;
+    while (l && tdm_loader_next(l, &xb, &yb)) {
+        int64_t b = tdm_tensor_shape(xb)[0];
+        CHECK(tdm_tensor_ndim(xb) == 2 && tdm_tensor_ndim(yb) == 2 && tdm_tensor_shape(yb)[0] == b &&
+              tdm_tensor_shape(xb)[1] == T && tdm_tensor_shape(yb)[1] == T);
+        CHECK(tdm_tensor_dtype(xb) == TDM_DTYPE_I64 && tdm_tensor_dtype(yb) == TDM_DTYPE_I64);
+        const int64_t *xs = tdm_tensor_data_const(xb), *ys = tdm_tensor_data_const(yb);
+        for (int64_t r = 0; r < b; r++) {
+            int64_t row = xs[r * T] / 1000;
+            CHECK(row >= 0 && row < N);
+            if (row >= 0 && row < N) seen[row]++;
+            for (int t = 0; t < T; t++)
+                CHECK_MSG(xs[r * T + t] == 1000 * row + t && ys[r * T + t] == xs[r * T + t] + 1,
+                          "batch row %lld, position %d: x %lld, y %lld", (long long)r, t,
+                          (long long)xs[r * T + t], (long long)ys[r * T + t]);
+        }
+        rows += (int)b;
+        tdm_tensor_free(xb);
+        tdm_tensor_free(yb);
+    }
+    CHECK(tdm_last_status() == TDM_OK && rows == N);
+    for (int i = 0; i < N; i++) CHECK_MSG(seen[i] == 1, "row %d seen %d times", i, seen[i]);
+    tdm_loader_free(l);
+    tdm_tensor_free(x);
+    tdm_tensor_free(y);
+}
+
 static void expect_refused(tdm_tensor *x, tdm_tensor *y, const tdm_loader_params *p,
                            tdm_status want, const char *words) {
     tdm_error_clear();
@@ -372,9 +411,10 @@ static void test_bad_arguments(void) {
     tdm_tensor *x, *y, *y9, *x9;
     dataset(10, &x, &y);
     dataset(9, &x9, &y9);
-    int64_t n = 10, ys2[2] = {10, 1};
+    int64_t n = 10, ys2[2] = {9, 1};
     tdm_tensor *yf = tdm_tensor_zeros(1, &n, TDM_DTYPE_F32, TDM_CPU);
-    tdm_tensor *xi = tdm_tensor_zeros(1, &n, TDM_DTYPE_I64, TDM_CPU);
+    tdm_tensor *xbool = tdm_tensor_zeros(1, &n, TDM_DTYPE_BOOL, TDM_CPU);
+    tdm_tensor *y0 = tdm_tensor_zeros(0, NULL, TDM_DTYPE_I64, TDM_CPU);
     tdm_tensor *y2 = tdm_tensor_zeros(2, ys2, TDM_DTYPE_I64, TDM_CPU);
 
     tdm_loader_params p = params(0, false, false, 0, 0, 0);
@@ -385,8 +425,9 @@ static void test_bad_arguments(void) {
     expect_refused(x, y9, &p, TDM_ERR_SHAPE, "different numbers of samples: x (10, 3), y (9)");
     expect_refused(x9, y, &p, TDM_ERR_SHAPE, "different numbers of samples");
     expect_refused(x, yf, &p, TDM_ERR_DTYPE, "y has dtype f32, expected i64 or i32");
-    expect_refused(xi, y, &p, TDM_ERR_DTYPE, "x has dtype i64, expected a floating dtype");
-    expect_refused(x, y2, &p, TDM_ERR_SHAPE, "y must be 1-D");
+    expect_refused(xbool, y, &p, TDM_ERR_DTYPE, "x has dtype bool, expected a floating dtype or i64/i32");
+    expect_refused(x, y0, &p, TDM_ERR_SHAPE, "y must have a sample dim");
+    expect_refused(x, y2, &p, TDM_ERR_SHAPE, "different numbers of samples: x (10, 3), y (9, 1)");
     expect_refused(NULL, y, &p, TDM_ERR_ARG, "x is NULL");
     expect_refused(x, y, NULL, TDM_ERR_ARG, "params is NULL");
     p.workers = -1;
@@ -412,7 +453,7 @@ static void test_bad_arguments(void) {
     tdm_loader_free(l);
     tdm_loader_free(NULL);
 
-    tdm_tensor *all[] = {x, y, x9, y9, yf, xi, y2};
+    tdm_tensor *all[] = {x, y, x9, y9, yf, xbool, y0, y2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tdm_tensor_free(all[i]);
 }
 
@@ -454,6 +495,7 @@ static int run_loader(void) {
     test_shuffle();
     test_workers_agree();
     test_dtypes();
+    test_token_rows();
     test_bad_arguments();
     test_device();
     tdm_memory_stats after = cpu_stats();
