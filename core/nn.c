@@ -659,6 +659,27 @@ tdm_module *tdm_nn_gpt(const tdm_gpt_config *c) {
     return module_ready(m, TDM_OK);
 }
 
+tdm_tensor *tdm_gpt_loss(const tdm_tensor *logits, const tdm_tensor *targets) {
+    if (tdm_check_tensor("gpt_loss", "logits", logits) != TDM_OK ||
+        tdm_check_tensor("gpt_loss", "targets", targets) != TDM_OK)
+        return NULL;
+    const int64_t *s = logits->shape, *t = targets->shape;
+    if (logits->ndim != 3 || targets->ndim != 2 || s[0] != t[0] || s[1] != t[1]) {
+        char a[96], b[96];
+        tdm_error_set(TDM_ERR_SHAPE, "gpt_loss: logits %s and targets %s: expected (B,T,V) and "
+                      "(B,T)", tdm_shape_str(logits->ndim, s, a, sizeof a),
+                      tdm_shape_str(targets->ndim, t, b, sizeof b));
+        return NULL;
+    }
+    int64_t rows[2] = {s[0] * s[1], s[2]}, n = rows[0];
+    tdm_tensor *lv = tdm_tensor_reshape(logits, 2, rows);          // (B*T,V)
+    tdm_tensor *yv = lv ? tdm_tensor_reshape(targets, 1, &n) : NULL;   // (B*T)
+    tdm_tensor *loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
+    tdm_tensor_free(yv);
+    tdm_tensor_free(lv);
+    return loss;
+}
+
 static void gpt_positions_drop(tdm_module *m) {
     tdm_tensor_free(m->pos);
     m->pos = NULL;

@@ -578,9 +578,8 @@ tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path) {
     return optimizer_save(o, NULL, path);
 }
 
-tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
-    tdm_safetensors *st = tdm_safetensors_open(path);
-    if (!st) return tdm_last_status();
+// The optimizer's state from the open file st (path names it in errors).
+static tdm_status optimizer_load(tdm_optimizer *o, const tdm_safetensors *st, const char *path) {
     const char *fmt = tdm_safetensors_metadata(st, "format");
     const char *kind = tdm_safetensors_metadata(st, "optimizer");
     const char *want = o->kind == OPT_SGD ? "sgd" : o->adam.decoupled_weight_decay ? "adamw" : "adam";
@@ -677,6 +676,13 @@ tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
     free(nstep);
     free(glr);
     free(gwd);
+    return s;
+}
+
+tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path) {
+    tdm_safetensors *st = tdm_safetensors_open(path);
+    if (!st) return tdm_last_status();
+    tdm_status s = optimizer_load(o, st, path);
     tdm_safetensors_close(st);
     return s;
 }
@@ -782,8 +788,8 @@ tdm_status tdm_optimizer_load_with_scaler(tdm_optimizer *o, tdm_grad_scaler *sc,
                         : tdm_error_set(TDM_ERR_FORMAT, "%s: holds no gradient scaler state "
                                         "(grad_scaler; written by tdm_optimizer_save, not "
                                         "tdm_optimizer_save_with_scaler)", path);
+    if (s == TDM_OK) s = optimizer_load(o, st, path);   // the scaler changes only when all loaded
     tdm_safetensors_close(st);
-    if (s == TDM_OK) s = tdm_optimizer_load(o, path);   // the scaler changes only when all loaded
     if (s == TDM_OK) {
         next.found_inf = false;
         next.unscaled = NULL;

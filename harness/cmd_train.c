@@ -320,14 +320,7 @@ static double now_s(void) {
 static tdm_tensor *train_loss(const tdm_tensor *out, const tdm_tensor *y) {
     if (tdm_tensor_ndim(out) != 3 || tdm_tensor_ndim(y) != 2)
         return tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
-    const int64_t *s = tdm_tensor_shape(out);
-    int64_t rows[2] = {s[0] * s[1], s[2]}, n = rows[0];
-    tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);   // (B*T,V)
-    tdm_tensor *yv = lv ? tdm_tensor_reshape(y, 1, &n) : NULL;   // (B*T)
-    tdm_tensor *loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
-    tdm_tensor_free(yv);
-    tdm_tensor_free(lv);
-    return loss;
+    return tdm_gpt_loss(out, y);
 }
 
 // One micro-batch: forward (under autocast), loss / K (scaled for fp16), backward. *loss_out

@@ -54,6 +54,9 @@ typedef struct {
     bool gelu_tanh;   // GELU(approximate='tanh') (GPT-2's, llm.c's) or the exact erf form
 } tdm_gpt_config;
 tdm_module *tdm_nn_gpt(const tdm_gpt_config *c);
+// nanoGPT's loss: F.cross_entropy(logits.view(-1, V), targets.view(-1), ignore_index=-1), the
+// mean over the targets that are not -1; logits (B,T,V), targets (B,T) integer.
+tdm_tensor *tdm_gpt_loss(const tdm_tensor *logits, const tdm_tensor *targets);
 
 // The model grammar (bench train --model), as an equivalent nn.Sequential:
 //   mlp:D0-D1-...-Dk   Linear(D0,D1), ReLU, ..., Linear(Dk-1,Dk) (no ReLU after the last)

@@ -90,9 +90,9 @@ typedef struct {
 // The seed models' [0, AMP_MAX_MODELS) and the GPT's [AMP_MAX_MODELS].
 static train_ctx amp_train_ctx[AMP_MAX_MODELS + 1][BENCH_PREC_COUNT];
 
-// The GPT's counters: tokens/s and, where the expectations file has the GPU model's dense peak
-// for the precision, MFU = tokens/s x FLOP/token / peak (a rate: Google Benchmark divides the
-// per-iteration amount tokens x FLOP/token / peak by the iteration time).
+// The GPT's counters besides tokens/s: FLOP/token and, where the expectations file has the GPU
+// model's dense peak for the precision, MFU = tokens/s x FLOP/token / peak (a rate: Google
+// Benchmark divides the per-iteration amount tokens x FLOP/token / peak by the iteration time).
 static void gpt_counters(tdm_gb_state *st, const char *spec, int64_t batch, bench_prec p,
                          int64_t n_params, char *note, size_t note_len) {
     tdm_gpt_config c;
@@ -107,8 +107,6 @@ static void gpt_counters(tdm_gb_state *st, const char *spec, int64_t batch, benc
                  n_formula, (long long)(n_params - c.block_size * c.n_embd));
         tdm_gb_skip_with_error(st, msg);
     }
-    tdm_gb_counter(st, "tokens/s", tokens, TDM_GB_PER_ITERATION_RATE);
-    tdm_gb_counter(st, "tokens/iteration", tokens, TDM_GB_PLAIN);
     tdm_gb_counter(st, "FLOP/token", fpt, TDM_GB_PLAIN);
     char model[128];
     double peak = bench_gpt_peak_flops(amp_cfg.device, p, model, sizeof model);
@@ -174,10 +172,8 @@ static void bm_train(tdm_gb_state *st, void *arg) {
             tdm_gb_counter(st, "loss_vs_f32", mine.after - f32.after, TDM_GB_PLAIN);
         }
     }
-    if (!lm) {   // a GPT's rate is tokens/s (its main metric: the first rate)
-        tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "samples/iteration", (double)batch, TDM_GB_PLAIN);
-    }
+    // a GPT's rate is tokens/s (its main metric)
+    bench_rate_counters(st, (double)batch, bench_tokens_per_sample(c->spec), true);
     tdm_gb_counter(st, "peak_bytes", (double)ms.peak_allocated, TDM_GB_PLAIN);
     tdm_gb_counter(st, "skipped_steps", (double)skipped, TDM_GB_PLAIN);
     char note[200] = "";

@@ -71,19 +71,9 @@ tdm_status bench_trainer_init(bench_trainer *t, const char *spec, tdm_device dev
         s = tdm_error_set(TDM_ERR_ARG, "bench: %s: input of %d dims", spec, ndim);
     tdm_gpt_config gc;
     t->lm = s == TDM_OK && !strncmp(spec, "gpt:", 4);
-    if (t->lm && (s = tdm_nn_gpt_spec(spec, &gc)) == TDM_OK) {   // tokens (batch,T), next tokens
-        int64_t n = batch * gc.block_size, ts[2] = {batch, gc.block_size};
-        int64_t *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-        if (!x || !y) s = tdm_error_set(TDM_ERR_OOM, "bench: out of memory");
-        if (s == TDM_OK) {
-            bench_gpt_tokens(seed + data_offset, gc.vocab_size, batch, gc.block_size, x, y);
-            t->x = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, dev, x);
-            t->y = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, dev, y);
-            if (!t->x || !t->y) s = tdm_last_status();
-        }
-        free(x);
-        free(y);
-    }
+    if (t->lm && (s = tdm_nn_gpt_spec(spec, &gc)) == TDM_OK)   // tokens (batch,T), next tokens
+        s = bench_gpt_token_tensors(seed + data_offset, gc.vocab_size, batch, gc.block_size, dev,
+                                    &t->x, &t->y);
     int64_t *labels = s == TDM_OK && !t->lm ? malloc((size_t)batch * sizeof *labels) : NULL;
     if (s == TDM_OK && !t->lm && !labels) s = tdm_error_set(TDM_ERR_OOM, "bench: out of memory");
     if (s == TDM_OK && !t->lm) {
@@ -133,16 +123,9 @@ static tdm_tensor *trainer_forward(bench_trainer *t) {
     tdm_autocast_state prev = {0};
     if (mixed) prev = tdm_autocast_enter(t->prec == BENCH_PREC_FP16 ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
     tdm_tensor *out = tdm_module_forward(t->m, t->x), *loss = NULL;
-    if (out && t->lm) {   // nanoGPT: F.cross_entropy(logits.view(-1, V), targets.view(-1))
-        int64_t n = tdm_tensor_numel(t->y), rows[2] = {n, tdm_tensor_numel(out) / n};
-        tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);   // (B*T,V)
-        tdm_tensor *yv = lv ? tdm_tensor_reshape(t->y, 1, &n) : NULL;   // (B*T)
-        loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
-        tdm_tensor_free(lv);
-        tdm_tensor_free(yv);
-    } else if (out) {
-        loss = tdm_cross_entropy(out, t->y, TDM_REDUCTION_MEAN, 0.0, -100);
-    }
+    if (out)
+        loss = t->lm ? tdm_gpt_loss(out, t->y)
+                     : tdm_cross_entropy(out, t->y, TDM_REDUCTION_MEAN, 0.0, -100);
     if (mixed) tdm_autocast_exit(prev);
     tdm_tensor_free(out);
     return loss;
@@ -236,6 +219,42 @@ void bench_gpt_tokens(uint64_t seed, int64_t vocab, int64_t batch, int64_t T, in
         prev = next;
     }
     free(perm);
+}
+
+tdm_status bench_gpt_token_tensors(uint64_t seed, int64_t vocab, int64_t batch, int64_t T,
+                                   tdm_device dev, tdm_tensor **x, tdm_tensor **y) {
+    int64_t n = batch * T, shape[2] = {batch, T};
+    int64_t *hx = malloc((size_t)n * sizeof *hx), *hy = malloc((size_t)n * sizeof *hy);
+    *x = *y = NULL;
+    tdm_status s = hx && hy ? TDM_OK : tdm_error_set(TDM_ERR_OOM, "bench: out of host memory");
+    if (s == TDM_OK) {
+        bench_gpt_tokens(seed, vocab, batch, T, hx, hy);
+        *x = tdm_tensor_from_host(2, shape, TDM_DTYPE_I64, dev, hx);
+        *y = *x ? tdm_tensor_from_host(2, shape, TDM_DTYPE_I64, dev, hy) : NULL;
+        if (!*y) {
+            s = tdm_last_status();
+            tdm_tensor_free(*x);
+            *x = NULL;
+        }
+    }
+    free(hx);
+    free(hy);
+    return s;
+}
+
+int64_t bench_tokens_per_sample(const char *spec) {
+    tdm_gpt_config c;
+    if (strncmp(spec, "gpt:", 4) || tdm_nn_gpt_spec(spec, &c) != TDM_OK) return 0;
+    return c.block_size;
+}
+
+void bench_rate_counters(tdm_gb_state *st, double samples, int64_t tokens_per_sample,
+                         bool per_iteration) {
+    bool lm = tokens_per_sample > 0;
+    double n = lm ? samples * (double)tokens_per_sample : samples;
+    tdm_gb_counter(st, lm ? "tokens/s" : "samples/s", n, TDM_GB_PER_ITERATION_RATE);
+    if (per_iteration)
+        tdm_gb_counter(st, lm ? "tokens/iteration" : "samples/iteration", n, TDM_GB_PLAIN);
 }
 
 double bench_gpt_flop_per_token(const tdm_gpt_config *c) {

@@ -89,6 +89,9 @@ const bench_gpt_model *bench_gpt_for(tdm_device dev, bool quick);
 // first batch*T tokens as (batch,T), y the same shifted by one. Host arrays of batch*T each.
 void bench_gpt_tokens(uint64_t seed, int64_t vocab, int64_t batch, int64_t T, int64_t *x,
                       int64_t *y);
+// The same as (batch,T) i64 tensors on dev (*x, *y new; both NULL on an error).
+tdm_status bench_gpt_token_tensors(uint64_t seed, int64_t vocab, int64_t batch, int64_t T,
+                                   tdm_device dev, tdm_tensor **x, tdm_tensor **y);
 
 // Model FLOPs per token of a training step, nanoGPT's estimate_mfu (from the PaLM paper's
 // appendix B): 6N + 12*L*D*T, N the parameters without the position embedding wpe (nanoGPT's
@@ -99,6 +102,13 @@ double bench_gpt_flop_per_token(const tdm_gpt_config *c);
 // device, for f32 (no tensor-core peak: plain f32 runs on the CUDA cores), a model the file
 // lacks or no file found. *model (optional) gets the file's model name ("" when 0).
 double bench_gpt_peak_flops(tdm_device dev, bench_prec p, char *model, size_t model_len);
+
+// A gpt: spec's row length T (the tokens of one sample); 0 for any other spec.
+int64_t bench_tokens_per_sample(const char *spec);
+// A training benchmark's main rate: tokens/s (samples x tokens_per_sample per iteration) when
+// tokens_per_sample > 0, else samples/s; with per_iteration also tokens/ or samples/iteration.
+void bench_rate_counters(tdm_gb_state *st, double samples, int64_t tokens_per_sample,
+                         bool per_iteration);
 
 // Fails the benchmark with "what: <tdm_last_error()>".
 void bench_fail(tdm_gb_state *st, const char *what);

@@ -10,7 +10,6 @@
  * Checks: every step's loss is finite, and the loss falls over the timed steps. */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "harness/gbench_shim.h"
 #include "harness/suites.h"
@@ -59,17 +58,9 @@ static void bm_train(tdm_gb_state *st, void *arg) {
                  (long long)tdm_gb_iterations(st), first, last);
         tdm_gb_skip_with_error(st, msg);
     }
-    tdm_gpt_config gc;   // a GPT's B*T (from the spec: t is zeroed when setup failed)
-    int64_t tokens = !strncmp(c->spec, "gpt:", 4) && tdm_nn_gpt_spec(c->spec, &gc) == TDM_OK
-                         ? batch * gc.block_size : 0;
     bench_trainer_free(&t);
-    if (tokens) {   // a GPT's rate is tokens/s (its main metric: the first rate)
-        tdm_gb_counter(st, "tokens/s", (double)tokens, TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "tokens/iteration", (double)tokens, TDM_GB_PLAIN);
-    } else {
-        tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "samples/iteration", (double)batch, TDM_GB_PLAIN);
-    }
+    // a GPT's rate is tokens/s (from the spec: t is zeroed when setup failed)
+    bench_rate_counters(st, (double)batch, bench_tokens_per_sample(c->spec), true);
     char label[200];
     snprintf(label, sizeof label, "%s f32 on %s, SGD lr 0.01", c->spec, c->cuda ? "cuda" : "cpu");
     tdm_gb_set_label(st, label);

@@ -36,7 +36,7 @@ typedef struct {
     tdm_device dev;
     int64_t batch;
     bool lm;                    // a GPT: x, y (batch,T) tokens, the loss over (batch*T, V)
-    tdm_tensor **params;        // the GPT's, borrowed from m
+    tdm_tensor **params;        // the model's, borrowed from m
     tdm_module *m;
     tdm_optimizer *opt;
     tdm_tensor *x, *y;          // the batch, on the device
@@ -54,14 +54,8 @@ static void gr_fail(tdm_gb_state *st, const char *what) {
 // The loss of out against y: F.cross_entropy, or for a GPT nanoGPT's over (B*T, V) logits.
 static tdm_tensor *gr_loss_of(const gr_bench *b, const tdm_tensor *out, const tdm_tensor *y) {
     if (!out) return NULL;
-    if (!b->lm) return tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
-    int64_t n = tdm_tensor_numel(y), rows[2] = {n, tdm_tensor_numel(out) / n};
-    tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);              // (B*T,V)
-    tdm_tensor *yv = lv ? tdm_tensor_reshape(y, 1, &n) : NULL;      // (B*T)
-    tdm_tensor *loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
-    tdm_tensor_free(lv);
-    tdm_tensor_free(yv);
-    return loss;
+    return b->lm ? tdm_gpt_loss(out, y)
+                 : tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
 }
 
 // One step; *loss_out (when not NULL) = its loss tensor, else freed. Seeded by `ones`.
@@ -92,20 +86,9 @@ static tdm_status gr_loss(gr_bench *b, double *l) {
     return s;
 }
 
-static tdm_status gr_capture(gr_bench *b, bool graph);
-
-static tdm_status gr_setup(gr_bench *b, int64_t batch, bool graph) {
-    b->dev = gr_cfg.device;
-    b->batch = batch;
+// The MLP's batch: x ~ N(0,1), y = argmax of the first 10 features.
+static tdm_status gr_data_mlp(gr_bench *b, int64_t batch) {
     if (batch < 1 || batch > 1024) return tdm_error_set(TDM_ERR_ARG, "batch %lld: 1..1024", (long long)batch);
-    if (!(b->m = tdm_nn_from_spec(GR_SPEC))) return tdm_last_status();
-    TDM_TRY(tdm_module_init(b->m, GR_SEED));
-    TDM_TRY(tdm_module_to(b->m, b->dev));
-    tdm_tensor *params[4];
-    int np = tdm_module_parameters(b->m, params, 4);
-    tdm_sgd_params sp = {.lr = 0.01, .momentum = 0.9};
-    if (np != 4 || !(b->opt = tdm_optim_sgd(params, np, &sp))) return tdm_last_status();
-    // x ~ N(0,1); y = argmax of the first 10 features
     int64_t xs[2] = {batch, GR_FEATURES};
     tdm_tensor *hx = tdm_tensor_randn(2, xs, TDM_DTYPE_F32, TDM_CPU, GR_SEED, 0);
     if (!hx) return tdm_last_status();
@@ -120,20 +103,18 @@ static tdm_status gr_setup(gr_bench *b, int64_t batch, bool graph) {
     b->x = tdm_tensor_to(hx, b->dev, TDM_DTYPE_F32);
     tdm_tensor_free(hx);
     b->y = tdm_tensor_from_host(1, &batch, TDM_DTYPE_I64, b->dev, labels);
-    float one = 1.0f;
-    b->ones = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, b->dev, &one);
-    if (!b->x || !b->y || !b->ones) return tdm_last_status();
-    return gr_capture(b, graph);
+    return b->x && b->y ? TDM_OK : tdm_last_status();
 }
 
-// The GPT's setup: the model (seed GR_SEED), SGD lr 0.01 momentum 0.9, 8 rows of tokens.
-static tdm_status gr_setup_gpt(gr_bench *b, int64_t batch, bool graph) {
+static tdm_status gr_capture(gr_bench *b, bool graph);
+
+// The model (GR_SPEC, or for a GPT the amp suite's: seed GR_SEED), SGD lr 0.01 momentum 0.9, the
+// batch (a GPT's: rows of the amp suite's synthetic tokens), then warm-up and capture.
+static tdm_status gr_setup(gr_bench *b, int64_t batch, bool graph, bool gpt) {
     b->dev = gr_cfg.device;
     b->batch = batch;
-    b->lm = true;
-    const char *spec = bench_gpt_for(b->dev, gr_cfg.quick)->spec;
-    tdm_gpt_config c;
-    TDM_TRY(tdm_nn_gpt_spec(spec, &c));
+    b->lm = gpt;
+    const char *spec = gpt ? bench_gpt_for(b->dev, gr_cfg.quick)->spec : GR_SPEC;
     if (!(b->m = tdm_nn_from_spec(spec))) return tdm_last_status();
     TDM_TRY(tdm_module_init(b->m, GR_SEED));
     TDM_TRY(tdm_module_to(b->m, b->dev));
@@ -143,19 +124,17 @@ static tdm_status gr_setup_gpt(gr_bench *b, int64_t batch, bool graph) {
     tdm_module_parameters(b->m, b->params, np);
     tdm_sgd_params sp = {.lr = 0.01, .momentum = 0.9};
     if (!(b->opt = tdm_optim_sgd(b->params, np, &sp))) return tdm_last_status();
-    int64_t n = batch * c.block_size, ts[2] = {batch, c.block_size};
-    int64_t *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-    if (x && y) {
-        bench_gpt_tokens(GR_SEED, c.vocab_size, batch, c.block_size, x, y);
-        b->x = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, b->dev, x);
-        b->y = tdm_tensor_from_host(2, ts, TDM_DTYPE_I64, b->dev, y);
+    if (gpt) {
+        tdm_gpt_config c;
+        TDM_TRY(tdm_nn_gpt_spec(spec, &c));
+        TDM_TRY(bench_gpt_token_tensors(GR_SEED, c.vocab_size, batch, c.block_size, b->dev, &b->x,
+                                        &b->y));
+    } else {
+        TDM_TRY(gr_data_mlp(b, batch));
     }
-    free(x);
-    free(y);
-    if (!x || !y) return tdm_error_set(TDM_ERR_OOM, "graphs: out of memory");
     float one = 1.0f;
     b->ones = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, b->dev, &one);
-    if (!b->x || !b->y || !b->ones) return tdm_last_status();
+    if (!b->ones) return tdm_last_status();
     return gr_capture(b, graph);
 }
 
@@ -201,7 +180,7 @@ static void bm_step(tdm_gb_state *st, void *ctx) {
     const char *name = names[(intptr_t)ctx & 3];
     gr_bench b = {0};
     double before = NAN, after = NAN;
-    bool ok = (gpt ? gr_setup_gpt(&b, batch, graph) : gr_setup(&b, batch, graph)) == TDM_OK &&
+    bool ok = gr_setup(&b, batch, graph, gpt) == TDM_OK &&
               gr_loss(&b, &before) == TDM_OK;
     char what[64];
     snprintf(what, sizeof what, "%s: setup", name);
@@ -228,13 +207,8 @@ static void bm_step(tdm_gb_state *st, void *ctx) {
         snprintf(msg, sizeof msg, "graphs: the loss did not fall (%.6g -> %.6g)", before, after);
         tdm_gb_skip_with_error(st, msg);
     }
-    tdm_gpt_config gc;   // B*T (from the spec: b.y is NULL when setup failed)
     const char *gspec = bench_gpt_for(gr_cfg.device, gr_cfg.quick)->spec;
-    int64_t tokens = gpt && tdm_nn_gpt_spec(gspec, &gc) == TDM_OK ? batch * gc.block_size : 0;
-    if (gpt)
-        tdm_gb_counter(st, "tokens/s", (double)tokens, TDM_GB_PER_ITERATION_RATE);
-    else
-        tdm_gb_counter(st, "samples/s", (double)batch, TDM_GB_PER_ITERATION_RATE);
+    bench_rate_counters(st, (double)batch, gpt ? bench_tokens_per_sample(gspec) : 0, false);
     char label[200];
     snprintf(label, sizeof label, "%s, batch %lld, SGD lr 0.01 momentum 0.9, %s",
              gpt ? gspec : GR_SPEC, (long long)batch,

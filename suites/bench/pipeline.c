@@ -124,17 +124,8 @@ typedef struct {
 
 // A GPT's: N rows of T tokens and their next tokens (the amp suite's synthetic stream).
 static tdm_status pl_dataset_tokens(pl_bench *b) {
-    int64_t n = b->shape.samples, T = b->shape.features, xs[2] = {n, T};
-    int64_t *x = malloc((size_t)(n * T) * sizeof *x), *y = malloc((size_t)(n * T) * sizeof *y);
-    if (x && y) {
-        bench_gpt_tokens(PL_SEED, b->shape.vocab, n, T, x, y);
-        b->x = tdm_tensor_from_host(2, xs, TDM_DTYPE_I64, TDM_CPU, x);
-        b->y = tdm_tensor_from_host(2, xs, TDM_DTYPE_I64, TDM_CPU, y);
-    }
-    free(x);
-    free(y);
-    if (!x || !y) return tdm_error_set(TDM_ERR_OOM, "pipeline: out of host memory");
-    return b->x && b->y ? TDM_OK : tdm_last_status();
+    return bench_gpt_token_tensors(PL_SEED, b->shape.vocab, b->shape.samples, b->shape.features,
+                                   TDM_CPU, &b->x, &b->y);
 }
 
 // x ~ N(0,1); y = argmax of the first 10 features: a task the MLP learns.
@@ -244,16 +235,9 @@ static bool pl_next(pl_bench *b, tdm_tensor **x, tdm_tensor **y, int64_t *index)
 static tdm_status pl_step(pl_bench *b, const tdm_tensor *x, const tdm_tensor *y, double *loss_out) {
     tdm_optimizer_zero_grad(b->opt);
     tdm_tensor *out = tdm_module_forward(b->m, x), *loss = NULL;
-    if (out && b->shape.gpt) {   // nanoGPT: F.cross_entropy(logits.view(-1, V), targets.view(-1))
-        int64_t n = tdm_tensor_numel(y), rows[2] = {n, b->shape.vocab};
-        tdm_tensor *lv = tdm_tensor_reshape(out, 2, rows);              // (B*T,V)
-        tdm_tensor *yv = lv ? tdm_tensor_reshape(y, 1, &n) : NULL;      // (B*T)
-        loss = yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
-        tdm_tensor_free(lv);
-        tdm_tensor_free(yv);
-    } else if (out) {
-        loss = tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
-    }
+    if (out)
+        loss = b->shape.gpt ? tdm_gpt_loss(out, y)
+                            : tdm_cross_entropy(out, y, TDM_REDUCTION_MEAN, 0.0, -100);
     tdm_status s = loss ? TDM_OK : tdm_last_status();
     if (s == TDM_OK && loss_out) s = tdm_tensor_to_host_f64(loss, loss_out);
     if (s == TDM_OK && !loss_out) s = tdm_backward(loss, NULL);
@@ -414,14 +398,7 @@ static void bm_pipeline(tdm_gb_state *st, void *ctx) {
             tdm_gb_skip_with_error(st, msg);
         }
     }
-    if (c->gpt) {   // a GPT's rate is tokens/s (its main metric: the first rate)
-        double tokens = (double)(b.shape.batch * b.shape.features);
-        tdm_gb_counter(st, "tokens/s", tokens, TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "tokens/iteration", tokens, TDM_GB_PLAIN);
-    } else {
-        tdm_gb_counter(st, "samples/s", (double)b.shape.batch, TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "samples/iteration", (double)b.shape.batch, TDM_GB_PLAIN);
-    }
+    bench_rate_counters(st, (double)b.shape.batch, c->gpt ? b.shape.features : 0, true);
     tdm_gb_counter(st, "busy_share", wall > 0 ? b.busy_s / wall : 0, TDM_GB_PLAIN);
     char label[200];
     snprintf(label, sizeof label, "%s, batch %lld, %s%s, SGD lr %g", b.shape.spec,

@@ -51,11 +51,6 @@ static const char *sc_spec(int m) {
 static const char *sc_name(int m) {
     return m == SC_GPT ? bench_gpt_for(sc_cfg.device, sc_cfg.quick)->name : bench_models[m].name;
 }
-// Tokens per sample: a GPT's row length T; 1 for the seed models (their rate stays samples/s).
-static int64_t sc_tokens(int m) {
-    tdm_gpt_config c;
-    return m == SC_GPT && tdm_nn_gpt_spec(sc_spec(m), &c) == TDM_OK ? c.block_size : 1;
-}
 
 // An integer from the first of the environment variables that is set, else dflt.
 static int env_int(const char *const *vars, int n, int dflt) {
@@ -381,13 +376,7 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
     tdm_dp_group_free(d.g);
     int64_t iters = tdm_gb_iterations(st);
     double global = (double)d.batch * d.n;
-    if (c->model == SC_GPT) {   // a GPT's rate is tokens/s (its main metric: the first rate)
-        tdm_gb_counter(st, "tokens/s", global * sc_tokens(c->model), TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "tokens/iteration", global * sc_tokens(c->model), TDM_GB_PLAIN);
-    } else {
-        tdm_gb_counter(st, "samples/s", global, TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "samples/iteration", global, TDM_GB_PLAIN);
-    }
+    bench_rate_counters(st, global, bench_tokens_per_sample(sc_spec(c->model)), true);
     tdm_gb_counter(st, "gradient_bytes", (double)param_bytes, TDM_GB_PLAIN);
     if (ok && iters > 0 && step_sum > 0) {
         double thr = global * (double)iters / step_sum;
@@ -439,10 +428,7 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
     bench_dp_prediction p = bench_dp_predict(compute, n, (double)bytes, link);
     while (tdm_gb_keep_running(st)) tdm_gb_set_iteration_time(st, p.step);
     double global = (double)per_rank_batch(m, true, n) * n;
-    if (m == SC_GPT)
-        tdm_gb_counter(st, "tokens/s", global * sc_tokens(m), TDM_GB_PER_ITERATION_RATE);
-    else
-        tdm_gb_counter(st, "samples/s", global, TDM_GB_PER_ITERATION_RATE);
+    bench_rate_counters(st, global, bench_tokens_per_sample(sc_spec(m)), false);
     tdm_gb_counter(st, "efficiency", p.efficiency, TDM_GB_PLAIN);
     tdm_gb_counter(st, "comm_share", p.comm_share, TDM_GB_PLAIN);
     tdm_gb_counter(st, "predicted_comm_seconds", p.comm, TDM_GB_PLAIN);

@@ -409,7 +409,11 @@ class Trainer:
 
 def train_setup(b, spec, in_shape, batch, prec="f32", peak=False):
     set_tf32(prec == "tf32")
-    t = Trainer(spec, in_shape, batch, b.dev, prec)
+    trainer_setup(b, Trainer(spec, in_shape, batch, b.dev, prec), peak)
+
+
+def trainer_setup(b, t, peak):
+    """b times t's steps; its check: the loss on t's batch fell (and the peak memory on a GPU)."""
     before = t.loss()
     b.body = t.step
     if peak and is_cuda(b.dev):
@@ -596,20 +600,7 @@ def gpt_bench(name, tag, prec, dev, peak=False, mfu=False):
 
 def gpt_setup(b, tag, batch, prec="f32", peak=False):
     set_tf32(prec == "tf32")
-    t = GptTrainer(tag, batch, b.dev, prec)
-    before = t.loss()
-    b.body = t.step
-    if peak and is_cuda(b.dev):
-        torch.cuda.reset_peak_memory_stats(b.dev)
-
-    def verify():   # steps of plain SGD on one batch must lower its loss
-        after = t.loss()
-        if not after < before:
-            raise CheckFailed("%s: the loss did not fall (%.6g -> %.6g)" % (b.name, before, after))
-        b.plain["loss"] = after
-    b.verify = verify
-    if peak and is_cuda(b.dev):
-        b.counters_after = lambda: {"peak_bytes": float(torch.cuda.max_memory_allocated(b.dev))}
+    trainer_setup(b, GptTrainer(tag, batch, b.dev, prec), peak)
 
 
 def ops_mlp_train(b, batch):

@@ -47,17 +47,6 @@ static tdm_tensor *tokens(int64_t B, int64_t T, int64_t V, int64_t salt) {
     return t;
 }
 
-// nanoGPT's loss: cross-entropy over (B*T, V) logits, ignore_index -1.
-static tdm_tensor *lm_loss(const tdm_tensor *logits, const tdm_tensor *y) {
-    const int64_t *s = tdm_tensor_shape(logits);
-    int64_t rows[2] = {s[0] * s[1], s[2]}, n = rows[0];
-    tdm_tensor *lv = tdm_tensor_reshape(logits, 2, rows), *yv = tdm_tensor_reshape(y, 1, &n);
-    tdm_tensor *loss = lv && yv ? tdm_cross_entropy(lv, yv, TDM_REDUCTION_MEAN, 0.0, -1) : NULL;
-    tdm_tensor_free(lv);
-    tdm_tensor_free(yv);
-    return loss;
-}
-
 // ---- spec ---------------------------------------------------------------------------------------
 
 static void test_spec(void) {
@@ -159,7 +148,7 @@ static void test_structure(void) {
     }
     // One SGD step moves the tied weight by lr * grad once: p - lr g, rounded once to f32.
     tdm_tensor *x = tokens(2, 4, 11, 0), *y = tokens(2, 4, 11, 5);
-    tdm_tensor *logits = tdm_module_forward(m, x), *loss = logits ? lm_loss(logits, y) : NULL;
+    tdm_tensor *logits = tdm_module_forward(m, x), *loss = logits ? tdm_gpt_loss(logits, y) : NULL;
     CHECK_MSG(loss && tdm_backward(loss, NULL) == TDM_OK, "%s", tdm_last_error());
     tdm_tensor *g = tdm_tensor_grad(st[0]);
     double *w0 = host(st[0]), *g0 = g ? host(g) : NULL;
@@ -410,7 +399,7 @@ static int grads_of(tdm_module *m, const tdm_tensor *x, const tdm_tensor *y, tdm
     tdm_tensor *p[64];
     int np = tdm_module_parameters(m, p, 64);
     for (int i = 0; i < np; i++) tdm_tensor_set_grad(p[i], NULL);
-    tdm_tensor *logits = tdm_module_forward(m, x), *loss = logits ? lm_loss(logits, y) : NULL;
+    tdm_tensor *logits = tdm_module_forward(m, x), *loss = logits ? tdm_gpt_loss(logits, y) : NULL;
     bool ok = loss && tdm_backward(loss, NULL) == TDM_OK &&
               tdm_tensor_to_host_f64(loss, loss_v) == TDM_OK;
     CHECK_MSG(ok, "%s", tdm_last_error());
@@ -492,7 +481,7 @@ static int test_step0(const char *golden, const char *device, const char *precis
     tdm_autocast_state prev = {0};
     bool ac = fp16 || !strcmp(precision, "bf16");
     if (ac) prev = tdm_autocast_enter(fp16 ? TDM_DTYPE_F16 : TDM_DTYPE_BF16);
-    tdm_tensor *logits = tdm_module_forward(m, x0), *loss = logits ? lm_loss(logits, y0) : NULL;
+    tdm_tensor *logits = tdm_module_forward(m, x0), *loss = logits ? tdm_gpt_loss(logits, y0) : NULL;
     if (ac) tdm_autocast_exit(prev);
     // fp16: the GradScaler's loss x 2^16, the gradients x 2^-16 (exact), as gen_gpt.py's run
     tdm_tensor *scaled = loss && fp16 ? tdm_mul_scalar(loss, 65536.0) : tdm_tensor_retain(loss);
@@ -646,7 +635,7 @@ static int eval_loss(const char *state, const char *spec, const char *tokens, co
         tdm_tensor *yr = tdm_tensor_from_host(2, shape, TDM_DTYPE_I64, TDM_CPU, yv + a * T);
         tdm_module_train(m, false);
         bool g = tdm_grad_set_enabled(false);
-        tdm_tensor *logits = tdm_module_forward(m, xr), *loss = logits ? lm_loss(logits, yr) : NULL;
+        tdm_tensor *logits = tdm_module_forward(m, xr), *loss = logits ? tdm_gpt_loss(logits, yr) : NULL;
         tdm_grad_set_enabled(g);
         double l = NAN;
         CHECK_MSG(loss && tdm_tensor_to_host_f64(loss, &l) == TDM_OK, "%s", tdm_last_error());
