@@ -120,11 +120,12 @@ tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
                                      int64_t ignore_index);
 tdm_tensor *tdm_record_permute(tdm_tensor *y, const tdm_tensor *x, const int *dims);
 // scaled_dot_product_attention: scale as the caller gave it (NAN: the default); the dropout
-// draw's seed, offset and delta (NULL eagerly) for the backward to redraw the same weights.
+// draw's seed, offset and delta (NULL eagerly) for the backward to redraw the same weights;
+// lse NULL, or the fused forward's log-sum-exp (the node then saves it and y).
 tdm_tensor *tdm_record_sdpa(tdm_tensor *y, const tdm_tensor *q, const tdm_tensor *k,
                             const tdm_tensor *v, const tdm_tensor *attn_mask, double dropout_p,
                             bool is_causal, double scale, uint64_t seed, uint64_t offset,
-                            const uint64_t *delta);
+                            const uint64_t *delta, const tdm_tensor *lse);
 tdm_tensor *tdm_record_mse_loss(tdm_tensor *y, const tdm_tensor *input, const tdm_tensor *target,
                                 tdm_reduction reduction);
 // mean/rstd, save_mean/save_invstd: the statistics the forward produced (retained by the node).

@@ -186,8 +186,14 @@ tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
 }
 
 // inputs: q, k, v, attn_mask (NULL, bool, or floating: then it may want a gradient too); the
-// weights are recomputed from them, the dropout redrawn from the forward's (seed, offset, delta)
+// weights are recomputed from them, the dropout redrawn from the forward's (seed, offset, delta).
+// saved: nothing, or after the fused forward its output (a detached alias) and log-sum-exp.
 static tdm_status sdpa_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    if (n->saved[1])
+        return tdm_sdpa_fused_backward_at(gy, n->inputs[0], n->inputs[1], n->inputs[2],
+                                          n->saved[0], n->saved[1], n->params.sdpa.is_causal,
+                                          n->params.sdpa.scale, want(n, g, 0), want(n, g, 1),
+                                          want(n, g, 2));
     return tdm_sdpa_backward_at(gy, n->inputs[0], n->inputs[1], n->inputs[2], n->inputs[3],
                                 n->params.sdpa.dropout_p, n->params.sdpa.is_causal,
                                 n->params.sdpa.scale, n->params.sdpa.seed,
@@ -198,10 +204,20 @@ static tdm_status sdpa_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g
 tdm_tensor *tdm_record_sdpa(tdm_tensor *y, const tdm_tensor *q, const tdm_tensor *k,
                             const tdm_tensor *v, const tdm_tensor *attn_mask, double dropout_p,
                             bool is_causal, double scale, uint64_t seed, uint64_t offset,
-                            const uint64_t *delta) {
+                            const uint64_t *delta, const tdm_tensor *lse) {
     tdm_node_params np = {.sdpa = {dropout_p, scale, is_causal, seed, offset, delta}};
-    return tdm_autograd_record(y, "scaled_dot_product_attention", sdpa_bw, 4,
-                               INPUTS(q, k, v, attn_mask), &np, 0, NULL);
+    if (!y || !lse || !tdm_autograd_needed(4, INPUTS(q, k, v, attn_mask)))
+        return tdm_autograd_record(y, "scaled_dot_product_attention", sdpa_bw, 4,
+                                   INPUTS(q, k, v, attn_mask), &np, 0, NULL);
+    tdm_tensor *out = tdm_tensor_detach(y);
+    if (!out) {
+        tdm_tensor_free(y);
+        return NULL;
+    }
+    y = tdm_autograd_record(y, "scaled_dot_product_attention", sdpa_bw, 4,
+                            INPUTS(q, k, v, attn_mask), &np, 2, INPUTS(out, lse));
+    tdm_tensor_free(out);
+    return y;
 }
 
 // inputs: input, target (both may require grad)

@@ -191,6 +191,19 @@ struct tdm_backend_ops {
                                 const tdm_tensor *v, const tdm_tensor *mask,
                                 const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,
                                 tdm_tensor *gv, tdm_tensor *gmask);
+    // optional: the fused attention (FlashAttention-2: tiles of q against k and v streamed
+    // through on-chip memory, online softmax, no (B,L,S) buffer), for what
+    // tdm_attn_fused_applies admits (no mask, no dropout, f16/bf16, E and Ev <= 256; is_causal
+    // and scale from p). lse (B,L) f32 gets each row's log-sum-exp of its scaled scores.
+    tdm_status (*sdpa_fused)(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
+                             const tdm_sdpa_params *p, tdm_tensor *y, tdm_tensor *lse);
+    // optional, with sdpa_fused: gq, gk, gv (all three) from gy and the forward's y and lse, the
+    // weights recomputed from q, k and lse; bit-reproducible (no atomics).
+    tdm_status (*sdpa_fused_backward)(const tdm_tensor *gy, const tdm_tensor *q,
+                                      const tdm_tensor *k, const tdm_tensor *v,
+                                      const tdm_tensor *y, const tdm_tensor *lse,
+                                      const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,
+                                      tdm_tensor *gv);
 
     // ---- normalization: x viewed as (rows, cols) for layer norm, (N, C, S) for batch norm;
     //      weight/bias/running stats/saved stats may be NULL where the op allows ----

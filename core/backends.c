@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/env_impl.h"
 #include "core/tensor_impl.h"
 #include "tandem/backends.h"
@@ -14,6 +15,7 @@
 static atomic_bool tf32_matmul = false;   // PyTorch >= 1.12: matmul TF32 off by default
 static atomic_bool tf32_conv = true;      // cuDNN TF32 on by default
 static atomic_int conv_mode = TDM_CONV_ALGO_HEURISTIC;
+static atomic_int attn_mode = TDM_ATTN_HEURISTIC;
 
 // The environment's defaults (backends.h), read once before the first get or set.
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
@@ -25,6 +27,15 @@ static void env_bool(const char *name, atomic_bool *flag) {
 static void env_read(void) {
     env_bool("TANDEM_TF32_MATMUL", &tf32_matmul);
     env_bool("TANDEM_TF32_CONV", &tf32_conv);
+    const char *a = getenv("TANDEM_ATTN");
+    if (a) {
+        int m = TDM_ATTN_HEURISTIC;
+        while (m <= TDM_ATTN_CONFORMANCE && strcmp(a, tdm_attn_mode_name((tdm_attn_mode)m))) m++;
+        if (m <= TDM_ATTN_CONFORMANCE) atomic_store(&attn_mode, m);
+        else
+            fprintf(stderr, "tandem: ignoring TANDEM_ATTN=%s: expected heuristic, deterministic "
+                    "or conformance; using heuristic\n", a);
+    }
     const char *v = getenv("TANDEM_CONV_ALGO");
     if (!v) return;
     for (int m = TDM_CONV_ALGO_HEURISTIC; m <= TDM_CONV_ALGO_DIRECT; m++)
@@ -66,6 +77,36 @@ const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode) {
     case TDM_CONV_ALGO_DIRECT: return "direct";
     }
     return "unknown";
+}
+
+void tdm_attn_mode_set(tdm_attn_mode mode) {
+    pthread_once(&env_once, env_read);
+    if (mode >= TDM_ATTN_HEURISTIC && mode <= TDM_ATTN_CONFORMANCE)
+        atomic_store(&attn_mode, (int)mode);
+}
+
+tdm_attn_mode tdm_attn_mode_get(void) {
+    pthread_once(&env_once, env_read);
+    return (tdm_attn_mode)atomic_load(&attn_mode);
+}
+
+const char *tdm_attn_mode_name(tdm_attn_mode mode) {
+    switch (mode) {
+    case TDM_ATTN_HEURISTIC: return "heuristic";
+    case TDM_ATTN_DETERMINISTIC: return "deterministic";
+    case TDM_ATTN_CONFORMANCE: return "conformance";
+    }
+    return "unknown";
+}
+
+bool tdm_attn_fused_applies(tdm_device device, tdm_dtype dtype, int64_t E, int64_t Ev,
+                            bool has_mask, double dropout_p) {
+    const struct tdm_backend_ops *be = tdm_backend_get(device.type);
+    return be && be->sdpa_fused && be->sdpa_fused_backward &&
+           tdm_attn_mode_get() != TDM_ATTN_CONFORMANCE &&
+           (dtype == TDM_DTYPE_F16 || dtype == TDM_DTYPE_BF16) && E >= 1 && Ev >= 1 &&
+           E <= TDM_ATTN_FUSED_MAX_HEAD && Ev <= TDM_ATTN_FUSED_MAX_HEAD && !has_mask &&
+           !(dropout_p > 0);
 }
 
 const char *tdm_conv_pass_name(tdm_conv_pass pass) {

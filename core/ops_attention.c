@@ -10,13 +10,20 @@
  * The public forward applies the autocast policy first (the lower precision, as PyTorch's CUDA
  * autocast lists scaled_dot_product_attention), draws its dropout from the caller's generator
  * (core/random_impl.h: capture-safe) and records itself for autograd last; its body runs with
- * grad mode off. The backward recomputes the weights from q, k and the mask. */
+ * grad mode off. The backward recomputes the weights from q, k and the mask.
+ *
+ * The fused path: where tdm_attn_fused_applies (tandem/backends.h: a backend with the sdpa_fused
+ * slots, the attention mode not conformance, f16/bf16, no mask, no dropout) and no operand
+ * broadcasts over the batch, the forward runs the backend's fused kernel, which also gives each
+ * row's log-sum-exp; the node saves the output and that (B, L) f32 vector, and the backward runs
+ * the fused backward from them. Otherwise (and always on the reference backend) the plain path. */
 #include <math.h>
 #include <string.h>
 
 #include "core/autograd_impl.h"
 #include "core/profile_impl.h"
 #include "core/random_impl.h"
+#include "tandem/backends.h"
 #include "tandem/graph.h"
 
 #define OP "scaled_dot_product_attention"
@@ -206,6 +213,46 @@ static tdm_tensor *sdpa_forward(const sdpa_plan *sp, const tdm_tensor *q, const 
     return y;
 }
 
+// Does this call take the fused path? No operand may broadcast over the batch (the fused
+// kernels read q, k, v, y and the gradients as they are).
+static bool sdpa_fused_here(const sdpa_plan *sp, const tdm_tensor *q, const tdm_tensor *k,
+                            const tdm_tensor *v, const tdm_tensor *mask, double dropout_p) {
+    if (sp->S == 0 || sp->L == 0 || sp->batch == 0 ||
+        !tdm_attn_fused_applies(q->device, q->dtype, sp->E, sp->Ev, mask != NULL, dropout_p))
+        return false;
+    const tdm_tensor *in[3] = {q, k, v};
+    for (int i = 0; i < 3; i++)
+        if (tdm_shape_numel(in[i]->ndim - 2, in[i]->shape) != sp->batch) return false;
+    return true;
+}
+
+// The fused forward: y, and *lse (batch, L) f32 for the backward.
+static tdm_tensor *sdpa_forward_fused(const sdpa_plan *sp, const tdm_tensor *q,
+                                      const tdm_tensor *k, const tdm_tensor *v, tdm_tensor **lse) {
+    const struct tdm_backend_ops *be = tdm_backend_of(q);
+    tdm_tensor *y = tdm_tensor_empty(sp->bnd + 2, sp->yshape, q->dtype, q->device);
+    *lse = tdm_tensor_empty(2, (int64_t[]){sp->batch, sp->L}, TDM_DTYPE_F32, q->device);
+    bool expanded[3];
+    tdm_tensor *ops[4] = {NULL, NULL, NULL, NULL};
+    tdm_status s = y && *lse ? TDM_OK : tdm_last_status();
+    if (s == TDM_OK) {
+        ops[0] = operand3(sp, q, &expanded[0]), ops[1] = operand3(sp, k, &expanded[1]);
+        ops[2] = operand3(sp, v, &expanded[2]);
+        ops[3] = tdm_tensor_reshape(y, 3, (int64_t[]){sp->batch, sp->L, sp->Ev});
+        s = ops[0] && ops[1] && ops[2] && ops[3]
+                ? be->sdpa_fused(ops[0], ops[1], ops[2], &sp->p, ops[3], *lse)
+                : tdm_last_status();
+    }
+    free_all(ops, 4);
+    if (s != TDM_OK) {
+        tdm_tensor_free(y);
+        tdm_tensor_free(*lse);
+        *lse = NULL;
+        return NULL;
+    }
+    return y;
+}
+
 tdm_tensor *tdm_scaled_dot_product_attention(const tdm_tensor *q, const tdm_tensor *k,
                                              const tdm_tensor *v, const tdm_tensor *attn_mask,
                                              double dropout_p, bool is_causal, double scale,
@@ -224,16 +271,20 @@ tdm_tensor *tdm_scaled_dot_product_attention(const tdm_tensor *q, const tdm_tens
               : tdm_error_set(TDM_ERR_ARG, "%s: dropout_p %g > 0 needs a generator (g is NULL)",
                               OP, dropout_p);
     }
+    tdm_tensor *lse = NULL;   // the fused path's log-sum-exp, saved for its backward
     if (s == TDM_OK) {
         bool grad = tdm_grad_set_enabled(false);
-        y = sdpa_forward(&sp, q, k, v, attn_mask);
+        y = sdpa_fused_here(&sp, q, k, v, attn_mask, dropout_p)
+                ? sdpa_forward_fused(&sp, q, k, v, &lse)
+                : sdpa_forward(&sp, q, k, v, attn_mask);
         tdm_grad_set_enabled(grad);
     }
     if (y && dropout_p > 0) tdm_generator_set_offset(g, sp.p.offset + 1);
     // 2 B L S (E + Ev): the two products
     if (y) TDM_PROFILE_FLOPS(2.0 * (double)(sp.batch * sp.L * sp.S) * (double)(sp.E + sp.Ev));
     y = tdm_record_sdpa(y, q, k, v, attn_mask, dropout_p, is_causal, scale, sp.p.seed,
-                        sp.p.offset, sp.p.delta);
+                        sp.p.offset, sp.p.delta, lse);
+    tdm_tensor_free(lse);
     tdm_autocast_args_free(&ac);
     return y;
 }
@@ -304,6 +355,20 @@ tdm_status tdm_sdpa_backward_at(const tdm_tensor *gy, const tdm_tensor *q, const
     if (!attn_mask) out[3] = NULL;
     const tdm_tensor *in[4] = {q, k, v, attn_mask};
     const bool empty = gy->numel == 0 || sp.S == 0;   // nothing flows back: zeros
+    if (!empty && sdpa_fused_here(&sp, q, k, v, attn_mask, dropout_p)) {
+        // The fused path without its forward's saved output (this explicit backward, or a node
+        // recorded on the plain path): the fused forward first, for y and the log-sum-exp.
+        tdm_tensor *lse = NULL;
+        const bool grad = tdm_grad_set_enabled(false);
+        tdm_tensor *y = sdpa_forward_fused(&sp, q, k, v, &lse);
+        tdm_grad_set_enabled(grad);
+        const tdm_status s = y ? tdm_sdpa_fused_backward_at(gy, q, k, v, y, lse, is_causal, scale,
+                                                            out[0], out[1], out[2])
+                               : tdm_last_status();
+        tdm_tensor_free(y);
+        tdm_tensor_free(lse);
+        return s;
+    }
     bool expands[4];
     for (int i = 0; i < 3; i++)
         expands[i] = tdm_shape_numel(in[i]->ndim - 2, in[i]->shape) != sp.batch;
@@ -368,6 +433,65 @@ tdm_status tdm_sdpa_backward_at(const tdm_tensor *gy, const tdm_tensor *q, const
     // 2 B L S (2 E + 2 Ev): dP = gy v^T, gv = P^T gy, gq = dS k, gk = dS^T q
     TDM_PROFILE_FLOPS(4.0 * (double)(sp.batch * sp.L * sp.S) * (double)(sp.E + sp.Ev));
     for (int i = 0; i < 4; i++) {
+        if (out[i] && s == TDM_OK) *out[i] = res[i];
+        else tdm_tensor_free(res[i]);
+    }
+    return s;
+}
+
+tdm_status tdm_sdpa_fused_backward_at(const tdm_tensor *gy, const tdm_tensor *q,
+                                      const tdm_tensor *k, const tdm_tensor *v,
+                                      const tdm_tensor *y, const tdm_tensor *lse, bool is_causal,
+                                      double scale, tdm_tensor **gq, tdm_tensor **gk,
+                                      tdm_tensor **gv) {
+    TDM_PROFILE_OP(OP_BW, gy, q, k, v, NULL);
+    tdm_tensor **out[3] = {gq, gk, gv};
+    for (int i = 0; i < 3; i++)
+        if (out[i]) *out[i] = NULL;
+    sdpa_plan sp;
+    TDM_TRY(sdpa_check(OP_BW, q, k, v, NULL, 0.0, is_causal, scale, &sp));
+    TDM_TRY(tdm_check_tensor(OP_BW, "grad_output", gy));
+    TDM_TRY(tdm_check_same_device(OP_BW, q, gy));
+    TDM_TRY(tdm_check_same_dtype(OP_BW, q, gy));
+    const int nd = sp.bnd + 2;
+    bool same = gy->ndim == nd && y->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = gy->shape[d] == sp.yshape[d] && y->shape[d] == sp.yshape[d];
+    if (!same) {
+        char a[96], b[96];
+        return tdm_error_set(TDM_ERR_SHAPE, "%s: grad_output has shape %s, expected %s", OP_BW,
+                             SHAPE(gy, a), tdm_shape_str(nd, sp.yshape, b, sizeof b));
+    }
+    if (!lse || lse->dtype != TDM_DTYPE_F32 || lse->numel != sp.batch * sp.L)
+        return tdm_error_set(TDM_ERR_ARG, "%s: the fused backward needs the forward's (%lld, "
+                             "%lld) f32 log-sum-exp", OP_BW, (long long)sp.batch, (long long)sp.L);
+    if (!out[0] && !out[1] && !out[2]) return TDM_OK;
+    const struct tdm_backend_ops *be = tdm_backend_of(q);
+    if (!be->sdpa_fused_backward) return tdm_error_unsupported(OP_BW, be);
+    const tdm_tensor *in[3] = {q, k, v};
+    tdm_tensor *res[3] = {NULL, NULL, NULL}, *ops[3] = {NULL, NULL, NULL};
+    tdm_tensor *g3[3] = {NULL, NULL, NULL}, *gy3 = NULL, *y3 = NULL;
+    tdm_status s = TDM_OK;
+    bool expanded[3];
+    for (int i = 0; i < 3 && s == TDM_OK; i++) {   // all three are computed together
+        res[i] = tdm_tensor_empty(in[i]->ndim, in[i]->shape, in[i]->dtype, q->device);
+        ops[i] = res[i] ? operand3(&sp, in[i], &expanded[i]) : NULL;
+        g3[i] = ops[i] ? tdm_tensor_reshape(res[i], 3, ops[i]->shape) : NULL;
+        if (!g3[i]) s = tdm_last_status();
+    }
+    if (s == TDM_OK) {
+        gy3 = tdm_tensor_reshape(gy, 3, (int64_t[]){sp.batch, sp.L, sp.Ev});
+        y3 = tdm_tensor_reshape(y, 3, (int64_t[]){sp.batch, sp.L, sp.Ev});
+        s = gy3 && y3 ? be->sdpa_fused_backward(gy3, ops[0], ops[1], ops[2], y3, lse, &sp.p,
+                                                g3[0], g3[1], g3[2])
+                      : tdm_last_status();
+    }
+    // 2 B L S (2 E + 2 Ev) as the plain path, and the recomputed q k^T: 2 B L S E more
+    TDM_PROFILE_FLOPS(2.0 * (double)(sp.batch * sp.L * sp.S) * (double)(3 * sp.E + 2 * sp.Ev));
+    tdm_tensor_free(gy3);
+    tdm_tensor_free(y3);
+    free_all(g3, 3);
+    free_all(ops, 3);
+    for (int i = 0; i < 3; i++) {
         if (out[i] && s == TDM_OK) *out[i] = res[i];
         else tdm_tensor_free(res[i]);
     }

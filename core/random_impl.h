@@ -35,6 +35,13 @@ tdm_status tdm_dropout_backward_at(const tdm_tensor *gy, double p, bool training
                                    uint64_t offset, const uint64_t *delta, tdm_tensor **gx);
 // core/ops_attention.c: tdm_scaled_dot_product_attention_backward with the forward's dropout
 // draw at offset + *delta (device) when delta is not NULL.
+// The fused path's backward (core/ops_attention.c): from the forward's output y and its (batch,
+// L) f32 log-sum-exp lse, all of gq, gk, gv computed (each pointer NULL when not wanted).
+tdm_status tdm_sdpa_fused_backward_at(const tdm_tensor *gy, const tdm_tensor *q,
+                                      const tdm_tensor *k, const tdm_tensor *v,
+                                      const tdm_tensor *y, const tdm_tensor *lse, bool is_causal,
+                                      double scale, tdm_tensor **gq, tdm_tensor **gk,
+                                      tdm_tensor **gv);
 tdm_status tdm_sdpa_backward_at(const tdm_tensor *gy, const tdm_tensor *q, const tdm_tensor *k,
                                 const tdm_tensor *v, const tdm_tensor *attn_mask,
                                 double dropout_p, bool is_causal, double scale, uint64_t seed,

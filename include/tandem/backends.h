@@ -5,7 +5,8 @@
  *   cudnn.deterministic). The reference backend computes in double whatever they say; the CUDA
  *   backend reads them at each call. The environment sets their initial values (read once, before
  *   the first get or set; other values are ignored with a warning on stderr):
- *   TANDEM_TF32_MATMUL=0|1, TANDEM_TF32_CONV=0|1, TANDEM_CONV_ALGO=heuristic|benchmark|deterministic|direct. */
+ *   TANDEM_TF32_MATMUL=0|1, TANDEM_TF32_CONV=0|1, TANDEM_CONV_ALGO=heuristic|benchmark|deterministic|direct,
+ *   TANDEM_ATTN=heuristic|deterministic|conformance. */
 #ifndef TANDEM_BACKENDS_H
 #define TANDEM_BACKENDS_H
 
@@ -33,6 +34,28 @@ typedef enum {
 void tdm_conv_algo_mode_set(tdm_conv_algo_mode mode);
 tdm_conv_algo_mode tdm_conv_algo_mode_get(void);
 const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode);   // "heuristic", ...
+
+// How scaled_dot_product_attention runs on a device whose backend has a fused kernel (the CUDA
+// backend's FlashAttention-2, kernels/k_flash_attention.cu), chosen as convolutions' algorithms
+// are. The reference backend has none: it always runs the plain loops.
+typedef enum {
+    TDM_ATTN_HEURISTIC = 0,      // fused where it applies (tdm_attn_fused_applies), else unfused:
+                                 // PyTorch's default choice of SDPA backend
+    TDM_ATTN_DETERMINISTIC = 1,  // the same, with a bit-reproducible backward (torch's
+                                 // use_deterministic_algorithms): tandem's fused backward has no
+                                 // atomics in either mode, so both run the same kernels today
+    TDM_ATTN_CONFORMANCE = 2     // never fused: q k^T materialized, the products on cuBLASLt in
+                                 // f32 (the conformance reference of the fused path)
+} tdm_attn_mode;
+void tdm_attn_mode_set(tdm_attn_mode mode);
+tdm_attn_mode tdm_attn_mode_get(void);
+const char *tdm_attn_mode_name(tdm_attn_mode mode);   // "heuristic", "deterministic", ...
+// Whether an attention with these settings on `device` runs fused in the current mode: its
+// backend has the fused kernel, the mode is not conformance, q is f16 or bf16, E and Ev are at
+// most 256, there is no attn_mask (is_causal is fine) and no dropout.
+bool tdm_attn_fused_applies(tdm_device device, tdm_dtype dtype, int64_t E, int64_t Ev,
+                            bool has_mask, double dropout_p);
+#define TDM_ATTN_FUSED_MAX_HEAD 256
 
 // Which algorithm the last convolution of each pass used on a device, and what choosing it cost
 // (PyTorch shows neither; the cudnn suite reports both). The three passes of conv2d:

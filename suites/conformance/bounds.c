@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "tandem/backends.h"
 #include "core/philox.h"
 #include "core/tensor_impl.h"
 
@@ -38,6 +39,7 @@ typedef struct {
     double u_in;        // unit roundoff of the case dtype (outputs fed back into a backward)
     double eta_in;      // and its absolute rounding near zero (half its subnormal spacing)
     double u_tf32;      // > 0: f32 inputs of a product are rounded to TF32 first (TF32_U)
+    tdm_device dev;     // where the case runs (the fused attention is the CUDA backend's)
     const double *e;    // expected values
     double *err;        // out: err_i
 } bctx;
@@ -547,6 +549,15 @@ static tdm_status bound_cross_entropy(bctx *b) {
 //   gv_j = sum_i p'_ij gy_i:  gamma_L sum_i p'_ij |gy_i| + sum_i dp'_ij |gy_i|
 // An input broadcast over c > 1 copies of the batch sums c per-copy gradients, each rounded to
 // the accumulation type: + gamma_{c+1} sum |copy|.
+// The fused path (tdm_attn_fused_applies on a CUDA device; kernels/k_flash_attention.cu) adds,
+// with u_T the operands' unit roundoff and n_t = ceil(S / 16) key tiles at most:
+//   weights  rounded to T for the product with v, and rescaled once per tile in f32 (the online
+//            softmax: e^(m - m') and the products): dp'_j += p_j (u_T + (3 n_t + 2) u)
+//   recomputed from lse (backward): p_j = exp2(x_j - lse_2), lse_2 = m + log2 l rounded, x_j
+//            rounded: dp_j += p_j u (S + 6 + 3 log2(e) (|s_j| + |M| + log S + 1))
+//   D from the rounded output y (not the exact weights): dD += sum_j (u_T p_j + gamma_S p_j +
+//            dp'_j) sum_e |gy_e v_je|  (|y| and its forward error, through gy)
+//   ds_j rounded to T for the products with k and q: dg_j += u_T |g_j|
 
 // Offset in t (row-major) of the element at index idx of the nd-dim shape t broadcasts to
 // (right-aligned; t's size-1 dims read index 0).
@@ -567,6 +578,8 @@ typedef struct {
     int64_t bs[TDM_MAX_DIMS];
     double scale, dropout_p;
     bool causal;
+    bool fused;        // the fused path runs it (see above); u_T its operands' unit roundoff
+    double u_t;
     uint64_t seed, offset;
     const double *q, *k, *v, *m, *gy;
     const tdm_tensor *Q, *K, *V, *M;
@@ -619,6 +632,12 @@ static void sdpa_row(const sdpa_b *a, double u, int64_t bi, int64_t i, int64_t *
         }
         pd[j] = p[j] * kf[j];
         dpd[j] = kf[j] * (dp[j] + 2 * u * p[j]);
+        if (a->fused && p[j] > 0) {
+            const double nt = ceil((double)a->S / 16.0);
+            dpd[j] += p[j] * (a->u_t + (3 * nt + 2) * u);
+            dp[j] += p[j] * u * ((double)a->S + 6 +
+                                 3 * M_LOG2E * (fabs(s[j]) + fabs(M) + log((double)a->S) + 1));
+        }
     }
 }
 
@@ -656,6 +675,12 @@ static tdm_status bound_sdpa(bctx *b) {
         a.batch *= a.bs[d];
     }
     const int nd = a.bnd + 2;
+    bool whole = true;   // no operand broadcast over the batch (the fused path's condition too)
+    for (int t = 0; t < 3; t++)
+        whole = whole && tdm_shape_numel(tdm_tensor_ndim(T[t]) - 2, shape_of(T[t])) == a.batch;
+    a.fused = b->dev.type == TDM_DEVICE_CUDA && whole && a.L > 0 && a.S > 0 && a.batch > 0 &&
+              tdm_attn_fused_applies(b->dev, c->dtype, a.E, a.Ev, a.M != NULL, a.dropout_p);
+    a.u_t = b->u_in;
     double *q = load(a.Q), *k = load(a.K), *v = load(a.V), *m = load(a.M);
     double *gy = b->grad ? load(c->grad_output[0]) : NULL;
     const int64_t S = a.S;
@@ -719,12 +744,14 @@ static tdm_status bound_sdpa(bctx *b) {
                 D += p[j] * r[j];
                 Dabs += p[j] * fabs(r[j]);
                 dD += dp[j] * fabs(r[j]) + p[j] * dr[j];
+                if (a.fused) dD += (a.u_t * p[j] + gamma_n((double)S, u) * p[j] + dpd[j]) * mag;
             }
             dD += gamma_n((double)S, u) * Dabs;
             for (int64_t j = 0; j < S; j++) {   // g_j and dg_j, into r and dr
                 const double t = r[j] - D, dt = dr[j] + dD + u * fabs(r[j] - D);
                 r[j] = p[j] * t;
                 dr[j] = dp[j] * fabs(t) + p[j] * dt + u * p[j] * fabs(t);
+                if (a.fused) dr[j] += a.u_t * fabs(r[j]);
             }
             if (b->k == 3) {   // the mask's gradient: g_j itself
                 for (int64_t j = 0; j < S; j++) {
@@ -1172,7 +1199,7 @@ tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, 
               .u = tdm_dtype_unit_roundoff(c->dtype == TDM_DTYPE_F64 ? TDM_DTYPE_F64 : TDM_DTYPE_F32),
               .u_in = tdm_dtype_unit_roundoff(c->dtype),
               .eta_in = 0.5 * tdm_dtype_min_subnormal(c->dtype),
-              .u_tf32 = tf32 ? TF32_U : 0};
+              .u_tf32 = tf32 ? TF32_U : 0, .dev = dev};
     memset(bound, 0, (size_t)b.n * sizeof *bound);
     const tdm_dtype edt = tdm_tensor_dtype(exp);
     if (edt == TDM_DTYPE_I32 || edt == TDM_DTYPE_I64) return TDM_OK;   // an integer result: exact

@@ -112,6 +112,7 @@ enum warp_kind {
     wk_reduce_and,
     wk_reduce_or,
     wk_reduce_xor,
+    wk_tensor_core,  // mma.sync / ldmatrix (tensor_core.cc): arg is the tc_op
 };
 struct warp_call {
     int kind;          // warp_kind
@@ -126,6 +127,30 @@ struct warp_call {
     int line;
 };
 unsigned warp_op(const warp_call &c);  // ballot / any / all / match / activemask result
+
+// Tensor-core instructions (tensor_core.cc), warp-collective as PTX defines them: every lane of
+// a full warp executes the same one (.sync.aligned), each gives its fragments and gets its own.
+enum tc_op {
+    tc_mma_m16n8k16_f16,    // mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+    tc_mma_m16n8k16_bf16,   // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+    tc_ldmatrix_x1,         // ldmatrix.sync.aligned.m8n8.x1.shared.b16
+    tc_ldmatrix_x2,         //   .x2
+    tc_ldmatrix_x4,         //   .x4
+    tc_ldmatrix_x1_trans,   // ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16
+    tc_ldmatrix_x2_trans,
+    tc_ldmatrix_x4_trans,
+    tc_op_count
+};
+struct tc_mma_in {          // one lane's operands of an mma (PTX's registers, in order)
+    uint32_t a[4];          // four .f16x2 / .bf16x2 registers of A (16x16, row)
+    uint32_t b[2];          // two of B (16x8, col)
+    float c[4];             // four .f32 of C (16x8)
+};
+const char *tc_op_name(int op);
+// Completes op for the 32 lanes of a warp: in[l] and out[l] are lane l's operands and results
+// (tc_mma_in / float[4] for an mma; the row address / uint32_t[n] for ldmatrix).
+void tc_complete(int op, const void *const in[32], void *const out[32]);
+
 
 // A __trap() or another fatal error in a kernel: reported (naming the thread), block abandoned.
 [[noreturn]] void kernel_trap(const char *what, const char *file, int line);
@@ -151,6 +176,32 @@ inline unsigned warp_op_fenced(const warp_call &c) {
     const unsigned r = warp_op(c);
     TDM_EMU_COMPILER_FENCE();
     return r;
+}
+
+inline void mma_at(const char *file, int line, int op, float d[4], const uint32_t a[4],
+                   const uint32_t b[2], const float c[4]) {
+    tc_mma_in in;
+    memcpy(in.a, a, sizeof in.a);
+    memcpy(in.b, b, sizeof in.b);
+    memcpy(in.c, c, sizeof in.c);
+    float out[4];
+    warp_call w = {wk_tensor_core, 0xffffffffu, op, 32, 0, 0, &in, out, file, line};
+    warp_op_fenced(w);
+    memcpy(d, out, sizeof out);
+}
+// ldmatrix: `row` is this lane's row address (used from lanes 0-7 / 0-15 / 0-31 for x1 / x2 /
+// x4), 16-byte aligned in shared memory; r gets the 1 / 2 / 4 registers.
+void ldmatrix_check(const char *file, int line, int op, const void *row, int lane);
+inline void ldmatrix_at(const char *file, int line, int op, uint32_t *r, const void *row) {
+    const uint3 t = static_cast<uint3>(here.thread_idx), b = static_cast<uint3>(here.block_dim);
+    ldmatrix_check(file, line, op, row, (int)((t.x + b.x * (t.y + b.y * t.z)) % 32));
+    uint32_t out[4];
+    warp_call w = {wk_tensor_core, 0xffffffffu, op, 32, 0, 0, row, out, file, line};
+    warp_op_fenced(w);
+    const int n = op == tc_ldmatrix_x1 || op == tc_ldmatrix_x1_trans   ? 1
+                  : op == tc_ldmatrix_x2 || op == tc_ldmatrix_x2_trans ? 2
+                                                                       : 4;
+    memcpy(r, out, (size_t)n * sizeof *r);
 }
 
 inline unsigned warp_vote_at(const char *file, int line, int kind, unsigned mask, int pred) {
@@ -258,6 +309,10 @@ struct syncwarp_site {
 #define __reduce_xor_sync(mask, v) \
     ::tdm_emu::reduce_at(__FILE__, __LINE__, ::tdm_emu::wk_reduce_xor, (mask), (v))
 #define __trap() ::tdm_emu::kernel_trap("__trap()", __FILE__, __LINE__)
+// The tensor-core instructions, which device code writes as inline PTX (kernels/k_mma.cuh):
+// op is a tdm_emu::tc_op.
+#define TDM_EMU_MMA(op, d, a, b, c) ::tdm_emu::mma_at(__FILE__, __LINE__, (op), (d), (a), (b), (c))
+#define TDM_EMU_LDMATRIX(op, r, row) ::tdm_emu::ldmatrix_at(__FILE__, __LINE__, (op), (r), (row))
 
 // ---- memory fences and loads -----------------------------------------------------------------
 

@@ -275,6 +275,8 @@ struct tstate {
     uint3 idx;                          // its threadIdx
     alignas(16) unsigned char val[16];  // its value in a shuffle / match / reduce
     alignas(16) unsigned char out[16];  // what it gets back
+    const void *wide_in;                // a tensor-core op's operands and results (the lane's
+    void *wide_out;                     // own, on its fiber's stack while it waits)
 };
 
 struct grid_job;
@@ -677,6 +679,7 @@ static const char *warp_name(int kind) {
         "__activemask",      "__match_any_sync",  "__match_all_sync",  "__reduce_add_sync",
         "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",
         "__reduce_xor_sync"};
+    if (kind == wk_tensor_core) return "a tensor-core instruction (mma.sync / ldmatrix)";
     return kind >= 0 && kind < (int)(sizeof names / sizeof *names) ? names[kind] : "warp op";
 }
 static const char *barrier_name(int op) {
@@ -736,6 +739,16 @@ unsigned warp_op(const warp_call &c) {
     s.file = c.file;
     s.line = c.line;
     if (c.size) memcpy(s.val, c.in, c.size);
+    if (c.kind == wk_tensor_core) {
+        // .sync.aligned: the whole warp, which must exist (a block of 48 threads has no second
+        // warp for an mma)
+        const unsigned base = (unsigned)t & ~31u;
+        if (r->n - base < 32)
+            r->fail_here("%s (%s:%d) in a warp of %u threads: it needs all 32",
+                         tc_op_name(c.arg), base_name(c.file), c.line, r->n - base);
+        s.wide_in = c.in;
+        s.wide_out = c.out;
+    }
     r->wait(t);
     if (c.out) memcpy(c.out, s.out, c.size);
     return s.result;
@@ -791,6 +804,14 @@ static int shfl_source(int kind, int lane, int b, int width) {
 void runner::complete_warp_op(int base, unsigned group) {
     const tstate &first = th[base + __builtin_ctz(group)];
     const int kind = first.kind;
+    if (kind == wk_tensor_core) {   // group is the full warp (warp_op checked)
+        const void *in[32];
+        void *out[32];
+        for (int l = 0; l < 32; l++) in[l] = th[base + l].wide_in, out[l] = th[base + l].wide_out;
+        tc_complete(first.arg, in, out);
+        for (int l = 0; l < 32; l++) th[base + l].st = ts_ready;
+        return;
+    }
     unsigned votes = 0;
     for (unsigned g = group; g; g &= g - 1) {
         const int l = __builtin_ctz(g);
@@ -907,7 +928,8 @@ bool runner::resolve() {
             bool ok = (group & at_op) == group;
             for (unsigned g = group; ok && g; g &= g - 1) {
                 const tstate &o = th[base + __builtin_ctz(g)];
-                ok = o.kind == s.kind && o.mask == s.mask;
+                ok = o.kind == s.kind && o.mask == s.mask &&
+                     (s.kind != wk_tensor_core || o.arg == s.arg);   // the same instruction
             }
             if (!ok) continue;
             complete_warp_op(base, group);
