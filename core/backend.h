@@ -267,6 +267,9 @@ struct tdm_backend_ops {
     void *(*prof_event_record)(int device_index);
     double (*prof_event_elapsed_ms)(void *start, void *end);
     void (*prof_event_free)(void *event);
+    // Kernel launches and library compute calls (a cuBLASLt matmul, a cuDNN execution, an NCCL
+    // collective: each one or more kernels) issued so far in this process, all devices.
+    uint64_t (*launch_count)(void);
     // ---- optional: the convolution algorithm choice (tandem/backends.h); index checked ----
     tdm_status (*conv_algo_last)(int device_index, tdm_conv_pass pass, tdm_conv_algo_info *out);
     tdm_status (*conv_algo_cache_clear)(int device_index);

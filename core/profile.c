@@ -47,6 +47,7 @@ typedef struct {
     const struct tdm_backend_ops *be;
     int64_t mem_start;                     // allocated bytes when it began
     int64_t bytes;                         // net allocated during it
+    uint64_t launch_start, launches;       // tdm_profile_launches when it began; during it
     bool has_mem;                          // mem_allocated/mem_reserved were sampled
     int64_t mem_allocated, mem_reserved;   // when it ended
     double flops;
@@ -241,6 +242,7 @@ void tdm_profile_op_begin(tdm_profile_scope *s, const char *name, int n,
     }
     int64_t reserved;
     if (!memory_now(e, &e->mem_start, &reserved)) e->mem_start = 0;
+    e->launch_start = tdm_profile_launches();
     if (e->has_device && e->be->prof_event_record) e->ev_start = e->be->prof_event_record(device_index(e));
     s->frame = t->depth++;
     e->start_ns = now_ns() - session_t0;   // last: the op's own time starts here
@@ -258,6 +260,7 @@ static void frame_close(prof_thread *t, uint64_t gen, int k, double flops) {
     e->flops = flops;
     if (e->has_device && e->be->prof_event_record && e->ev_start)
         e->ev_end = e->be->prof_event_record(device_index(e));
+    e->launches = tdm_profile_launches() - e->launch_start;
     int64_t allocated, reserved;
     if (memory_now(e, &allocated, &reserved)) {
         e->bytes = allocated - e->mem_start;
@@ -319,6 +322,15 @@ tdm_status tdm_profile_range_pop(void) {
 
 bool tdm_profile_is_recording(void) {
     return atomic_load(&tdm_profile_flags) & TDM_PROFILE_RECORDING;
+}
+
+uint64_t tdm_profile_launches(void) {
+#ifdef TDM_HAVE_CUDA   // the reference backend launches nothing (it has no launch_count)
+    const struct tdm_backend_ops *be = tdm_backend_get(TDM_DEVICE_CUDA);
+    return be && be->launch_count ? be->launch_count() : 0;
+#else
+    return 0;
+#endif
 }
 
 tdm_status tdm_profile_start(void) {
@@ -614,6 +626,7 @@ static void event_args(cJSON *o, const prof_event *e) {
     }
     if (e->flops > 0) cJSON_AddNumberToObject(args, "flops", e->flops);
     cJSON_AddNumberToObject(args, "bytes_allocated", (double)e->bytes);
+    cJSON_AddNumberToObject(args, "launches", (double)e->launches);
     if (e->device_us >= 0) cJSON_AddNumberToObject(args, "device_us", e->device_us);
     else cJSON_AddStringToObject(args, "device_us", "not measured");
 }

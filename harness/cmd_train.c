@@ -450,6 +450,7 @@ typedef struct {
     tdm_memory_stats mem0, mem1;
     tdm_module *model0;    // rank 0's trained model, kept for --dump (owned by the caller)
     tdm_profile *prof;     // --profile: the profiled steps (rank 0 starts and stops the session)
+    uint64_t launches;     // --profile: kernel launches + library calls during those steps (all ranks)
     // What --dump holds besides the state dict and the losses (rank 0): each step's lr,
     // clip_grad_norm_'s total (--clip-grad-norm) and the fp16 scaler's scale; --dump-step0: step
     // 0's logits and each state entry's gradient (unscaled, before clipping; NULL: none).
@@ -712,7 +713,10 @@ static tdm_status train_rank(int rank, void *arg) {
     for (int64_t step = 0; s == TDM_OK && step < a->steps; step++) {
         double total = 0, norm = NAN;
         const int64_t gstep = a->start_step + step;   // the data's and the schedule's step
-        if (rank == 0 && a->profile && step == pfirst) s = tdm_profile_start();
+        if (rank == 0 && a->profile && step == pfirst) {
+            s = tdm_profile_start();
+            t->launches = tdm_profile_launches();
+        }
         if (a->sched_set)   // (parsed valid: the lr is a number >= 0)
             tdm_optimizer_set_lr(opt, tdm_lr_cosine_at(&a->sched, gstep));
         if (rank == 0) t->lrs[step] = tdm_optimizer_lr(opt);
@@ -777,6 +781,7 @@ static tdm_status train_rank(int rank, void *arg) {
         if (scaler) tdm_grad_scaler_update(scaler);
         (void)tdm_profile_range_pop();
         (void)tdm_profile_range_pop();   // step
+        if (rank == 0 && a->profile && step == plast) t->launches = tdm_profile_launches() - t->launches;
         if (rank == 0 && a->profile && step == plast && !(t->prof = tdm_profile_stop()) && s == TDM_OK)
             s = tdm_last_status();
         if (s != TDM_OK) {
@@ -1041,9 +1046,13 @@ int bench_train(int argc, char **argv) {
                 fprintf(stderr, "bench train: --profile %s: %s\n", a.profile, tdm_last_error());
                 rc = 1;
             } else {
-                printf("profile of steps %d-%lld written to %s; top ops:\n", a.steps > 1 ? 2 : 1,
-                       (long long)(a.steps > 1 + PROFILE_STEPS ? 1 + PROFILE_STEPS : a.steps),
+                const int first = a.steps > 1 ? 2 : 1;
+                const long long last = a.steps > 1 + PROFILE_STEPS ? 1 + PROFILE_STEPS : a.steps;
+                printf("profile of steps %d-%lld written to %s; top ops:\n", first, last,
                        a.profile);
+                printf("device launches per step: %.1f (kernels and library calls, %llu over "
+                       "steps %d-%lld)\n", (double)t.launches / (double)(last - first + 1),
+                       (unsigned long long)t.launches, first, last);
                 tdm_profile_table_print(t.prof, stdout, 15);
             }
         }

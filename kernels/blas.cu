@@ -339,6 +339,7 @@ static tdm_status lt_gemm_run(int dev, const lt_gemm *g, bool *ran) {
         const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
         const void *beta = g->accumulate ? alpha : f64 ? (const void *)&zero_d
                                                        : (const void *)&zero_f;
+        if (s == TDM_OK) tdm_cuda_count_launch();
         if (s == TDM_OK)
             s = CUBLAS_CHECK(cublasLtMatmul(d->lt, p->op, alpha, g->a, p->la, g->b, p->lb, beta,
                                             g->d, p->ld, g->d, p->ld, &p->algo, ws, p->workspace,

@@ -407,6 +407,7 @@ static tdm_status plan_execute(conv_device *d, int dev, bdesc plan, int64_t work
         s = set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
     if (s == TDM_OK) s = CUDNN_CHECK(cudnnBackendFinalize(pack));
     if (s == TDM_OK) s = CUDNN_CHECK(cudnnSetStream(d->handle, tdm_cuda_current_stream(dev)));
+    if (s == TDM_OK) tdm_cuda_count_launch();
     if (s == TDM_OK) s = CUDNN_CHECK(cudnnBackendExecute(d->handle, plan, pack));
     destroy(&pack);
     // stream-ordered: the block is reused only by later work on the same (current) stream

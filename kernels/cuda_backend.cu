@@ -583,6 +583,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .prof_event_record = tdm_cuda_prof_event_record,
     .prof_event_elapsed_ms = tdm_cuda_prof_event_elapsed_ms,
     .prof_event_free = tdm_cuda_prof_event_free,
+    .launch_count = tdm_cuda_launch_count,
     // the convolution algorithm choice (kernels/conv_cudnn.cu)
     .conv_algo_last = TDM_CUDA_CONV_ALGO_LAST,
     .conv_algo_cache_clear = TDM_CUDA_CONV_ALGO_CACHE_CLEAR,

@@ -16,6 +16,9 @@
 // cuda_use_device first, so the current device is the tensor's.
 static inline cudaStream_t cuda_stream_current(void) { return tdm_cuda_stream_here(); }
 
+// The backend's launch_count slot: tdm_cuda_launches (kernels/cuda_check.h).
+uint64_t tdm_cuda_launch_count(void);
+
 // Makes t's device current (every launcher's first call).
 tdm_status cuda_use_device(const tdm_tensor *t);
 

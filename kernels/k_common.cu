@@ -7,6 +7,10 @@
 #include <pthread.h>
 #include <string.h>
 
+uint64_t tdm_cuda_launches = 0;
+
+uint64_t tdm_cuda_launch_count(void) { return __atomic_load_n(&tdm_cuda_launches, __ATOMIC_RELAXED); }
+
 tdm_status cuda_use_device(const tdm_tensor *t) {
     return CUDA_CHECK(cudaSetDevice(t->device.index));
 }

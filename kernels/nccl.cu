@@ -193,6 +193,7 @@ static tdm_status comm_allreduce(cuda_comm *c, tdm_tensor *const *grads, int n) 
                                            c->stream)));
         p += b;
     }
+    tdm_cuda_count_launch();
     TDM_TRY(NCCL_CHECK(ncclAllReduce(c->buf, c->buf, total / es, nt, ncclAvg, c->comm, c->stream)));
     p = (char *)c->buf;
     for (int i = 0; i < n; i++) {   // unpack

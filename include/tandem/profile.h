@@ -31,6 +31,11 @@ typedef struct tdm_profile tdm_profile;   // a finished recording
 
 // Starts the session (TDM_ERR_ARG if one is running). Records from now on, on every thread.
 tdm_status tdm_profile_start(void);
+// Kernel launches and library compute calls (a cuBLASLt matmul, a cuDNN convolution, an NCCL
+// all-reduce: each one or more kernels) the backends have issued in this process so far (the
+// CUDA backend counts them; the reference backend launches nothing). Profiled ops carry their own
+// count ("launches" in the trace).
+uint64_t tdm_profile_launches(void);
 // Ends the session and returns what it recorded (free with tdm_profile_free), or NULL with the
 // error set when none was running. Device times, where measured, are resolved here.
 tdm_profile *tdm_profile_stop(void);

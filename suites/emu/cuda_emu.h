@@ -847,8 +847,11 @@ auto make_launch(const char *what, dim3 grid, dim3 block, size_t smem, cudaStrea
 
 }  // namespace tdm_emu
 
+// TDM_EMU_LAUNCH(grid, block, smem, stream, kernel)(args...); TDM_LAUNCH is the same here (the
+// library's kernels/cuda_check.h redefines it to count its launches first).
 #undef TDM_LAUNCH
-#define TDM_LAUNCH(grid, block, smem, stream, ...)                                              \
+#define TDM_LAUNCH(...) TDM_EMU_LAUNCH(__VA_ARGS__)
+#define TDM_EMU_LAUNCH(grid, block, smem, stream, ...)                                          \
     ::tdm_emu::make_launch(                                                                     \
         "kernel " #__VA_ARGS__, grid, block, smem, stream,                                      \
         [](auto tdm_tag_) -> decltype(::tdm_emu::kernel_ptr<decltype(tdm_tag_)>(__VA_ARGS__)) { \

@@ -6,15 +6,19 @@
  * draws from the generator and moves it on); autograd (recorded backward = the explicit one,
  * the mask's gradient, autocast); and on cuda:0 (exit 77 with one line without one) the bool
  * copy paths, cpu = cuda within the bound's order, dropout under graph capture (replay k = the
- * k-th eager step) and the device errors.
+ * k-th eager step) and the device errors; the fused attention (kernels/k_flash_attention.cu):
+ * when it applies, that it keeps no (B,L,S) buffer (the memory statistics), agrees with the plain
+ * path, and that its backward is bit-reproducible.
  * usage: test_attention bool | errors | semantics | autograd | gpu_bool | gpu_match |
- *        gpu_graph | gpu_errors [TMPDIR] */
+ *        gpu_graph | gpu_errors | gpu_fused [TMPDIR] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "tandem/backends.h"
+#include "tandem/memory.h"
 #include "tandem/tandem.h"
 
 #define CUDA0 ((tdm_device){TDM_DEVICE_CUDA, 0})
@@ -532,6 +536,113 @@ static int run_gpu_errors(void) {
     CHECK_DONE("attention.gpu_errors");
 }
 
+// One forward and backward through autograd on cuda:0 in the current attention mode: the
+// output, the three gradients (*g), and the peak of allocated bytes above the start.
+static tdm_tensor *fused_step(const tdm_tensor *const in[4], bool causal, tdm_tensor *g[3],
+                              int64_t *peak) {
+    tdm_tensor *x[3];
+    for (int i = 0; i < 3; i++) {
+        x[i] = tdm_tensor_detach(in[i]);
+        tdm_tensor_set_requires_grad(x[i], true);
+    }
+    tdm_memory_tracker t;
+    int64_t net = 0;
+    tdm_tensor *y = NULL;
+    if (tdm_memory_tracker_begin(&t, CUDA0) == TDM_OK) {
+        y = tdm_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0.0, causal, NAN, NULL);
+        if (y && tdm_backward(y, in[3]) != TDM_OK) {
+            tdm_tensor_free(y);
+            y = NULL;
+        }
+        if (tdm_memory_tracker_end(&t, peak, &net) != TDM_OK) *peak = -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        g[i] = tdm_tensor_grad(x[i]) ? tdm_tensor_detach(tdm_tensor_grad(x[i])) : NULL;
+        tdm_tensor_free(x[i]);
+    }
+    return y;
+}
+
+// Bit equality of two tensors' values.
+static bool same_bits(const tdm_tensor *a, const tdm_tensor *b) {
+    return a && b && max_diff(a, b) == 0;
+}
+
+// The fused path where it applies: which calls take it; no (B,L,S) buffer (the peak of
+// allocated bytes during a forward and backward stays below one f32 score matrix, which the
+// plain path's peak exceeds: the check can fail); its output and gradients within a few units of
+// the dtype of the plain path's (the golden and conform runs hold both to PyTorch element by
+// element); the backward bit-reproducible. bf16 with E = 32 and f16 with E = 40, Ev = 24 (not
+// multiples of 8: element loads, padded tiles), L = S = 256 and 200, causal and not.
+static int run_gpu_fused(void) {
+    if (!gpu_or_skip("attention.gpu_fused")) return 77;
+    const tdm_attn_mode mode0 = tdm_attn_mode_get();
+    CHECK(tdm_attn_fused_applies(CUDA0, TDM_DTYPE_BF16, 64, 64, false, 0.0));
+    CHECK(tdm_attn_fused_applies(CUDA0, TDM_DTYPE_F16, 256, 7, false, 0.0));
+    CHECK(!tdm_attn_fused_applies(CUDA0, TDM_DTYPE_F32, 64, 64, false, 0.0));
+    CHECK(!tdm_attn_fused_applies(CUDA0, TDM_DTYPE_BF16, 257, 64, false, 0.0));
+    CHECK(!tdm_attn_fused_applies(CUDA0, TDM_DTYPE_BF16, 64, 64, true, 0.0));
+    CHECK(!tdm_attn_fused_applies(CUDA0, TDM_DTYPE_BF16, 64, 64, false, 0.1));
+    CHECK(!tdm_attn_fused_applies(TDM_CPU, TDM_DTYPE_BF16, 64, 64, false, 0.0));
+    tdm_attn_mode_set(TDM_ATTN_CONFORMANCE);
+    CHECK(!tdm_attn_fused_applies(CUDA0, TDM_DTYPE_BF16, 64, 64, false, 0.0));
+    CHECK(!strcmp(tdm_attn_mode_name(TDM_ATTN_DETERMINISTIC), "deterministic"));
+    const struct {
+        tdm_dtype dt;
+        int64_t L, E, Ev;
+        bool causal;
+        double tol;   // relative to the largest value: a few units of the dtype
+    } cfg[] = {{TDM_DTYPE_BF16, 256, 32, 32, true, 4.0 / 128}, {TDM_DTYPE_BF16, 256, 32, 32, false, 4.0 / 128},
+               {TDM_DTYPE_F16, 200, 40, 24, true, 4.0 / 1024}};
+    for (size_t c = 0; c < sizeof cfg / sizeof *cfg; c++) {
+        const int64_t B = 2, L = cfg[c].L;
+        const int64_t qs[3] = {B, L, cfg[c].E}, vs[3] = {B, L, cfg[c].Ev};
+        tdm_tensor *in[4] = {randn(3, qs, cfg[c].dt, CUDA0, 11), randn(3, qs, cfg[c].dt, CUDA0, 12),
+                             randn(3, vs, cfg[c].dt, CUDA0, 13), randn(3, vs, cfg[c].dt, CUDA0, 14)};
+        tdm_tensor *gp[3], *gf[3], *gf2[3];
+        int64_t peak_plain = 0, peak_fused = 0, peak2 = 0;
+        tdm_attn_mode_set(TDM_ATTN_CONFORMANCE);
+        tdm_tensor *yp = fused_step((const tdm_tensor *const *)in, cfg[c].causal, gp, &peak_plain);
+        tdm_attn_mode_set(TDM_ATTN_HEURISTIC);
+        tdm_tensor *yf = fused_step((const tdm_tensor *const *)in, cfg[c].causal, gf, &peak_fused);
+        tdm_attn_mode_set(TDM_ATTN_DETERMINISTIC);
+        tdm_tensor *yf2 = fused_step((const tdm_tensor *const *)in, cfg[c].causal, gf2, &peak2);
+        const int64_t scores = B * L * L * 4;   // one f32 (B,L,S) matrix
+        CHECK_MSG(yp && yf && yf2, "%s", tdm_last_error());
+        CHECK_MSG(peak_plain >= scores, "config %zu: plain path peak %lld < %lld", c,
+                  (long long)peak_plain, (long long)scores);
+        CHECK_MSG(peak_fused > 0 && peak_fused < scores, "config %zu: fused peak %lld, one score "
+                  "matrix is %lld bytes", c, (long long)peak_fused, (long long)scores);
+        printf("config %zu: peak allocated plain %lld, fused %lld bytes\n", c,
+               (long long)peak_plain, (long long)peak_fused);
+        double big = 0;
+        double *h = host(yp);
+        for (int64_t i = 0; h && i < tdm_tensor_numel(yp); i++) big = fmax(big, fabs(h[i]));
+        free(h);
+        CHECK_MSG(max_diff(yp, yf) <= cfg[c].tol * big, "config %zu: output %g (max %g)", c,
+                  max_diff(yp, yf), big);
+        CHECK(same_bits(yf, yf2));
+        for (int i = 0; i < 3; i++) {
+            double gbig = 0;
+            double *hg = host(gp[i]);
+            for (int64_t j = 0; hg && j < tdm_tensor_numel(gp[i]); j++) gbig = fmax(gbig, fabs(hg[j]));
+            free(hg);
+            CHECK_MSG(gp[i] && gf[i] && max_diff(gp[i], gf[i]) <= cfg[c].tol * gbig,
+                      "config %zu grad %d: %g (max %g)", c, i, max_diff(gp[i], gf[i]), gbig);
+            CHECK_MSG(same_bits(gf[i], gf2[i]), "config %zu grad %d: two runs differ", c, i);
+            tdm_tensor_free(gp[i]);
+            tdm_tensor_free(gf[i]);
+            tdm_tensor_free(gf2[i]);
+        }
+        for (int i = 0; i < 4; i++) tdm_tensor_free(in[i]);
+        tdm_tensor_free(yp);
+        tdm_tensor_free(yf);
+        tdm_tensor_free(yf2);
+    }
+    tdm_attn_mode_set(mode0);
+    CHECK_DONE("attention.gpu_fused");
+}
+
 int main(int argc, char **argv) {
     const char *t = argc > 1 ? argv[1] : "";
     const char *tmp = argc > 2 ? argv[2] : "/tmp";
@@ -543,7 +654,8 @@ int main(int argc, char **argv) {
     if (!strcmp(t, "gpu_match")) return run_gpu_match();
     if (!strcmp(t, "gpu_graph")) return run_gpu_graph();
     if (!strcmp(t, "gpu_errors")) return run_gpu_errors();
+    if (!strcmp(t, "gpu_fused")) return run_gpu_fused();
     fprintf(stderr, "usage: test_attention bool|errors|semantics|autograd|gpu_bool|gpu_match|"
-                    "gpu_graph|gpu_errors [TMPDIR]\n");
+                    "gpu_graph|gpu_errors|gpu_fused [TMPDIR]\n");
     return 2;
 }
