@@ -15,7 +15,9 @@
  * accumulate in f32 and each result is rounded once to its dtype (docs/CONFORMANCE.md's bound
  * counts exactly these roundings). The softmax is two-pass (max, then sum of exp) as
  * k_softmax_loss.cu's. A row whose scores are all -inf gives zeros (PyTorch's _safe_softmax).
- * Scratch: B L S accumulators (two backward). The fused FlashAttention kernel is a later issue. */
+ * Scratch: B L S accumulators (two backward). This is the plain path: masks, dropout, f32 and f64,
+ * and the conformance mode (tandem/backends.h); f16/bf16 without mask or dropout run fused
+ * otherwise (k_flash_attention.cu). */
 #include <string.h>
 
 #include "core/philox.h"

@@ -17,7 +17,8 @@
  *
  * Not supported: extern __shared__ (dynamic shared memory: `extern static thread_local` does not
  * compile, so a kernel using it fails to build rather than running wrongly), cooperative groups,
- * textures and surfaces, device-side launches, the inline-PTX intrinsics. */
+ * textures and surfaces, device-side launches, inline PTX (the tensor-core instructions the kernels
+ * use come as TDM_EMU_MMA / TDM_EMU_LDMATRIX instead: kernels/k_mma.cuh, tensor_core.cc). */
 #ifndef TANDEM_CUDA_EMU_H
 #define TANDEM_CUDA_EMU_H
 

@@ -21,3 +21,11 @@ set(LAUNCH_GPT "$<TARGET_FILE:bench> train --device cuda:0 --model gpt:L12-H2-D3
 add_test(NAME gpu.attention.fused_fewer_launches
          COMMAND sh -c "out=$($<TARGET_FILE:bench> conform --device cuda:0 --cases 0 2>&1); case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $out\"; exit 77;; esac; per() { env TANDEM_ATTN=$1 ${LAUNCH_GPT} --profile ${TEST_TMP}/launches-$1.json | sed -n 's/^device launches per step: \\([0-9.]*\\).*/\\1/p'; }; a=$(per conformance); b=$(per heuristic); echo \"launches per step: plain attention $a, fused $b\"; [ -n \"$a\" ] && [ -n \"$b\" ] && awk -v a=$a -v b=$b 'BEGIN { exit !(b > 0 && b < a) }'")
 set_tests_properties(gpu.attention.fused_fewer_launches PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# The attention golden cases on cuda:0 on the plain path too (TANDEM_ATTN=conformance): the
+# default run (gpu.golden.cuda0) takes the fused path for f16/bf16 without mask or dropout.
+file(GLOB SDPA_CASES ${CASES_DIR}/scaled_dot_product_attention-*.safetensors)
+string(JOIN " " SDPA_CASES_SH ${SDPA_CASES})
+add_test(NAME gpu.golden.cuda0.attn_conformance
+         COMMAND sh -c "out=$($<TARGET_FILE:bench> replay --device cuda:0 --quiet ${CASES_DIR}/relu-f32-odd.safetensors 2>&1); case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $out\"; exit 77;; esac; exec env TANDEM_ATTN=conformance $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${SDPA_CASES_SH}")
+set_tests_properties(gpu.golden.cuda0.attn_conformance PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
