@@ -96,3 +96,18 @@ tdm_test_executable(optim)
 add_test(NAME optim.cpu COMMAND test_optim ${TEST_TMP} cpu)
 add_test(NAME gpu.optim.cuda0 COMMAND test_optim ${TEST_TMP} cuda:0)
 set_tests_properties(gpu.optim.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# Adam with fused = true and with f32 master weights (test_optim_fused.c): fused == unfused bit for
+# bit over mixed dtypes, two groups, amsgrad, maximize, parameters without gradients; master
+# weights == an f32 run rounded to bf16 each step, and through save/load. On the emulated device
+# (it counts launches) a fused step is one kernel launch.
+tdm_test_executable(optim_fused)
+add_test(NAME optim_fused.cpu COMMAND test_optim_fused ${TEST_TMP} cpu)
+add_test(NAME gpu.optim_fused.cuda0 COMMAND test_optim_fused ${TEST_TMP} cuda:0)
+set_tests_properties(gpu.optim_fused.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+if(TDM_CUDA_EMU)
+  target_compile_definitions(test_optim_fused PRIVATE TDM_TEST_EMU)
+endif()
+add_test(NAME gpu.optim_fused.graph_cuda0 COMMAND test_optim_fused ${TEST_TMP} cuda:0 graph)
+set_tests_properties(gpu.optim_fused.graph_cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
