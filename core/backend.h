@@ -37,6 +37,18 @@ typedef struct {
                              // device counter of a captured draw (core/random_impl.h)
 } tdm_sdpa_params;
 
+// One tensor of a multi-tensor Adam step (adam_step_multi below): contiguous tensors of one
+// shape on one device; m, v, vmax of param's dtype, or f32 with a master.
+typedef struct {
+    tdm_tensor *param;
+    const tdm_tensor *grad;
+    tdm_tensor *m, *v;
+    tdm_tensor *vmax;     // max_exp_avg_sq: non-NULL exactly when p->amsgrad
+    tdm_tensor *master;   // NULL, or the f32 master weights of an f16/bf16 param
+    int64_t step;         // 1-based, after the increment
+    double lr, weight_decay;
+} tdm_adam_item;
+
 struct tdm_backend_ops {
     const char *name;
 
@@ -234,6 +246,20 @@ struct tdm_backend_ops {
     tdm_status (*adam_step)(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
                             tdm_tensor *v, tdm_tensor *vmax, int64_t step,
                             const tdm_adam_params *p);
+    // optional: one Adam/AdamW step over n tensors at once (tdm_optimizer_step with p->fused,
+    // PyTorch's fused=True; and every step with master weights): items[i] as adam_step's
+    // arguments, with its own step count, lr and weight decay (p's lr and weight_decay unused);
+    // n >= 1, all on one device (an item with no elements does nothing), each item's arithmetic
+    // exactly adam_step's (adam_step_dev's with coef): fused and per-tensor steps agree bit for bit. With items[i].master
+    // (an f32 copy of an f16/bf16 param; m, v and vmax then f32): the update reads and writes the
+    // master, and param = the new master rounded to nearest even. coef: NULL (eager), or n * 4
+    // device doubles, item i's at 4 i in adam_step_dev's layout (the items' step and lr unused;
+    // fresh also reads the master's old value from the param). The cuda backend makes one kernel
+    // launch (its table of items copied from pinned memory without a host wait; under capture
+    // written by captured kernels); NULL: core steps the items one by one through adam_step
+    // (fused gives the same numbers, in more launches) and refuses master weights.
+    tdm_status (*adam_step_multi)(const tdm_adam_item *items, int n, const tdm_adam_params *p,
+                                  const double *coef);
 
     // ---- collectives (optional: data parallel's all-reduce on the device, NCCL on cuda; NULL:
     //      core/parallel.c reduces through host memory) ----

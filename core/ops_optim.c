@@ -1,20 +1,24 @@
-/* ops_optim.c — the optimizer updates (sgd_step, adam_step), in place, and gradient-norm clipping
+/* ops_optim.c — the optimizer updates (sgd_step, adam_step, and adam_step_multi: Adam over a list
+ * of tensors, for fused steps and master weights), in place, and gradient-norm clipping
  * (clip_grad_norm_): argument checks and the calls through the backend table. The
  * hyperparameter checks are torch.optim's. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "core/graph_impl.h"
+#include "core/optim_impl.h"
 #include "core/profile_impl.h"
 
-// A state tensor `t` beside param: same device, dtype and shape, exactly.
-static tdm_status check_like(const char *op, const char *arg, const tdm_tensor *param,
-                             const tdm_tensor *t) {
+// A state tensor `t` beside param: same device and shape, exactly, and dtype dt.
+static tdm_status check_state(const char *op, const char *arg, const tdm_tensor *param,
+                              const tdm_tensor *t, tdm_dtype dt) {
     TDM_TRY(tdm_check_tensor(op, arg, t));
     TDM_TRY(tdm_check_same_device(op, param, t));
-    if (t->dtype != param->dtype)
-        return tdm_error_set(TDM_ERR_DTYPE, "%s: param has dtype %s but %s has dtype %s", op,
-                             tdm_dtype_name(param->dtype), arg, tdm_dtype_name(t->dtype));
+    if (t->dtype != dt)
+        return tdm_error_set(TDM_ERR_DTYPE, "%s: param has dtype %s%s but %s has dtype %s (%s "
+                             "expected)", op, tdm_dtype_name(param->dtype),
+                             dt != param->dtype ? " with f32 master weights" : "", arg,
+                             tdm_dtype_name(t->dtype), tdm_dtype_name(dt));
     bool same = t->ndim == param->ndim;
     for (int i = 0; same && i < t->ndim; i++) same = t->shape[i] == param->shape[i];
     if (!same) {
@@ -24,6 +28,12 @@ static tdm_status check_like(const char *op, const char *arg, const tdm_tensor *
                              tdm_shape_str(t->ndim, t->shape, b, sizeof b));
     }
     return TDM_OK;
+}
+
+// A state tensor `t` beside param: same device, dtype and shape, exactly.
+static tdm_status check_like(const char *op, const char *arg, const tdm_tensor *param,
+                             const tdm_tensor *t) {
+    return check_state(op, arg, param, t, param->dtype);
 }
 
 static tdm_status check_param(const char *op, const tdm_tensor *param, const tdm_tensor *grad) {
@@ -94,6 +104,8 @@ tdm_status tdm_sgd_step_captured(tdm_tensor *param, const tdm_tensor *grad,
     return be->sgd_step_dev(param, grad, momentum_buffer, (const double *)tdm_data_c(coef) + at, p);
 }
 
+static tdm_status adam_hyper_check(const char *op, const tdm_adam_params *p);
+
 // *max_exp_avg_sq is required (and checked) with p->amsgrad, set to NULL without it (unused, as
 // in torch.optim).
 static tdm_status adam_check(const char *op, const tdm_tensor *param, const tdm_tensor *grad,
@@ -114,6 +126,10 @@ static tdm_status adam_check(const char *op, const tdm_tensor *param, const tdm_
     if (step < 1)
         return tdm_error_set(TDM_ERR_ARG, "%s: step %lld, expected >= 1 (1-based, after the "
                              "increment)", op, (long long)step);
+    return adam_hyper_check(op, p);
+}
+
+static tdm_status adam_hyper_check(const char *op, const tdm_adam_params *p) {
     if (!(p->lr >= 0))
         return tdm_error_set(TDM_ERR_ARG, "%s: invalid learning rate: %g", op, p->lr);
     if (!(p->eps >= 0))
@@ -159,6 +175,72 @@ tdm_status tdm_adam_step_captured(tdm_tensor *param, const tdm_tensor *grad, tdm
                              "on the device (cannot be captured)", op, be->name);
     return be->adam_step_dev(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
                              (const double *)tdm_data_c(coef) + at, p);
+}
+
+// ---- Adam over a list of tensors (core/optim_impl.h) ---------------------------------------
+
+// items[i] checked as adam_check checks one tensor (state f32 beside a master), on dev0's device.
+static tdm_status adam_item_check(const char *op, const tdm_adam_item *it, int i,
+                                  const tdm_tensor *dev0, bool eager, const tdm_adam_params *p) {
+    TDM_TRY(check_param(op, it->param, it->grad));
+    TDM_TRY(tdm_check_same_device(op, dev0, it->param));
+    tdm_dtype sdt = it->param->dtype;
+    if (it->master) {
+        if (it->param->dtype != TDM_DTYPE_F16 && it->param->dtype != TDM_DTYPE_BF16)
+            return tdm_error_set(TDM_ERR_DTYPE, "%s: item %d: master weights are for f16/bf16 "
+                                 "params, this one is %s", op, i, tdm_dtype_name(it->param->dtype));
+        sdt = TDM_DTYPE_F32;
+        TDM_TRY(check_state(op, "master", it->param, it->master, sdt));
+    }
+    TDM_TRY(check_state(op, "exp_avg", it->param, it->m, sdt));
+    TDM_TRY(check_state(op, "exp_avg_sq", it->param, it->v, sdt));
+    if (p->amsgrad != (it->vmax != NULL))
+        return tdm_error_set(TDM_ERR_ARG, "%s: item %d: max_exp_avg_sq must be given exactly "
+                             "with amsgrad", op, i);
+    if (it->vmax) TDM_TRY(check_state(op, "max_exp_avg_sq", it->param, it->vmax, sdt));
+    if (eager && it->step < 1)
+        return tdm_error_set(TDM_ERR_ARG, "%s: item %d: step %lld, expected >= 1 (1-based, after "
+                             "the increment)", op, i, (long long)it->step);
+    tdm_adam_params q = *p;
+    q.lr = it->lr;
+    q.weight_decay = it->weight_decay;
+    return adam_hyper_check(op, &q);
+}
+
+tdm_status tdm_adam_step_multi(const tdm_adam_item *items, int n, const tdm_adam_params *p,
+                               const tdm_tensor *coef, int64_t at) {
+    const char *op = "adam_step_multi";
+    TDM_PROFILE_OP(op, n > 0 && items ? items[0].param : NULL);
+    if (n < 1 || !items || !p)
+        return tdm_error_set(TDM_ERR_ARG, "%s: needs at least one item and the params (n = %d)",
+                             op, n);
+    bool master = false;
+    for (int i = 0; i < n; i++) {
+        TDM_TRY(adam_item_check(op, &items[i], i, items[0].param, !coef, p));
+        master = master || items[i].master;
+    }
+    if (coef) TDM_TRY(check_coef(op, items[0].param, coef, at, 4 * (int64_t)n));
+    const double *cf = coef ? (const double *)tdm_data_c(coef) + at : NULL;
+    const struct tdm_backend_ops *be = tdm_backend_of(items[0].param);
+    if (be->adam_step_multi) return be->adam_step_multi(items, n, p, cf);
+    if (master)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "%s: the %s backend has no multi-tensor Adam "
+                             "step, which master weights need", op, be->name);
+    // The backend's per-tensor steps: the same arithmetic, one call (launch) per tensor.
+    for (int i = 0; i < n; i++) {
+        const tdm_adam_item *it = &items[i];
+        if (it->param->numel == 0) continue;
+        tdm_adam_params q = *p;
+        q.lr = it->lr;
+        q.weight_decay = it->weight_decay;
+        if (cf && !be->adam_step_dev)
+            return tdm_error_set(TDM_ERR_UNSUPPORTED, "%s: the %s backend cannot read its step "
+                                 "count on the device (cannot be captured)", op, be->name);
+        if (!cf && !be->adam_step) return tdm_error_unsupported(op, be);
+        TDM_TRY(cf ? be->adam_step_dev(it->param, it->grad, it->m, it->v, it->vmax, cf + 4 * i, &q)
+                   : be->adam_step(it->param, it->grad, it->m, it->v, it->vmax, it->step, &q));
+    }
+    return TDM_OK;
 }
 
 // ---- gradient clipping (torch.nn.utils.clip_grad_norm_) -------------------------------------

@@ -1,7 +1,8 @@
 /* optim.c — optimizers over parameter groups (torch.optim's SGD, Adam, AdamW with param_groups
- * of their own lr and weight decay) stepping with the fused update ops of ops.h, their state as
- * safetensors, nanoGPT's learning-rate schedule, and the gradient scaler of mixed precision
- * (torch.cuda.amp.GradScaler's algorithm). */
+ * of their own lr and weight decay) stepping with the fused update ops of ops.h (Adam also over
+ * every parameter in one call: fused=True; and with f32 master weights for f16/bf16 parameters),
+ * their state as safetensors, nanoGPT's learning-rate schedule, and the gradient scaler of mixed
+ * precision (torch.cuda.amp.GradScaler's algorithm). */
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include "core/backend.h"
 #include "core/env_impl.h"
 #include "core/graph_impl.h"
+#include "core/optim_impl.h"
 #include "core/tensor_impl.h"
 #include "tandem/autograd.h"
 #include "tandem/io.h"
@@ -24,8 +26,10 @@ typedef struct {
     tdm_tensor *buf;         // SGD momentum buffer, or Adam's exp_avg (NULL until first step)
     tdm_tensor *buf2;        // Adam's exp_avg_sq
     tdm_tensor *buf3;        // Adam's max_exp_avg_sq (amsgrad only)
+    tdm_tensor *master;      // Adam's f32 master weights of an f16/bf16 param (master_weights
+                             // only; made with buf, and buf, buf2, buf3 are f32 then)
     int64_t step;            // Adam: steps taken; SGD: whether buf holds a value (0/1)
-    bool fresh;              // buf/buf2 made during a graph capture and never written yet
+    bool fresh;              // buf/buf2 (master) made during a graph capture, never written yet
     int group;               // its parameter group
 } opt_slot;
 
@@ -206,6 +210,7 @@ void tdm_optimizer_free(tdm_optimizer *o) {
         tdm_tensor_free(o->slots[i].buf);
         tdm_tensor_free(o->slots[i].buf2);
         tdm_tensor_free(o->slots[i].buf3);
+        tdm_tensor_free(o->slots[i].master);
     }
     free(o->slots);
     free(o->groups);
@@ -260,29 +265,57 @@ static tdm_adam_params slot_adam(const tdm_optimizer *o, const opt_slot *sl) {
     return p;
 }
 
-// A zeroed state tensor shaped like the parameter (lazily, as PyTorch creates state on step 1).
-// During a graph capture it comes from memory no captured kernel uses (the capture's persistent
-// pool) and is left unwritten and marked fresh: a captured memset would zero it again at every
-// replay. The captured step reads fresh state as zeros (its coef says so); an eager step zeroes it
-// first.
-static tdm_status state_like(tdm_tensor **slot, const tdm_tensor *param, bool *fresh) {
+// A zeroed state tensor shaped like the parameter, of dtype dt (lazily, as PyTorch creates state
+// on step 1). During a graph capture it comes from memory no captured kernel uses (the capture's
+// persistent pool) and is left unwritten and marked fresh: a captured memset would zero it again
+// at every replay. The captured step reads fresh state as zeros (its coef says so); an eager step
+// zeroes it first.
+static tdm_status state_like(tdm_tensor **slot, const tdm_tensor *param, tdm_dtype dt,
+                             bool *fresh) {
     if (*slot) return TDM_OK;
     if (tdm_graph_is_capturing(param->device)) {
-        *slot = tdm_graph_empty_persistent(param->ndim, param->shape, param->dtype, param->device);
+        *slot = tdm_graph_empty_persistent(param->ndim, param->shape, dt, param->device);
         if (*slot) *fresh = true;
     } else {
-        *slot = tdm_tensor_zeros(param->ndim, param->shape, param->dtype, param->device);
+        *slot = tdm_tensor_zeros(param->ndim, param->shape, dt, param->device);
     }
     return *slot ? TDM_OK : tdm_last_status();
 }
 
-// Adam's state: exp_avg, exp_avg_sq and, with amsgrad, max_exp_avg_sq (PyTorch's state keys).
-static tdm_status adam_state(const tdm_optimizer *o, opt_slot *sl) {
-    TDM_TRY(state_like(&sl->buf, sl->param, &sl->fresh));
-    TDM_TRY(state_like(&sl->buf2, sl->param, &sl->fresh));
-    return o->adam.amsgrad ? state_like(&sl->buf3, sl->param, &sl->fresh) : TDM_OK;
+// Does the slot's parameter get f32 master weights (Adam with master_weights, an f16/bf16 param)?
+static bool has_master(const tdm_optimizer *o, const tdm_tensor *param) {
+    return o->kind == OPT_ADAM && o->adam.master_weights &&
+           (param->dtype == TDM_DTYPE_F16 || param->dtype == TDM_DTYPE_BF16);
 }
 
+// Adam's state: exp_avg, exp_avg_sq and, with amsgrad, max_exp_avg_sq (PyTorch's state keys), of
+// the param's dtype; with master weights f32, and the master made with them: the param's value
+// (exact in f32), or during a capture left unwritten and fresh (the captured step then reads the
+// param for it, as it reads zeros for the rest). A master always comes with exp_avg (load makes
+// one beside loaded state), so that the one fresh flag holds for all of them.
+static tdm_status adam_state(const tdm_optimizer *o, opt_slot *sl) {
+    const bool mw = has_master(o, sl->param);
+    const tdm_dtype dt = mw ? TDM_DTYPE_F32 : sl->param->dtype;
+    if (mw && !sl->master) {
+        const tdm_tensor *p = sl->param;
+        if (sl->buf && !sl->fresh)
+            return tdm_error_set(TDM_ERR_ARG, "optimizer_step: a parameter has Adam state "
+                                 "without its master weights");
+        if (tdm_graph_is_capturing(p->device)) {
+            sl->master = tdm_graph_empty_persistent(p->ndim, p->shape, TDM_DTYPE_F32, p->device);
+            if (sl->master) sl->fresh = true;
+        } else {
+            sl->master = tdm_tensor_to(p, p->device, TDM_DTYPE_F32);
+        }
+        if (!sl->master) return tdm_last_status();
+    }
+    TDM_TRY(state_like(&sl->buf, sl->param, dt, &sl->fresh));
+    TDM_TRY(state_like(&sl->buf2, sl->param, dt, &sl->fresh));
+    return o->adam.amsgrad ? state_like(&sl->buf3, sl->param, dt, &sl->fresh) : TDM_OK;
+}
+
+// State made during a capture whose step never replayed, before an eager step: zeros, and the
+// master the param's value.
 static tdm_status zero_fresh(opt_slot *sl) {
     if (!sl->fresh) return TDM_OK;
     const struct tdm_backend_ops *be = tdm_backend_of(sl->buf);
@@ -292,7 +325,36 @@ static tdm_status zero_fresh(opt_slot *sl) {
         if (more[k])
             TDM_TRY(be->memset_zero(tdm_data(more[k]), tdm_tensor_nbytes(more[k]),
                                     more[k]->device.index));
+    if (sl->master) TDM_TRY(be->cast(sl->master, sl->param));
     sl->fresh = false;
+    return TDM_OK;
+}
+
+// The slot's step as an item of tdm_adam_step_multi: its state, step count + 1, group's lr / wd.
+static tdm_adam_item slot_item(const tdm_optimizer *o, const opt_slot *sl, const tdm_tensor *g) {
+    return (tdm_adam_item){.param = sl->param, .grad = g, .m = sl->buf, .v = sl->buf2,
+                           .vmax = o->adam.amsgrad ? sl->buf3 : NULL, .master = sl->master,
+                           .step = sl->step + 1, .lr = o->groups[sl->group].lr,
+                           .weight_decay = o->groups[sl->group].weight_decay};
+}
+
+// A fused eager step: tdm_adam_step_multi once per device the items are on (once, for a model on
+// one device), in the items' order within each.
+static tdm_status adam_multi_by_device(const tdm_optimizer *o, tdm_adam_item *items, int n) {
+    int done = 0;
+    while (done < n) {
+        const tdm_device d = items[done].param->device;
+        int k = done;   // move this device's items to [done, k), keeping their order
+        for (int i = done; i < n; i++) {
+            const tdm_device e = items[i].param->device;
+            if (e.type != d.type || e.index != d.index) continue;
+            const tdm_adam_item t = items[i];
+            memmove(&items[k + 1], &items[k], (size_t)(i - k) * sizeof *items);
+            items[k++] = t;
+        }
+        TDM_TRY(tdm_adam_step_multi(items + done, k - done, &o->adam, NULL, 0));
+        done = k;
+    }
     return TDM_OK;
 }
 
@@ -384,6 +446,12 @@ static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
     int64_t len = (int64_t)(c->n ? c->n : 1) * k;
     c->coef = tdm_graph_empty_persistent(1, &len, TDM_DTYPE_F64, dev);
     tdm_status s = c->coef ? TDM_OK : tdm_last_status();
+    // Adam fused (or with master weights): the items through tdm_adam_step_multi, all in one call
+    // when fused, reading their per-step values from coef (one row of ADAM_COEFS per item).
+    const bool multi = o->kind == OPT_ADAM && (o->adam.fused || o->adam.master_weights);
+    tdm_adam_item *items = multi ? malloc((size_t)(c->n ? c->n : 1) * sizeof *items) : NULL;
+    if (s == TDM_OK && multi && !items)
+        s = tdm_error_set(TDM_ERR_OOM, "optimizer_step: out of host memory");
     for (int i = 0; i < c->n && s == TDM_OK; i++) {
         opt_slot *sl = &o->slots[slot[i]];
         tdm_tensor *g = tdm_tensor_grad(sl->param);
@@ -392,17 +460,23 @@ static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
                               "device", slot[i]);
         } else if (o->kind == OPT_SGD) {
             const tdm_sgd_params p = slot_sgd(o, sl);   // lr from coef; weight decay as given
-            if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param, &sl->fresh);
+            if (o->sgd.momentum != 0)
+                s = state_like(&sl->buf, sl->param, sl->param->dtype, &sl->fresh);
             if (s == TDM_OK)
                 s = tdm_sgd_step_captured(sl->param, g, sl->buf, c->coef, (int64_t)i * k, &p);
         } else {
             const tdm_adam_params p = slot_adam(o, sl);
             s = adam_state(o, sl);
-            if (s == TDM_OK)
-                s = tdm_adam_step_captured(sl->param, g, sl->buf, sl->buf2, sl->buf3, c->coef,
-                                           (int64_t)i * k, &p);
+            if (s == TDM_OK && multi) items[i] = slot_item(o, sl, g);
+            if (s != TDM_OK || (multi && o->adam.fused)) continue;   // fused: one call below
+            s = sl->master ? tdm_adam_step_multi(&items[i], 1, &o->adam, c->coef, (int64_t)i * k)
+                           : tdm_adam_step_captured(sl->param, g, sl->buf, sl->buf2, sl->buf3,
+                                                    c->coef, (int64_t)i * k, &p);
         }
     }
+    if (s == TDM_OK && multi && o->adam.fused && c->n > 0)
+        s = tdm_adam_step_multi(items, c->n, &o->adam, c->coef, 0);
+    free(items);
     if (s != TDM_OK) {
         opt_capture_release(c);
         return s;
@@ -410,6 +484,44 @@ static tdm_status optimizer_step_captured(tdm_optimizer *o, tdm_device dev) {
     tdm_graph_hook h = {.owner = o, .ctx = c, .replay = opt_capture_replay,
                         .release = opt_capture_release};
     return tdm_graph_hook_add(dev, &h);
+}
+
+// One parameter's eager step, unfused: a master's through tdm_adam_step_multi, any other through
+// tdm_adam_step_amsgrad, as without master weights.
+static tdm_status adam_step_one(const tdm_optimizer *o, const tdm_adam_item *it) {
+    if (it->master) return tdm_adam_step_multi(it, 1, &o->adam, NULL, 0);
+    tdm_adam_params p = o->adam;
+    p.lr = it->lr;
+    p.weight_decay = it->weight_decay;
+    return tdm_adam_step_amsgrad(it->param, it->grad, it->m, it->v, it->vmax, it->step, &p);
+}
+
+// An eager Adam step through tdm_adam_step_multi: fused, every parameter with a gradient in one
+// call (per device); otherwise (master weights) one call per parameter, as the per-tensor path.
+// The step counts advance once the calls succeeded.
+static tdm_status adam_step_items(tdm_optimizer *o) {
+    tdm_adam_item *items = malloc((size_t)(o->n ? o->n : 1) * sizeof *items);
+    int *stepped = malloc((size_t)(o->n ? o->n : 1) * sizeof *stepped);
+    tdm_status s = items && stepped ? TDM_OK
+                   : tdm_error_set(TDM_ERR_OOM, "optimizer_step: out of host memory");
+    int n = 0;
+    for (int i = 0; i < o->n && s == TDM_OK; i++) {
+        opt_slot *sl = &o->slots[i];
+        const tdm_tensor *g = tdm_tensor_grad(sl->param);
+        if (!g) continue;   // no gradient: skipped, as in PyTorch
+        s = zero_fresh(sl);
+        if (s == TDM_OK) s = adam_state(o, sl);
+        if (s != TDM_OK) break;
+        items[n] = slot_item(o, sl, g);
+        if (!o->adam.fused) s = adam_step_one(o, &items[n]);
+        if (s == TDM_OK) stepped[n++] = i;
+    }
+    if (s == TDM_OK && o->adam.fused && n > 0) s = adam_multi_by_device(o, items, n);
+    if (s == TDM_OK || !o->adam.fused)   // unfused: the parameters stepped before an error
+        for (int j = 0; j < n; j++) o->slots[stepped[j]].step++;
+    free(items);
+    free(stepped);
+    return s;
 }
 
 tdm_status tdm_optimizer_step(tdm_optimizer *o) {
@@ -423,6 +535,11 @@ tdm_status tdm_optimizer_step(tdm_optimizer *o) {
             return s;
         }
     }
+    if (o->kind == OPT_ADAM && (o->adam.fused || o->adam.master_weights)) {
+        s = adam_step_items(o);
+        tdm_grad_set_enabled(prev);
+        return s;
+    }
     for (int i = 0; i < o->n && s == TDM_OK; i++) {
         opt_slot *sl = &o->slots[i];
         tdm_tensor *g = tdm_tensor_grad(sl->param);
@@ -431,7 +548,8 @@ tdm_status tdm_optimizer_step(tdm_optimizer *o) {
         if (s != TDM_OK) break;
         if (o->kind == OPT_SGD) {
             const tdm_sgd_params p = slot_sgd(o, sl);
-            if (o->sgd.momentum != 0) s = state_like(&sl->buf, sl->param, &sl->fresh);
+            if (o->sgd.momentum != 0)
+                s = state_like(&sl->buf, sl->param, sl->param->dtype, &sl->fresh);
             if (s == TDM_OK) s = tdm_sgd_step(sl->param, g, sl->buf, sl->step > 0, &p);
             if (s == TDM_OK && o->sgd.momentum != 0) sl->step = 1;
         } else {
@@ -453,9 +571,14 @@ void tdm_optimizer_zero_grad(tdm_optimizer *o) {
 
 // ---- state files --------------------------------------------------------------------------------
 // "state.<i>.momentum_buffer" (SGD), "state.<i>.exp_avg", "state.<i>.exp_avg_sq",
-// "state.<i>.max_exp_avg_sq" (amsgrad only) and "state.<i>.step" (Adam; f32 scalar, as PyTorch
-// keeps it), for the parameters that have state. An amsgrad optimizer refuses a file without
+// "state.<i>.max_exp_avg_sq" (amsgrad only), "state.<i>.master_param" (master weights only: the
+// f32 copy of an f16/bf16 param) and "state.<i>.step" (Adam; f32 scalar, as PyTorch keeps it),
+// for the parameters that have state. An amsgrad optimizer refuses a file without
 // max_exp_avg_sq beside exp_avg; one without amsgrad ignores it (PyTorch's step never reads it).
+// With master weights, a file without master_param beside exp_avg (saved without them) loads
+// with the master made from the parameter's current value, as a first step makes it: load the
+// parameters first. Without master weights master_param is ignored (exp_avg & co. are then
+// rounded to the parameter's dtype, as PyTorch's load_state_dict casts state).
 // Metadata: format, optimizer, lr (group 0's), params (the count) and param_groups, PyTorch's
 // state_dict["param_groups"] with the settings a group holds here:
 // [{"params":[0,1,2],"lr":0.1,"weight_decay":0.01},{"params":[3],...}] (%.17g: exact doubles).
@@ -523,7 +646,7 @@ static char *scaler_json(const tdm_grad_scaler *sc);
 // The optimizer's state and, when sc is not NULL, the gradient scaler's (metadata grad_scaler).
 static tdm_status optimizer_save(const tdm_optimizer *o, const tdm_grad_scaler *sc,
                                  const char *path) {
-    int cap = 4 * o->n, n = 0;
+    int cap = 5 * o->n, n = 0;
     char (*names)[48] = calloc((size_t)(cap ? cap : 1), sizeof *names);
     const char **np = calloc((size_t)(cap ? cap : 1), sizeof *np);
     const tdm_tensor **tp = calloc((size_t)(cap ? cap : 1), sizeof *tp);
@@ -545,9 +668,10 @@ static tdm_status optimizer_save(const tdm_optimizer *o, const tdm_grad_scaler *
             s = tdm_last_status();
             break;
         }
-        const char *keys[4] = {"exp_avg", "exp_avg_sq", "step", "max_exp_avg_sq"};
-        const tdm_tensor *vals[4] = {sl->buf, sl->buf2, steps[i], sl->buf3};
-        for (int k = 0; k < (sl->buf3 ? 4 : 3); k++) {
+        const char *keys[5] = {"exp_avg", "exp_avg_sq", "step", "max_exp_avg_sq", "master_param"};
+        const tdm_tensor *vals[5] = {sl->buf, sl->buf2, steps[i], sl->buf3, sl->master};
+        for (int k = 0; k < 5; k++) {
+            if (!vals[k]) continue;
             snprintf(names[n], sizeof names[n], "state.%d.%s", i, keys[k]);
             np[n] = names[n];
             tp[n++] = vals[k];
@@ -591,7 +715,7 @@ static tdm_status optimizer_load(tdm_optimizer *o, const tdm_safetensors *st, co
         s = tdm_error_set(TDM_ERR_FORMAT, "%s: not the state of a %s optimizer over %d parameters",
                           path, want, o->n);
     // Read everything first; replace the state only when all of it checked out.
-    tdm_tensor **nb = calloc((size_t)(3 * o->n + 1), sizeof *nb);   // per slot: buf, buf2, buf3
+    tdm_tensor **nb = calloc((size_t)(4 * o->n + 1), sizeof *nb);   // buf, buf2, buf3, master
     int64_t *nstep = calloc((size_t)(o->n + 1), sizeof *nstep);
     double *glr = calloc((size_t)o->n_groups, sizeof *glr);
     double *gwd = calloc((size_t)o->n_groups, sizeof *gwd);
@@ -601,10 +725,13 @@ static tdm_status optimizer_load(tdm_optimizer *o, const tdm_safetensors *st, co
     if (s == TDM_OK && groups) s = groups_parse(o, path, groups, glr, gwd);
     for (int i = 0; s == TDM_OK && i < o->n; i++) {
         const tdm_tensor *p = o->slots[i].param;
-        const char *keys[3] = {o->kind == OPT_SGD ? "momentum_buffer" : "exp_avg", "exp_avg_sq",
-                               "max_exp_avg_sq"};
+        const char *keys[4] = {o->kind == OPT_SGD ? "momentum_buffer" : "exp_avg", "exp_avg_sq",
+                               "max_exp_avg_sq", "master_param"};
         const int nk = o->kind == OPT_SGD ? 1 : o->adam.amsgrad ? 3 : 2;
-        for (int k = 0; k < nk && s == TDM_OK; k++) {
+        const bool mw = has_master(o, p);
+        const tdm_dtype sdt = mw ? TDM_DTYPE_F32 : p->dtype;   // the state's dtype here
+        for (int k = 0; k < 4 && s == TDM_OK; k++) {
+            if (k >= nk && !(k == 3 && mw)) continue;
             char name[48];
             snprintf(name, sizeof name, "state.%d.%s", i, keys[k]);
             if (!tdm_safetensors_has(st, name)) continue;
@@ -623,15 +750,22 @@ static tdm_status optimizer_load(tdm_optimizer *o, const tdm_safetensors *st, co
                 tdm_tensor_free(t);
                 break;
             }
-            nb[3 * i + k] = tdm_tensor_to(t, p->device, p->dtype);
+            nb[4 * i + k] = tdm_tensor_to(t, p->device, sdt);
             tdm_tensor_free(t);
-            if (!nb[3 * i + k]) s = tdm_last_status();
+            if (!nb[4 * i + k]) s = tdm_last_status();
         }
-        if (s == TDM_OK && o->kind == OPT_ADAM && (!nb[3 * i] != !nb[3 * i + 1] ||
-                                                  (nk == 3 && !nb[3 * i] != !nb[3 * i + 2])))
+        if (s == TDM_OK && o->kind == OPT_ADAM && (!nb[4 * i] != !nb[4 * i + 1] ||
+                                                  (nk == 3 && !nb[4 * i] != !nb[4 * i + 2])))
             s = tdm_error_set(TDM_ERR_FORMAT, "%s: parameter %d's state is incomplete (Adam%s "
                               "needs exp_avg, exp_avg_sq%s together)", path, i,
                               nk == 3 ? " with amsgrad" : "", nk == 3 ? " and max_exp_avg_sq" : "");
+        if (s == TDM_OK && mw && !nb[4 * i] && nb[4 * i + 3])
+            s = tdm_error_set(TDM_ERR_FORMAT, "%s: parameter %d has master_param without exp_avg",
+                              path, i);
+        if (s == TDM_OK && mw && nb[4 * i] && !nb[4 * i + 3]) {   // saved without master weights
+            nb[4 * i + 3] = tdm_tensor_to(p, p->device, TDM_DTYPE_F32);
+            if (!nb[4 * i + 3]) s = tdm_last_status();
+        }
         char name[48];
         snprintf(name, sizeof name, "state.%d.step", i);
         if (s == TDM_OK && o->kind == OPT_ADAM && tdm_safetensors_has(st, name)) {
@@ -663,13 +797,15 @@ static tdm_status optimizer_load(tdm_optimizer *o, const tdm_safetensors *st, co
             tdm_tensor_free(sl->buf);
             tdm_tensor_free(sl->buf2);
             tdm_tensor_free(sl->buf3);
-            sl->buf = nb[3 * i];
-            sl->buf2 = nb[3 * i + 1];
-            sl->buf3 = nb[3 * i + 2];
+            tdm_tensor_free(sl->master);
+            sl->buf = nb[4 * i];
+            sl->buf2 = nb[4 * i + 1];
+            sl->buf3 = nb[4 * i + 2];
+            sl->master = nb[4 * i + 3];
             sl->step = o->kind == OPT_SGD ? (sl->buf != NULL) : nstep[i];
             sl->fresh = false;
         } else {
-            for (int k = 0; k < 3; k++) tdm_tensor_free(nb[3 * i + k]);
+            for (int k = 0; k < 4; k++) tdm_tensor_free(nb[4 * i + k]);
         }
     }
     free(nb);

@@ -28,6 +28,7 @@ typedef struct {
     double lr, momentum, weight_decay;
     bool lr_set, momentum_set, wd_set, ranks_set;
     bool maximize, amsgrad;   // torch.optim's maximize (all) and amsgrad (adam/adamw)
+    bool fused_adam;          // --fused-adam: Adam/AdamW(..., fused=True), one step call
     bool graph;   // --graph: capture one step into a CUDA graph, replay it (tandem/graph.h)
     uint64_t seed;
     double clip;         // --clip-grad-norm: max_norm of clip_grad_norm_ (0: off, as nanoGPT's)
@@ -49,7 +50,7 @@ static void train_usage(FILE *f) {
         "usage: bench train --model SPEC [--batch B] --steps N --opt sgd|adam|adamw --lr F\n"
         "                   [--momentum F] [--weight-decay F] [--maximize] [--amsgrad]\n"
         "                   [--clip-grad-norm X] [--lr-schedule cosine:WARMUP:DECAY:MIN_LR]\n"
-        "                   [--weight-decay-matrices-only] [--betas B1,B2]\n"
+        "                   [--weight-decay-matrices-only] [--betas B1,B2] [--fused-adam]\n"
         "                   [--dump-step0] [--dump-optimizer FILE] [--init-optimizer FILE]\n"
         "                   [--start-step N] [--scaler-init-scale S] [--scaler-growth-interval N]\n"
         "                   [--seed S] [--device cpu|cuda:N]\n"
@@ -124,6 +125,9 @@ static void train_usage(FILE *f) {
         "                  torch.amp.GradScaler's arguments\n"
         "--maximize        ascend the loss (PyTorch's maximize: the gradient negated first)\n"
         "--amsgrad         adam/adamw: AMSGrad (normalise by the running maximum of exp_avg_sq)\n"
+        "--fused-adam      adam/adamw: PyTorch's fused=True: every parameter's update in one call\n"
+        "                  (on cuda one kernel launch per step instead of one per parameter), the\n"
+        "                  same numbers bit for bit; the summary line says \"adamw fused\"\n"
         "--clip-grad-norm X  before each optimizer step the gradients' total 2-norm is clipped to\n"
         "                  X, as torch.nn.utils.clip_grad_norm_ (after the ranks' all-reduce;\n"
         "                  with --amp fp16 after unscaling; inside the captured step with\n"
@@ -627,6 +631,7 @@ static tdm_optimizer *build_optimizer(const train_args *a, tdm_module *m) {
         if (a->wd_set) p.weight_decay = a->weight_decay;
         p.maximize = a->maximize;
         p.amsgrad = a->amsgrad;
+        p.fused = a->fused_adam;
         if (!isnan(a->betas[0])) {   // --betas
             p.beta1 = a->betas[0];
             p.beta2 = a->betas[1];
@@ -845,6 +850,7 @@ int bench_train(int argc, char **argv) {
         {"start-step", required_argument, 0, 1008},
         {"scaler-init-scale", required_argument, 0, 1009},
         {"scaler-growth-interval", required_argument, 0, 1010},
+        {"fused-adam", no_argument, 0, 1011},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0, .betas = {NAN, NAN}};
@@ -897,6 +903,7 @@ int bench_train(int argc, char **argv) {
         case 1008: if (!parse_i64(optarg, 0, &a.start_step)) return bad("--start-step %s: expected an integer >= 0", optarg); break;
         case 1009: if (!parse_f64(optarg, &a.scaler_init) || !(a.scaler_init > 0) || !isfinite(a.scaler_init)) return bad("--scaler-init-scale %s: expected a finite number > 0", optarg); break;
         case 1010: if (!parse_i64(optarg, 1, &a.scaler_interval) || a.scaler_interval > INT_MAX) return bad("--scaler-growth-interval %s: expected an integer from 1 to 2^31-1", optarg); break;
+        case 1011: a.fused_adam = true; break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
@@ -910,6 +917,7 @@ int bench_train(int argc, char **argv) {
     if (!sgd && !adamw && strcmp(a.opt, "adam")) return bad("--opt %s: expected sgd, adam or adamw", a.opt);
     if (sgd && !a.lr_set) return bad("%s--lr is required with --opt sgd", "");
     if (sgd && a.amsgrad) return bad("%s--amsgrad needs --opt adam or adamw", "");
+    if (sgd && a.fused_adam) return bad("%s--fused-adam needs --opt adam or adamw", "");
     if (sgd && !isnan(a.betas[0])) return bad("%s--betas needs --opt adam or adamw", "");
     if (a.dump_step0 && (!a.dump || a.accumulate > 1 || a.ranks > 1 || (a.graph && a.steps < 2)))
         return bad("%s--dump-step0 needs --dump, and step 0 whole in one eager micro-batch (no "
@@ -1032,9 +1040,9 @@ int bench_train(int argc, char **argv) {
     }
     if (!rc && report) {
         double el = t.elapsed > 0 ? t.elapsed : 1e-9;
-        printf("trained %s for %lld steps of %lld samples (%s, lr %g, amp %s, %lld rank%s%s): "
+        printf("trained %s for %lld steps of %lld samples (%s%s, lr %g, amp %s, %lld rank%s%s): "
                "loss %.6f -> %.6f, %.1f samples/s, peak memory %.2f MB above the start (%s%s)%s\n",
-               a.model, (long long)a.steps, (long long)a.batch, a.opt,
+               a.model, (long long)a.steps, (long long)a.batch, a.opt, a.fused_adam ? " fused" : "",
                a.lr_set ? a.lr : tdm_adam_defaults(false).lr, a.amp, (long long)a.ranks,
                a.ranks > 1 ? "s" : "", a.accumulate > 1 ? ", accumulated" : "", t.losses[0],
                t.losses[a.steps - 1], (double)(a.steps * a.batch) / el,

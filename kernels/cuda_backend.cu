@@ -569,6 +569,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .embedding_backward = cuda_embedding_backward,
     .sgd_step = cuda_sgd_step,
     .adam_step = cuda_adam_step,
+    .adam_step_multi = cuda_adam_step_multi,   // k_optim.cu: one launch for the list
 #ifdef TDM_HAVE_NCCL
     .comm_unique_id = tdm_cuda_comm_unique_id,
     .comm_new = tdm_cuda_comm_new,

@@ -167,6 +167,8 @@ tdm_status cuda_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *
                          bool buf_initialized, const tdm_sgd_params *p);
 tdm_status cuda_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
                           tdm_tensor *v, tdm_tensor *vmax, int64_t step, const tdm_adam_params *p);
+tdm_status cuda_adam_step_multi(const tdm_adam_item *items, int n, const tdm_adam_params *p,
+                                const double *coef);
 tdm_status cuda_amp_unscale_check(tdm_tensor *const *grads, int n, double inv_scale,
                                   tdm_tensor *found_inf);
 tdm_status cuda_grad_norm(const tdm_tensor *const *ts, int n, double norm_type,

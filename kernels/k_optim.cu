@@ -1,5 +1,6 @@
 /* k_optim.cu — the fused optimizer updates (one pass over param, grad and state per parameter,
- * torch.optim's single-tensor formulas as ref/ref_optim.c writes them), the grad scaler's
+ * torch.optim's single-tensor formulas as ref/ref_optim.c writes them; Adam also over a whole
+ * list of parameters in one launch, with optional f32 master weights), the grad scaler's
  * unscale + non-finite check that leaves its verdict on the device (no host sync per tensor), and
  * gradient-norm clipping (clip_grad_norm_: the norm reduced on the device, the scale read there).
  * The steps compute in f64 for every dtype, as the reference: a step chains up to ~11 roundings
@@ -144,6 +145,140 @@ tdm_status cuda_adam_step_dev(tdm_tensor *param, const tdm_tensor *grad, tdm_ten
     adam_fn<false> f = {0, p->weight_decay, p->beta1, p->beta2, 0, 0, p->eps,
                         p->decoupled_weight_decay, p->maximize, coef};
     return adam_launch(param, grad, m, v, vmax, f);
+}
+
+// ---- adam / adamw over a list of tensors (adam_step_multi: fused=True, master weights) ------
+// One launch for the whole list. Each tensor with elements is a row of a table in device memory
+// and owns a run of consecutive blocks; a block finds its row by binary search over the rows'
+// first blocks and runs adam_fn over its slice of that tensor, each element loaded and stored by
+// its runtime dtype (any_ld / any_st: the same conversions as launch_map's ld and st<T>). The
+// arithmetic is adam_fn's in f64, as adam_launch's: a fused step equals the per-tensor one bit
+// for bit. With a master (f32 master weights of an f16/bf16 param; m, v, vmax f32): x is read
+// from the master (from the param while fresh: a master made during a capture), the new x is
+// stored to the master rounded to f32 and the param is that f32 value rounded to nearest even.
+// The table reaches the device without a host wait: eagerly by an async copy from a pinned block
+// (the host allocator keeps the block from reuse until the copy is done); under capture by
+// captured k_write_bytes launches holding its bytes in their parameters (a pinned block would
+// have to outlive the graph), the per-step values then read from coef.
+// rows: (n) adam_row; in: param, grad, m, v[, vmax][, master]; out: param, m, v[, vmax][, master]
+struct adam_row {
+    void *param;
+    const void *grad;
+    void *m, *v, *vmax;        // vmax: amsgrad only
+    float *master;             // NULL: none
+    int64_t numel;
+    unsigned block0, blocks;   // its blocks in the launch: [block0, block0 + blocks)
+    int dt, sdt;               // param's (and grad's) dtype; the state's (f32 with a master)
+    int64_t item;              // its index in the list: its coef row
+    double step_size, bc2_sqrt, decay, wd;   // eager: adam_fn's arguments
+};
+
+struct adam_multi_args {
+    double b1, b2, eps;
+    bool decoupled, maximize;
+    const double *coef;   // NULL: the rows' values; else 4 per item (cuda_adam_step_dev's)
+};
+
+template <bool AMS>
+__global__ void k_adam_multi(const adam_row *rows, int n, adam_multi_args a) {
+    int lo = 0, hi = n - 1;   // the last row whose first block is <= blockIdx.x
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (rows[mid].block0 <= blockIdx.x) lo = mid;
+        else hi = mid - 1;
+    }
+    const adam_row r = rows[lo];
+    const double *coef = a.coef ? a.coef + 4 * r.item : NULL;
+    const adam_fn<AMS> f = {r.decay, r.wd,   a.b1,        a.b2,       r.step_size,
+                            r.bc2_sqrt, a.eps, a.decoupled, a.maximize, coef};
+    const bool fresh = coef && coef[3] != 0;
+    const any_cptr pc = {r.param, r.dt}, gc = {r.grad, r.dt}, mc = {r.m, r.sdt};
+    const any_cptr vc = {r.v, r.sdt}, xc = {r.vmax, r.sdt};
+    const any_ptr pm = {r.param, r.dt}, mm = {r.m, r.sdt}, vm = {r.v, r.sdt};
+    const any_ptr xm = {r.vmax, r.sdt};
+    const int64_t stride = (int64_t)r.blocks * blockDim.x;
+    for (int64_t i = (int64_t)(blockIdx.x - r.block0) * blockDim.x + threadIdx.x; i < r.numel;
+         i += stride) {
+        double in[5], out[4];
+        in[0] = r.master && !fresh ? (double)r.master[i] : any_ld<double>(pc, i, 0.0);
+        in[1] = any_ld<double>(gc, i, 0.0);
+        in[2] = any_ld<double>(mc, i, 0.0);
+        in[3] = any_ld<double>(vc, i, 0.0);
+        in[4] = AMS ? any_ld<double>(xc, i, 0.0) : 0.0;
+        f(i, in, out);
+        if (r.master) {
+            const float x = (float)out[0];
+            r.master[i] = x;
+            any_st<float>(pm, i, x);
+        } else {
+            any_st<double>(pm, i, out[0]);
+        }
+        any_st<double>(mm, i, out[1]);
+        any_st<double>(vm, i, out[2]);
+        if (AMS) any_st<double>(xm, i, out[3]);
+    }
+}
+
+tdm_status cuda_adam_step_multi(const tdm_adam_item *items, int n, const tdm_adam_params *p,
+                                const double *coef) {
+    TDM_TRY(cuda_use_device(items[0].param));
+    const int dev = items[0].param->device.index;
+    cudaStream_t stream = cuda_stream_current();
+    const bool capturing = tdm_cuda_stream_capturing(stream);
+    if (capturing && !coef)
+        return tdm_cuda_capture_refuse(stream, dev, "adam_step_multi", "the step counts are "
+                                       "kernel arguments that every replay would repeat; use "
+                                       "tdm_optimizer_step, which reads them on the device");
+    const int threads = 256;
+    const size_t bytes = (size_t)n * sizeof(adam_row);
+    adam_row *rows = (adam_row *)(capturing ? malloc(bytes)
+                                            : tdm_cuda_host_alloc(bytes, TDM_HOST_PINNED, dev));
+    if (!rows)
+        return capturing ? tdm_error_set(TDM_ERR_OOM, "adam_step_multi: out of host memory")
+                         : tdm_last_status();
+    int nr = 0;
+    int64_t blocks = 0;
+    for (int i = 0; i < n; i++) {
+        const tdm_adam_item *it = &items[i];
+        if (it->param->numel == 0) continue;
+        const double bc1 = 1 - pow(p->beta1, (double)it->step);   // as cuda_adam_step's
+        const double bc2 = 1 - pow(p->beta2, (double)it->step);
+        const unsigned b = cuda_grid_blocks((it->param->numel + 3) / 4, threads);
+        adam_row r = {tdm_data(it->param), tdm_data_c(it->grad), tdm_data(it->m), tdm_data(it->v),
+                      it->vmax ? tdm_data(it->vmax) : NULL,
+                      it->master ? (float *)tdm_data(it->master) : NULL, it->param->numel,
+                      (unsigned)blocks, b, (int)it->param->dtype, (int)it->m->dtype, i,
+                      it->lr / bc1, sqrt(bc2), 1 - it->lr * it->weight_decay, it->weight_decay};
+        rows[nr++] = r;
+        blocks += b;
+    }
+    tdm_status s = TDM_OK;
+    if (blocks > 2147483647LL)
+        s = tdm_error_set(TDM_ERR_ARG, "adam_step_multi: %lld blocks, more than a grid holds",
+                          (long long)blocks);
+    const int64_t words = (int64_t)((nr * sizeof(adam_row) + 7) / 8);
+    tdm_tensor *table = s == TDM_OK && nr ? cuda_scratch(items[0].param, words, TDM_DTYPE_I64)
+                                          : NULL;
+    if (s == TDM_OK && nr && !table) s = tdm_last_status();
+    const size_t used = (size_t)nr * sizeof(adam_row), piece = TDM_WRITE_ASYNC_MAX;
+    for (size_t k = 0; table && capturing && k < used && s == TDM_OK; k += piece)
+        s = cuda_write_async((char *)tdm_data(table) + k, (const char *)rows + k,
+                             used - k < piece ? used - k : piece, dev);
+    if (table && !capturing && s == TDM_OK)
+        s = tdm_cuda_copy_async(tdm_data(table), rows, used, TDM_COPY_H2D, dev, dev, stream);
+    if (capturing) free(rows);
+    else tdm_cuda_host_free(rows, bytes, TDM_HOST_PINNED, dev);   // reused once copied
+    if (table && s == TDM_OK) {
+        const adam_multi_args a = {p->beta1, p->beta2, p->eps, p->decoupled_weight_decay,
+                                   p->maximize, coef};
+        const adam_row *t = (const adam_row *)tdm_data_c(table);
+        const unsigned grid = (unsigned)blocks;
+        if (p->amsgrad) TDM_LAUNCH(grid, threads, 0, stream, k_adam_multi<true>)(t, nr, a);
+        else TDM_LAUNCH(grid, threads, 0, stream, k_adam_multi<false>)(t, nr, a);
+        s = CUDA_LAUNCH_CHECK();
+    }
+    tdm_tensor_free(table);   // stream-ordered: after the launch that reads it
+    return s;
 }
 
 // ---- grad scaler: unscale in place, flag non-finite ---------------------------------------------

@@ -247,6 +247,7 @@ const struct tdm_backend_ops tdm_ref_backend = {
     .embedding_backward = ref_embedding_backward,
     .sgd_step = ref_sgd_step,
     .adam_step = ref_adam_step,
+    .adam_step_multi = ref_adam_step_multi,
     .conv_algo_last = ref_conv_algo_last,
     .amp_unscale_check = ref_amp_unscale_check,
     .grad_norm = ref_grad_norm,

@@ -1,5 +1,6 @@
 /* ref_optim.c — reference optimizer updates, in place, in double: torch.optim's single-tensor
- * SGD and Adam/AdamW (foreach=False), with maximize and amsgrad; the grad scaler's unscale; and
+ * SGD and Adam/AdamW (foreach=False), with maximize and amsgrad, and Adam over a list of tensors
+ * (fused=True: the same update per tensor; f32 master weights); the grad scaler's unscale; and
  * gradient-norm clipping (torch.nn.utils.clip_grad_norm_'s norm and scale). */
 #include <math.h>
 
@@ -30,16 +31,20 @@ tdm_status ref_sgd_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *b
 }
 
 // param, grad, m (exp_avg), v (exp_avg_sq), vmax (max_exp_avg_sq; NULL unless amsgrad), all the
-// same shape; step >= 1.  g = maximize ? -grad : grad.
-// AdamW: param *= 1 - lr * wd.  Adam: g += wd * param.  Then
+// same shape; step >= 1.  x = param, or with a master (f32 master weights of an f16/bf16 param;
+// m, v, vmax f32 then) x = master.  g = maximize ? -grad : grad.
+// AdamW: x *= 1 - lr * wd.  Adam: g += wd * x.  Then
 // m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  amsgrad: vmax = max(vmax, v) (torch.maximum: NaN
 // wins), used for v below;
-// param -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
-tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m, tdm_tensor *v,
-                         tdm_tensor *vmax, int64_t step, const tdm_adam_params *p) {
+// x -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
+// The new x goes to the master (rounded to f32) and param = that f32 value rounded to param's
+// dtype (nearest even: one rounding from f32, as the kernel's); without a master, to param.
+static tdm_status adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m,
+                            tdm_tensor *v, tdm_tensor *vmax, tdm_tensor *master, int64_t step,
+                            const tdm_adam_params *p) {
     int64_t n = param->numel;
     ref_arena A = {0};
-    const double *P = ref_in(&A, param), *G = ref_in(&A, grad);
+    const double *P = ref_in(&A, master ? master : param), *G = ref_in(&A, grad);
     const double *M = ref_in(&A, m), *V = ref_in(&A, v), *VM = ref_in(&A, vmax);
     double *NP = ref_new(&A, n), *NM = ref_new(&A, n), *NV = ref_new(&A, n);
     double *NVM = vmax ? ref_new(&A, n) : NULL;
@@ -57,12 +62,34 @@ tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *
         double den = NV[i];
         if (vmax) den = NVM[i] = NV[i] > VM[i] || isnan(NV[i]) ? NV[i] : VM[i];   // NaN wins
         NP[i] = x - step_size * NM[i] / (sqrt(den) / bc2_sqrt + p->eps);
+        if (master) NP[i] = (float)NP[i];   // the master's f32 value, which param rounds
     }
     ref_store(&A, param, NP);
+    if (master) ref_store(&A, master, NP);
     ref_store(&A, m, NM);
     ref_store(&A, v, NV);
     if (vmax) ref_store(&A, vmax, NVM);
     return ref_finish(&A);
+}
+
+tdm_status ref_adam_step(tdm_tensor *param, const tdm_tensor *grad, tdm_tensor *m, tdm_tensor *v,
+                         tdm_tensor *vmax, int64_t step, const tdm_adam_params *p) {
+    return adam_step(param, grad, m, v, vmax, NULL, step, p);
+}
+
+// backend.h's adam_step_multi: the items one after another, each as ref_adam_step with its own
+// step, lr and weight decay (the cpu has no graphs: coef is never given).
+tdm_status ref_adam_step_multi(const tdm_adam_item *items, int n, const tdm_adam_params *p,
+                               const double *coef) {
+    if (coef) return tdm_error_set(TDM_ERR_UNSUPPORTED, "adam_step_multi: the cpu reads no coef");
+    for (int i = 0; i < n; i++) {
+        const tdm_adam_item *it = &items[i];
+        tdm_adam_params q = *p;
+        q.lr = it->lr;
+        q.weight_decay = it->weight_decay;
+        TDM_TRY(adam_step(it->param, it->grad, it->m, it->v, it->vmax, it->master, it->step, &q));
+    }
+    return TDM_OK;
 }
 
 // v rounded to dtype dt (as a stored element of that dtype reads back).

@@ -283,6 +283,9 @@ typedef struct {
     bool decoupled_weight_decay;   // false: Adam (L2 into the gradient); true: AdamW
     bool amsgrad;    // normalise by max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq) (AMSGrad)
     bool maximize;   // ascend: the gradient is negated first (before weight decay), as PyTorch
+    // Options of the optimizer object (tandem/optim.h), ignored by the single-tensor steps below:
+    bool fused;            // one step over every parameter in one backend call (PyTorch's fused)
+    bool master_weights;   // f32 master copies of f16/bf16 parameters (llm.c's master weights)
 } tdm_adam_params;
 
 // step is 1-based, counted after the increment (the first update has step 1). With p->amsgrad

@@ -18,9 +18,22 @@ typedef struct tdm_optimizer tdm_optimizer;
 // by step, as in PyTorch.
 tdm_optimizer *tdm_optim_sgd(tdm_tensor *const *params, int n, const tdm_sgd_params *p);
 // Adam (p->decoupled_weight_decay false) or AdamW (true).
+// p->fused (PyTorch's AdamW(..., fused=True)): tdm_optimizer_step updates every parameter that
+// has a gradient, of every group and dtype, in one call of the backend's multi-tensor step — on
+// cuda one kernel launch (its table of tensors copied from pinned memory, no host wait), on the
+// cpu a loop — instead of a call (launch) per parameter; the numbers are the unfused step's bit
+// for bit (same formulas, same order, each parameter's own step count, lr and weight decay).
+// Parameters on several devices: one call per device. A backend without the multi-tensor step
+// takes the per-parameter path (same numbers).
+// p->master_weights (llm.c's master weights, apex's O2): each f16/bf16 parameter gets an f32
+// copy, made from it at its first step, and f32 exp_avg / exp_avg_sq / max_exp_avg_sq; the step
+// updates the f32 copy and writes the parameter as that copy rounded to nearest even (updates
+// smaller than half the parameter's ulp accumulate instead of vanishing). f32 and f64 parameters
+// are stepped as without it. Saved as "state.<i>.master_param" (below). Fused or not, and under
+// graph capture. Both options default to false, as PyTorch's.
 tdm_optimizer *tdm_optim_adam(tdm_tensor *const *params, int n, const tdm_adam_params *p);
 // Defaults: SGD lr required; Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0; AdamW wd 1e-2;
-// maximize and amsgrad false (set them on the returned params).
+// maximize, amsgrad, fused and master_weights false (set them on the returned params).
 tdm_adam_params tdm_adam_defaults(bool adamw);
 
 // ---- parameter groups (torch.optim's param_groups) ----------------------------------------
@@ -54,7 +67,8 @@ void tdm_optimizer_set_lr(tdm_optimizer *o, double lr);
 double tdm_optimizer_group_lr(const tdm_optimizer *o, int group);   // NAN for no such group
 double tdm_optimizer_group_weight_decay(const tdm_optimizer *o, int group);
 void tdm_optimizer_set_group_lr(tdm_optimizer *o, int group, double lr);
-// The state (momentum buffers, exp_avg, exp_avg_sq, max_exp_avg_sq with amsgrad, step) under
+// The state (momentum buffers, exp_avg, exp_avg_sq, max_exp_avg_sq with amsgrad, master_param
+// with master weights, step) under
 // names "state.<i>.<key>", i the parameter's index, as safetensors (atomic), and the groups in
 // the metadata "param_groups" (JSON: [{"params":[0,1],"lr":..,"weight_decay":..}, ...], as
 // PyTorch's state_dict has them); load restores it for the same parameter list (an amsgrad
@@ -64,6 +78,10 @@ void tdm_optimizer_set_group_lr(tdm_optimizer *o, int group, double lr);
 // and weight_decay (as PyTorch's load_state_dict) after checking that the groups hold the same
 // parameters (TDM_ERR_FORMAT otherwise). Files without param_groups (single-group files written
 // before groups existed) load their state and leave the lr as it is.
+// With master weights, state saved without them (no master_param beside exp_avg) loads with each
+// master made from its parameter's value at the load, as a first step makes it (so load the
+// parameters first); a file's master_param is ignored by an optimizer without master weights,
+// whose state is then rounded to the parameters' dtype (as PyTorch's load_state_dict casts it).
 tdm_status tdm_optimizer_save(const tdm_optimizer *o, const char *path);
 tdm_status tdm_optimizer_load(tdm_optimizer *o, const char *path);
 void tdm_optimizer_free(tdm_optimizer *o);

@@ -2,11 +2,14 @@
  * sgd_step, adam_step, adamw_step, clip_grad_norm_ (docs/CASE_FORMAT.md gives their inputs,
  * attrs and outputs).
  * Each parses its attrs (PyTorch's defaults), runs the public op on the case's inputs, and when
- * there is a grad_output runs the backward, putting gradients at their input's position. */
+ * there is a grad_output runs the backward, putting gradients at their input's position. The
+ * Adam steps also run as a multi-tensor (fused) step, which must give the same bits. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "case.h"
+#include "core/optim_impl.h"
 #include "core/tensor_impl.h"
 
 // ---- helpers ------------------------------------------------------------------------------
@@ -193,6 +196,36 @@ static tdm_status attr_betas(const tdm_case *c, double *b1, double *b2) {
     return TDM_OK;
 }
 
+// The same step as one item of the multi-tensor step (tdm_optimizer_step's fused path,
+// core/optim_impl.h) on fresh clones: its outputs must be the per-tensor step's bit for bit (the
+// fused path's contract), whatever the bound would allow.
+static tdm_status adam_fused_same(const tdm_case *c, tdm_tensor *const *in, int64_t step,
+                                  const tdm_adam_params *p, const tdm_case_result *r) {
+    const int from[4] = {0, 2, 3, 4}, n = p->amsgrad ? 4 : 3;
+    tdm_tensor *t[4] = {NULL, NULL, NULL, NULL};
+    tdm_status s = TDM_OK;
+    for (int k = 0; k < n && s == TDM_OK; k++)
+        if (!(t[k] = tdm_tensor_clone(in[from[k]]))) s = tdm_last_status();
+    const tdm_adam_item it = {.param = t[0], .grad = in[1], .m = t[1], .v = t[2], .vmax = t[3],
+                              .step = step, .lr = p->lr, .weight_decay = p->weight_decay};
+    if (s == TDM_OK) s = tdm_adam_step_multi(&it, 1, p, NULL, 0);
+    for (int k = 0; k < n && s == TDM_OK; k++) {
+        const size_t nb = tdm_tensor_nbytes(t[k]);
+        char *a = malloc(nb + 1), *b = malloc(nb + 1);
+        if (!a || !b) s = tdm_error_set(TDM_ERR_OOM, "%s: out of memory", c->op);
+        if (s == TDM_OK) s = tdm_tensor_to_host(t[k], a, nb);
+        if (s == TDM_OK) s = tdm_tensor_to_host(r->output[k], b, nb);
+        if (s == TDM_OK && memcmp(a, b, nb))
+            s = tdm_error_set(TDM_ERR_ARG, "%s: output.%d of the multi-tensor (fused) step "
+                              "differs from the per-tensor step's (they must agree bit for bit)",
+                              c->op, k);
+        free(a);
+        free(b);
+    }
+    for (int k = 0; k < 4; k++) tdm_tensor_free(t[k]);
+    return s;
+}
+
 static tdm_status run_adam(const tdm_case *c, tdm_tensor *const *in, bool adamw,
                            tdm_case_result *r) {
     TDM_TRY(need(c, in, 0, "param"));
@@ -222,8 +255,9 @@ static tdm_status run_adam(const tdm_case *c, tdm_tensor *const *in, bool adamw,
     const int from[4] = {0, 2, 3, 4};
     for (int k = 0; k < (p.amsgrad ? 4 : 3); k++)
         if (!(r->output[k] = tdm_tensor_clone(in[from[k]]))) return tdm_last_status();
-    return tdm_adam_step_amsgrad(r->output[0], in[1], r->output[1], r->output[2], r->output[3],
-                                 step, &p);
+    TDM_TRY(tdm_adam_step_amsgrad(r->output[0], in[1], r->output[1], r->output[2], r->output[3],
+                                  step, &p));
+    return adam_fused_same(c, in, step, &p, r);
 }
 
 static tdm_status run_adam_step(const tdm_case *c, tdm_tensor *const *in,

@@ -1074,6 +1074,10 @@ namespace tdm_emu {
 static std::mutex smem_mu;
 static std::unordered_map<const void *, int> *smem_max;  // under smem_mu
 
+// Kernel launches the host made (each TDM_LAUNCH whose configuration passed launch_check, a
+// captured one included; a graph replay makes none), counted for tdm_emu_kernel_launches.
+static std::atomic<unsigned long long> g_launches{0};
+
 void set_max_dynamic_smem(const void *func, int bytes) {
     std::lock_guard<std::mutex> lock(smem_mu);
     if (!smem_max) smem_max = new std::unordered_map<const void *, int>;
@@ -1108,7 +1112,10 @@ cudaError_t launch_check(const char *kernel, const void *func, dim3 grid, dim3 b
                 if (it != smem_max->end()) limit = (size_t)it->second;
             }
         }
-        if (dynamic_smem <= limit) return cudaSuccess;
+        if (dynamic_smem <= limit) {
+            g_launches.fetch_add(1, std::memory_order_relaxed);
+            return cudaSuccess;
+        }
         err = cudaErrorInvalidValue;
         snprintf(why, sizeof why,
                  "%zu bytes of dynamic shared memory, more than %zu (cudaFuncSetAttribute with "
@@ -1120,3 +1127,10 @@ cudaError_t launch_check(const char *kernel, const void *func, dim3 grid, dim3 b
 }
 
 }  // namespace tdm_emu
+
+// The emulator's own query for tests (not a CUDA API): how many kernels the host has launched
+// so far (launch_check above), so a test can prove how many launches a piece of work makes
+// (docs/EMULATION.md).
+extern "C" unsigned long long tdm_emu_kernel_launches(void) {
+    return tdm_emu::g_launches.load(std::memory_order_relaxed);
+}

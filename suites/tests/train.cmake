@@ -96,3 +96,31 @@ tdm_test_executable(optim)
 add_test(NAME optim.cpu COMMAND test_optim ${TEST_TMP} cpu)
 add_test(NAME gpu.optim.cuda0 COMMAND test_optim ${TEST_TMP} cuda:0)
 set_tests_properties(gpu.optim.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# Adam with fused = true and with f32 master weights (test_optim_fused.c): fused == unfused bit for
+# bit over mixed dtypes, two groups, amsgrad, maximize, parameters without gradients; master
+# weights == an f32 run rounded to bf16 each step, and through save/load. On the emulated device
+# (it counts launches) a fused step is one kernel launch.
+tdm_test_executable(optim_fused)
+add_test(NAME optim_fused.cpu COMMAND test_optim_fused ${TEST_TMP} cpu)
+add_test(NAME gpu.optim_fused.cuda0 COMMAND test_optim_fused ${TEST_TMP} cuda:0)
+set_tests_properties(gpu.optim_fused.cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+if(TDM_CUDA_EMU)
+  target_compile_definitions(test_optim_fused PRIVATE TDM_TEST_EMU)
+endif()
+add_test(NAME gpu.optim_fused.graph_cuda0 COMMAND test_optim_fused ${TEST_TMP} cuda:0 graph)
+set_tests_properties(gpu.optim_fused.graph_cuda0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# `bench train --fused-adam`: nanoGPT's GPT with AdamW over two groups (weight decay on the
+# matrices), amsgrad and clipping gives the unfused run's losses and parameters bit for bit, on
+# the cpu and on cuda:0 (eager, and captured with --graph); with --opt sgd it is refused (exit 2).
+set(TRAIN_FUSED "train --model gpt:L2-H2-D32-T16-V67 --batch 4 --steps 5 --opt adamw --lr 1e-2 --weight-decay 0.1 --weight-decay-matrices-only --amsgrad --clip-grad-norm 1.0 --seed 3")
+add_test(NAME train.fused_adam_equals_unfused COMMAND sh -c
+  "${B} ${TRAIN_FUSED} --dump ${T}/fa_unfused >/dev/null && out=$(${B} ${TRAIN_FUSED} --fused-adam --dump ${T}/fa_fused) && echo \"$out\" | grep -q '(adamw fused, lr' && $<TARGET_FILE:test_dump_compare> ${T}/fa_unfused ${T}/fa_fused 0")
+add_test(NAME train.fused_adam_refused_sgd COMMAND sh -c
+  "out=$(${B} train --model mlp:4-2 --steps 1 --opt sgd --lr 0.1 --fused-adam 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] && echo \"$out\" | grep -q -- '--fused-adam needs --opt adam or adamw'")
+add_test(NAME gpu.train.fused_adam_equals_unfused COMMAND sh -c
+  "${GPU_SKIP}; ${B} ${TRAIN_FUSED} --device cuda:0 --dump ${T}/fa_unfused_cuda >/dev/null && ${B} ${TRAIN_FUSED} --device cuda:0 --fused-adam --dump ${T}/fa_fused_cuda >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/fa_unfused_cuda ${T}/fa_fused_cuda 0")
+add_test(NAME gpu.train.fused_adam_graph COMMAND sh -c
+  "${GPU_SKIP}; ${B} ${TRAIN_FUSED} --device cuda:0 --dump ${T}/fa_eager_cuda >/dev/null && ${B} ${TRAIN_FUSED} --device cuda:0 --fused-adam --graph --dump ${T}/fa_graph_cuda >/dev/null && $<TARGET_FILE:test_dump_compare> ${T}/fa_eager_cuda ${T}/fa_graph_cuda 0")
+set_tests_properties(gpu.train.fused_adam_equals_unfused gpu.train.fused_adam_graph PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
