@@ -114,10 +114,18 @@ tdm_tensor *tdm_record_dropout(tdm_tensor *y, const tdm_tensor *x, double p, boo
 tdm_tensor *tdm_record_reduce(tdm_tensor *y, const tdm_tensor *x, int ndims, const int *dims,
                               bool keepdim, bool mean);
 tdm_tensor *tdm_record_softmax(tdm_tensor *y, const tdm_tensor *x, int dim, bool log);
+// stats: NULL, or the fused classifier's (R, 2) row statistics (the node keeps them; its
+// backward reads them through tdm_cross_entropy_backward_at).
 tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
                                      const tdm_tensor *target, const tdm_tensor *weight,
                                      tdm_reduction reduction, double label_smoothing,
-                                     int64_t ignore_index);
+                                     int64_t ignore_index, const tdm_tensor *stats);
+// cross_entropy's backward (core/ops_reduce.c) with the forward's row statistics (NULL: none).
+tdm_status tdm_cross_entropy_backward_at(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                         const tdm_tensor *target, const tdm_tensor *weight,
+                                         tdm_reduction reduction, double label_smoothing,
+                                         int64_t ignore_index, const tdm_tensor *stats,
+                                         tdm_tensor **glogits);
 tdm_tensor *tdm_record_permute(tdm_tensor *y, const tdm_tensor *x, const int *dims);
 // scaled_dot_product_attention: scale as the caller gave it (NAN: the default); the dropout
 // draw's seed, offset and delta (NULL eagerly) for the backward to redraw the same weights;

@@ -169,20 +169,21 @@ tdm_tensor *tdm_record_softmax(tdm_tensor *y, const tdm_tensor *x, int dim, bool
 
 // inputs: logits, target, weight (NULL without one); a gradient for the logits only (none for
 // integer targets, probability targets or the weight)
+// saved: nothing, or the fused classifier's row statistics (the forward's (max, sum) per row)
 static tdm_status cross_entropy_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
-    return tdm_cross_entropy_weighted_backward(gy, n->inputs[0], n->inputs[1], n->inputs[2],
-                                               n->params.ce.reduction,
-                                               n->params.ce.label_smoothing,
-                                               n->params.ce.ignore_index, want(n, g, 0));
+    return tdm_cross_entropy_backward_at(gy, n->inputs[0], n->inputs[1], n->inputs[2],
+                                         n->params.ce.reduction, n->params.ce.label_smoothing,
+                                         n->params.ce.ignore_index, n->saved[0], want(n, g, 0));
 }
 
 tdm_tensor *tdm_record_cross_entropy(tdm_tensor *y, const tdm_tensor *logits,
                                      const tdm_tensor *target, const tdm_tensor *weight,
                                      tdm_reduction reduction, double label_smoothing,
-                                     int64_t ignore_index) {
+                                     int64_t ignore_index, const tdm_tensor *stats) {
     tdm_node_params np = {.ce = {reduction, label_smoothing, ignore_index}};
     return tdm_autograd_record(y, "cross_entropy", cross_entropy_bw, 3,
-                               INPUTS(logits, target, weight), &np, 0, NULL);
+                               INPUTS(logits, target, weight), &np, stats ? 1 : 0,
+                               stats ? INPUTS(stats) : NULL);
 }
 
 // inputs: q, k, v, attn_mask (NULL, bool, or floating: then it may want a gradient too); the

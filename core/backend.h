@@ -184,6 +184,19 @@ struct tdm_backend_ops {
                                          const tdm_tensor *target, const tdm_tensor *weight,
                                          tdm_reduction red, double smoothing,
                                          int64_t ignore_index, tdm_tensor *glogits);
+    // optional: the fused classifier's two halves. cross_entropy_stats is cross_entropy that also
+    // writes each row's softmax statistics (its max m and sum of exp(x - m), in the accumulation
+    // dtype: f32, f64 for f64) into stats (R, 2); cross_entropy_backward_stats takes them instead
+    // of recomputing them: one pass over each row of logits, the same values and roundings.
+    tdm_status (*cross_entropy_stats)(const tdm_tensor *logits, const tdm_tensor *target,
+                                      const tdm_tensor *weight, tdm_reduction red,
+                                      double smoothing, int64_t ignore_index, tdm_tensor *loss,
+                                      tdm_tensor *stats);
+    tdm_status (*cross_entropy_backward_stats)(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                               const tdm_tensor *target,
+                                               const tdm_tensor *weight, tdm_reduction red,
+                                               double smoothing, int64_t ignore_index,
+                                               const tdm_tensor *stats, tdm_tensor *glogits);
     tdm_status (*mse_loss)(const tdm_tensor *a, const tdm_tensor *b, tdm_reduction red,
                            tdm_tensor *loss);
     tdm_status (*mse_loss_backward)(const tdm_tensor *gloss, const tdm_tensor *a,

@@ -390,9 +390,12 @@ static tdm_status ce_check(const char *op, const tdm_tensor *logits, const tdm_t
 //   tau_c = w_c ((1-eps) q_c + eps/C)                (class probabilities q)
 // loss_r = sum_c tau_c (-log p[r,c]); mean divides the sum by sum_r w_t over the rows not ignored
 // (class indices) or by R (probabilities). ref/ref_loss.c has the formulas.
+// stats: NULL, or where the fused classifier's row statistics go when the backend has it (the
+// backward then reads them; *stats stays NULL otherwise).
 static tdm_tensor *cross_entropy_forward(const tdm_tensor *logits, const tdm_tensor *target,
                                          const tdm_tensor *weight, tdm_reduction reduction,
-                                         double label_smoothing, int64_t ignore_index) {
+                                         double label_smoothing, int64_t ignore_index,
+                                         tdm_tensor **stats) {
     const char *op = "cross_entropy";
     ce_views v;
     if (ce_check(op, logits, target, weight, reduction, label_smoothing, ignore_index, &v) !=
@@ -412,11 +415,26 @@ static tdm_tensor *cross_entropy_forward(const tdm_tensor *logits, const tdm_ten
     tdm_tensor *loss_view = !loss                          ? NULL
                             : reduction == TDM_REDUCTION_NONE ? tdm_tensor_reshape(loss, 1, &v.rows)
                                                               : tdm_tensor_reshape(loss, 0, NULL);
-    if (!loss_view || be->cross_entropy(v.logits2, v.target2, weight, reduction, label_smoothing,
-                                        ignore_index, loss_view) != TDM_OK) {
-        tdm_tensor_free(loss);
-        loss = NULL;
+    tdm_tensor *st = NULL;
+    if (loss_view && stats && be->cross_entropy_stats && be->cross_entropy_backward_stats) {
+        const int64_t sshape[2] = {v.rows, 2};
+        st = tdm_tensor_empty(2, sshape,
+                              logits->dtype == TDM_DTYPE_F64 ? TDM_DTYPE_F64 : TDM_DTYPE_F32,
+                              logits->device);
+        if (!st) tdm_tensor_free(loss_view), loss_view = NULL;
     }
+    const tdm_status s =
+        !loss_view ? tdm_last_status()
+        : st ? be->cross_entropy_stats(v.logits2, v.target2, weight, reduction, label_smoothing,
+                                       ignore_index, loss_view, st)
+             : be->cross_entropy(v.logits2, v.target2, weight, reduction, label_smoothing,
+                                 ignore_index, loss_view);
+    if (s != TDM_OK) {
+        tdm_tensor_free(loss);
+        tdm_tensor_free(st);
+        loss = NULL, st = NULL;
+    }
+    if (stats) *stats = st;
     tdm_tensor_free(loss_view);
     ce_views_free(&v);
     return loss;
@@ -433,12 +451,16 @@ tdm_tensor *tdm_cross_entropy_weighted(const tdm_tensor *logits, const tdm_tenso
     if (tdm_autocast_apply("cross_entropy", TDM_AUTOCAST_F32, 3,
                            (const tdm_tensor *[]){logits, target, weight}, &ac) != TDM_OK)
         return NULL;
+    // the fused classifier where a gradient will flow: the backward reads the row statistics
+    tdm_tensor *stats = NULL;
+    const bool record = tdm_autograd_needed(3, (const tdm_tensor *[]){ac.in[0], ac.in[1], ac.in[2]});
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = cross_entropy_forward(ac.in[0], ac.in[1], ac.in[2], reduction,
-                                          label_smoothing, ignore_index);
+                                          label_smoothing, ignore_index, record ? &stats : NULL);
     tdm_grad_set_enabled(grad);
     y = tdm_record_cross_entropy(y, ac.in[0], ac.in[1], ac.in[2], reduction, label_smoothing,
-                                 ignore_index);
+                                 ignore_index, stats);
+    tdm_tensor_free(stats);
     tdm_autocast_args_free(&ac);
     return y;
 }
@@ -452,10 +474,11 @@ tdm_tensor *tdm_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target
 
 // glogits[r,c] = g_r (p[r,c] sum_k tau_k - tau_c); g_r = gloss[r] (none), gloss (sum), gloss /
 // the mean's divisor (mean).
-tdm_status tdm_cross_entropy_weighted_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
-                                               const tdm_tensor *target, const tdm_tensor *weight,
-                                               tdm_reduction reduction, double label_smoothing,
-                                               int64_t ignore_index, tdm_tensor **glogits) {
+tdm_status tdm_cross_entropy_backward_at(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                         const tdm_tensor *target, const tdm_tensor *weight,
+                                         tdm_reduction reduction, double label_smoothing,
+                                         int64_t ignore_index, const tdm_tensor *stats,
+                                         tdm_tensor **glogits) {
     const char *op = "cross_entropy_backward";
     TDM_PROFILE_OP(op, gloss, logits, target);
     if (glogits) *glogits = NULL;
@@ -476,7 +499,11 @@ tdm_status tdm_cross_entropy_weighted_backward(const tdm_tensor *gloss, const td
     tdm_tensor *gl = reduction == TDM_REDUCTION_NONE ? tdm_tensor_reshape(gloss, 1, &v.rows)
                                                      : tdm_tensor_reshape(gloss, 0, NULL);
     tdm_tensor *g = tdm_tensor_empty(2, tdm_tensor_shape(v.logits2), logits->dtype, logits->device);
+    const bool fused = stats && be->cross_entropy_backward_stats &&
+                       tdm_tensor_numel(stats) == 2 * v.rows;
     s = !gl || !g ? tdm_last_status()
+        : fused   ? be->cross_entropy_backward_stats(gl, v.logits2, v.target2, weight, reduction,
+                                                     label_smoothing, ignore_index, stats, g)
                   : be->cross_entropy_backward(gl, v.logits2, v.target2, weight, reduction,
                                                label_smoothing, ignore_index, g);
     tdm_tensor *out = NULL;
@@ -496,6 +523,14 @@ tdm_status tdm_cross_entropy_weighted_backward(const tdm_tensor *gloss, const td
     tdm_tensor_free(gl);
     ce_views_free(&v);
     return s;
+}
+
+tdm_status tdm_cross_entropy_weighted_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                               const tdm_tensor *target, const tdm_tensor *weight,
+                                               tdm_reduction reduction, double label_smoothing,
+                                               int64_t ignore_index, tdm_tensor **glogits) {
+    return tdm_cross_entropy_backward_at(gloss, logits, target, weight, reduction,
+                                         label_smoothing, ignore_index, NULL, glogits);
 }
 
 tdm_status tdm_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,

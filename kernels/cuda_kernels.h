@@ -107,6 +107,14 @@ tdm_status cuda_softmax_backward(const tdm_tensor *gy, const tdm_tensor *y, int 
 tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
                               const tdm_tensor *weight, tdm_reduction red, double smoothing,
                               int64_t ignore_index, tdm_tensor *loss);
+tdm_status cuda_cross_entropy_stats(const tdm_tensor *logits, const tdm_tensor *target,
+                                    const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                                    int64_t ignore_index, tdm_tensor *loss, tdm_tensor *stats);
+tdm_status cuda_cross_entropy_backward_stats(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                             const tdm_tensor *target, const tdm_tensor *weight,
+                                             tdm_reduction red, double smoothing,
+                                             int64_t ignore_index, const tdm_tensor *stats,
+                                             tdm_tensor *glogits);
 tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
                                        const tdm_tensor *target, const tdm_tensor *weight,
                                        tdm_reduction red, double smoothing, int64_t ignore_index,

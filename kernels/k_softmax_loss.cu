@@ -9,7 +9,11 @@
  * multiplies each term by up to one exp(m_old - m_new) per new maximum, an error that
  * docs/CONFORMANCE.md's softmax bound (one exp per term, one sum) does not cover. The row is read
  * again from L1/L2, not from DRAM. Losses reduce over rows deterministically (per-row values,
- * then one block sums them in a fixed order). */
+ * then one block sums them in a fixed order).
+ *
+ * The fused classifier (the _stats launchers): the forward keeps each row's (max, sum) and the
+ * backward reads them, so a training step reads each row of logits three times (two for the
+ * statistics, one for the gradient it writes) instead of five, with the same roundings. */
 #include "kernels/k_common.cuh"
 
 // ---- groups: a warp or a block working on one row (grp<WARP>, k_common.cuh) ------------------
@@ -257,9 +261,10 @@ __device__ __forceinline__ double ce_tau(const ce_args &a, int64_t t, const T *q
 }
 
 // Per row: none -> loss[r] in T; else rowloss[r] in A and rowdiv[r] (the mean's divisor) in f64.
+// stats (R, 2) or NULL: the row's (m, s) for the backward (the fused classifier).
 template <bool WARP, typename T>
 __global__ void k_ce_rows(ce_args a, const T *x, const T *q, const T *w, T *loss,
-                          acc_t<T> *rowloss, double *rowdiv, cuda_err_ref err) {
+                          acc_t<T> *rowloss, double *rowdiv, acc_t<T> *stats, cuda_err_ref err) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
@@ -272,6 +277,7 @@ __global__ void k_ce_rows(ce_args a, const T *x, const T *q, const T *w, T *loss
             const T *xr = x + r * C, *qr = q ? q + r * C : NULL;
             A m, s;
             row_stats<WARP>(xr, C, 1, sh, &m, &s);
+            if (stats && G::rank() == 0) stats[2 * r] = m, stats[2 * r + 1] = s;
             const A ls = k_log(s);
             A acc = 0;   // sum_c tau_c (-logp_c), the terms with tau_c = 0 skipped (class indices)
             for (int64_t c = G::rank(); c < C; c += G::size()) {
@@ -324,7 +330,7 @@ static tdm_status ce_divisor_sum(const tdm_tensor *like, int64_t R, const double
 template <typename T>
 static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const tdm_tensor *weight,
                        tdm_reduction red, double smoothing, int64_t ignore, tdm_tensor *loss,
-                       cuda_err_ref err) {
+                       tdm_tensor *stats, cuda_err_ref err) {
     typedef acc_t<T> A;
     const ce_args a = ce_args_of(logits, target, smoothing, ignore);
     const bool warp = a.C <= 1024;
@@ -340,15 +346,16 @@ static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const
     A *rl = rows ? (A *)tdm_data(rows) : NULL;
     double *rd = divs ? (double *)tdm_data(divs) : NULL, *dsum = rd ? rd + a.R : NULL;
     const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
+    A *sp = stats ? (A *)tdm_data(stats) : NULL;
     const cudaStream_t s = cuda_stream_current();
     tdm_status st_ = TDM_OK;
     if (a.R > 0) {
         if (warp)
             TDM_LAUNCH(row_blocks(a.R, true), ROW_THREADS, 0, s, k_ce_rows<true, T>)
-            (a, cptr<T>(logits), q, w, lo, rl, rd, err);
+            (a, cptr<T>(logits), q, w, lo, rl, rd, sp, err);
         else
             TDM_LAUNCH(row_blocks(a.R, false), ROW_THREADS, 0, s, k_ce_rows<false, T>)
-            (a, cptr<T>(logits), q, w, lo, rl, rd, err);
+            (a, cptr<T>(logits), q, w, lo, rl, rd, sp, err);
         st_ = CUDA_LAUNCH_CHECK();
     }
     if (st_ == TDM_OK && rows && red == TDM_REDUCTION_MEAN)
@@ -363,24 +370,31 @@ static tdm_status ce_t(const tdm_tensor *logits, const tdm_tensor *target, const
     return st_;
 }
 
-tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
-                              const tdm_tensor *weight, tdm_reduction red, double smoothing,
-                              int64_t ignore_index, tdm_tensor *loss) {
+tdm_status cuda_cross_entropy_stats(const tdm_tensor *logits, const tdm_tensor *target,
+                                    const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                                    int64_t ignore_index, tdm_tensor *loss, tdm_tensor *stats) {
     if (loss->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(logits));
     cuda_err_ref err;
     TDM_TRY(cuda_err_ref_get(logits, CUDA_ERR_CROSS_ENTROPY, logits->shape[1], &err));
     tdm_status s = TDM_OK;
     switch (logits->dtype) {
-    case TDM_DTYPE_F32: s = ce_t<float>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
-    case TDM_DTYPE_F16: s = ce_t<__half>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
-    case TDM_DTYPE_BF16: s = ce_t<bf16_t>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
-    case TDM_DTYPE_F64: s = ce_t<double>(logits, target, weight, red, smoothing, ignore_index, loss, err); break;
+    case TDM_DTYPE_F32: s = ce_t<float>(logits, target, weight, red, smoothing, ignore_index, loss, stats, err); break;
+    case TDM_DTYPE_F16: s = ce_t<__half>(logits, target, weight, red, smoothing, ignore_index, loss, stats, err); break;
+    case TDM_DTYPE_BF16: s = ce_t<bf16_t>(logits, target, weight, red, smoothing, ignore_index, loss, stats, err); break;
+    case TDM_DTYPE_F64: s = ce_t<double>(logits, target, weight, red, smoothing, ignore_index, loss, stats, err); break;
     default:
         s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy: dtype %s not supported by the cuda backend",
                           tdm_dtype_name(logits->dtype));
     }
     return s;
+}
+
+tdm_status cuda_cross_entropy(const tdm_tensor *logits, const tdm_tensor *target,
+                              const tdm_tensor *weight, tdm_reduction red, double smoothing,
+                              int64_t ignore_index, tdm_tensor *loss) {
+    return cuda_cross_entropy_stats(logits, target, weight, red, smoothing, ignore_index, loss,
+                                    NULL);
 }
 
 // Per row: the mean's divisor (0 for an ignored row), validating every target.
@@ -398,9 +412,10 @@ __global__ void k_ce_divisors(ce_args a, const T *w, double *rowdiv, cuda_err_re
 // error docs/CONFORMANCE.md budgets); S: exactly 1 for class indices without weights ((1-eps) +
 // C eps/C), else summed over the row in A; the epilogue g (p S - tau) in f64, with tau in f64:
 // docs/CONFORMANCE.md allows 3 roundings there, and in f32 tau's own roundings would make 4 or 5.
+// stats (R, 2) or NULL: the forward's (m, s) per row, read instead of recomputed (one pass).
 template <bool WARP, typename T>
 __global__ void k_ce_bwd_rows(ce_args a, const T *gloss, const T *x, const T *q, const T *w,
-                              int red, const double *dsum, T *gx) {
+                              int red, const double *dsum, const acc_t<T> *stats, T *gx) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
@@ -429,7 +444,8 @@ __global__ void k_ce_bwd_rows(ce_args a, const T *gloss, const T *x, const T *q,
             S = (double)G::sum(acc, sh);
         }
         A m, s;
-        row_stats<WARP>(xr, C, 1, sh, &m, &s);
+        if (stats) m = stats[2 * r], s = stats[2 * r + 1];
+        else row_stats<WARP>(xr, C, 1, sh, &m, &s);
         for (int64_t c = G::rank(); c < C; c += G::size()) {
             const A p = k_exp(ld(xr[c]) - m) / s;
             gr[c] = st<T>(g * ((double)p * S - ce_tau(a, t, qr, w, c)));
@@ -440,8 +456,8 @@ __global__ void k_ce_bwd_rows(ce_args a, const T *gloss, const T *x, const T *q,
 template <typename T>
 static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
                            const tdm_tensor *target, const tdm_tensor *weight, tdm_reduction red,
-                           double smoothing, int64_t ignore, tdm_tensor *glogits,
-                           cuda_err_ref err) {
+                           double smoothing, int64_t ignore, const tdm_tensor *stats,
+                           tdm_tensor *glogits, cuda_err_ref err) {
     const ce_args a = ce_args_of(logits, target, smoothing, ignore);
     const bool warp = a.C <= 1024;
     const T *q = a.target ? NULL : cptr<T>(target), *w = weight ? cptr<T>(weight) : NULL;
@@ -450,41 +466,51 @@ static tdm_status ce_bwd_t(const tdm_tensor *gloss, const tdm_tensor *logits,
     tdm_tensor *div = cuda_scratch(logits, a.R + 1, TDM_DTYPE_F64);
     if (!div) return tdm_last_status();
     double *rd = (double *)tdm_data(div), *dsum = rd + a.R;
+    const acc_t<T> *sp = stats ? (const acc_t<T> *)tdm_data_c(stats) : NULL;
     TDM_LAUNCH(cuda_grid_blocks(a.R, 256), 256, 0, s, k_ce_divisors<T>)(a, w, rd, err);
     tdm_status st_ = CUDA_LAUNCH_CHECK();
     if (st_ == TDM_OK && red == TDM_REDUCTION_MEAN) st_ = ce_divisor_sum(logits, a.R, rd, dsum);
     if (st_ == TDM_OK) {
         if (warp)
             TDM_LAUNCH(row_blocks(a.R, true), ROW_THREADS, 0, s, k_ce_bwd_rows<true, T>)
-            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits));
+            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, sp, mptr<T>(glogits));
         else
             TDM_LAUNCH(row_blocks(a.R, false), ROW_THREADS, 0, s, k_ce_bwd_rows<false, T>)
-            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, mptr<T>(glogits));
+            (a, cptr<T>(gloss), cptr<T>(logits), q, w, (int)red, dsum, sp, mptr<T>(glogits));
         st_ = CUDA_LAUNCH_CHECK();
     }
     tdm_tensor_free(div);   // stream-ordered: reused only by later work on this stream
     return st_;
 }
 
-tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
-                                       const tdm_tensor *target, const tdm_tensor *weight,
-                                       tdm_reduction red, double smoothing, int64_t ignore_index,
-                                       tdm_tensor *glogits) {
+tdm_status cuda_cross_entropy_backward_stats(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                             const tdm_tensor *target, const tdm_tensor *weight,
+                                             tdm_reduction red, double smoothing,
+                                             int64_t ignore_index, const tdm_tensor *stats,
+                                             tdm_tensor *glogits) {
     if (glogits->numel == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(logits));
     cuda_err_ref err;
     TDM_TRY(cuda_err_ref_get(logits, CUDA_ERR_CROSS_ENTROPY_BACKWARD, logits->shape[1], &err));
     tdm_status s = TDM_OK;
     switch (logits->dtype) {
-    case TDM_DTYPE_F32: s = ce_bwd_t<float>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
-    case TDM_DTYPE_F16: s = ce_bwd_t<__half>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
-    case TDM_DTYPE_BF16: s = ce_bwd_t<bf16_t>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
-    case TDM_DTYPE_F64: s = ce_bwd_t<double>(gloss, logits, target, weight, red, smoothing, ignore_index, glogits, err); break;
+    case TDM_DTYPE_F32: s = ce_bwd_t<float>(gloss, logits, target, weight, red, smoothing, ignore_index, stats, glogits, err); break;
+    case TDM_DTYPE_F16: s = ce_bwd_t<__half>(gloss, logits, target, weight, red, smoothing, ignore_index, stats, glogits, err); break;
+    case TDM_DTYPE_BF16: s = ce_bwd_t<bf16_t>(gloss, logits, target, weight, red, smoothing, ignore_index, stats, glogits, err); break;
+    case TDM_DTYPE_F64: s = ce_bwd_t<double>(gloss, logits, target, weight, red, smoothing, ignore_index, stats, glogits, err); break;
     default:
         s = tdm_error_set(TDM_ERR_DTYPE, "cross_entropy_backward: dtype %s not supported by the "
                           "cuda backend", tdm_dtype_name(logits->dtype));
     }
     return s;
+}
+
+tdm_status cuda_cross_entropy_backward(const tdm_tensor *gloss, const tdm_tensor *logits,
+                                       const tdm_tensor *target, const tdm_tensor *weight,
+                                       tdm_reduction red, double smoothing, int64_t ignore_index,
+                                       tdm_tensor *glogits) {
+    return cuda_cross_entropy_backward_stats(gloss, logits, target, weight, red, smoothing,
+                                             ignore_index, NULL, glogits);
 }
 
 // ---- mse_loss ---------------------------------------------------------------------------------

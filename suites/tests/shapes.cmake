@@ -18,3 +18,6 @@ add_test(NAME matmul.forms COMMAND test_matmul)
 # autograd through the weighted form, refusals.
 tdm_test_executable(cross_entropy)
 add_test(NAME cross_entropy.forms COMMAND test_cross_entropy)
+# the fused classifier on cuda:0: autograd = explicit backward bit for bit, the slot reads its stats
+add_test(NAME cross_entropy.gpu_fused COMMAND test_cross_entropy gpu_fused)
+set_tests_properties(cross_entropy.gpu_fused PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)

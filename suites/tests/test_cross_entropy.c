@@ -5,12 +5,18 @@
  * (N,C,d) equals the rows (N*d, C) it is permuted to, bit for bit; autograd through the weighted
  * form equals its backward; refusals name what is wrong. Values against PyTorch: the golden cases
  * cross_entropy-*-{w,wsum,wlsign,wnone,prob,probls,probnone,spatial,spatialw,spatialprob,
- * unbatched,unbatchedprob}. */
+ * unbatched,unbatchedprob}.
+ * `test_cross_entropy gpu_fused` (label gpu, exit 77 without a device): the fused classifier on
+ * cuda:0 (the forward keeps each row's softmax statistics, the backward reads them instead of
+ * recomputing): autograd's gradient equals the explicit backward's bit for bit over the forms
+ * (weights, smoothing, ignore_index, probabilities, every reduction, a warp and a block per row,
+ * f32/f16/bf16), and the backward slot really reads the statistics (perturbed ones change it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "core/backend.h"
 #include "tensor_eq.h"
 #include "tandem/tandem.h"
 
@@ -123,7 +129,79 @@ static void test_refusals(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tdm_tensor_free(all[i]);
 }
 
-int main(void) {
+static const tdm_device CUDA0 = {TDM_DEVICE_CUDA, 0};
+
+// One form on cuda:0: autograd (fused: statistics kept) = the explicit backward (recomputed).
+static void fused_form(tdm_dtype dt, int64_t C, bool weighted, double smoothing, bool probs,
+                       tdm_reduction red) {
+    const int64_t R = 7;
+    tdm_tensor *x = tdm_tensor_randn(2, (int64_t[]){R, C}, dt, CUDA0, 11, (uint64_t)C);
+    tdm_tensor *w = weighted ? tdm_tensor_rand(1, (int64_t[]){C}, dt, CUDA0, 12, 0) : NULL;
+    int64_t idx[7] = {0, C - 1, 3, -100, 2, C / 2, 1};
+    tdm_tensor *t = probs ? tdm_tensor_rand(2, (int64_t[]){R, C}, dt, CUDA0, 13, 0)
+                          : tdm_tensor_from_host(1, (int64_t[]){R}, TDM_DTYPE_I64, CUDA0, idx);
+    tdm_tensor_set_requires_grad(x, true);
+    tdm_tensor *l = tdm_cross_entropy_weighted(x, t, w, red, smoothing, probs ? -100 : -100);
+    tdm_tensor *gy = red == TDM_REDUCTION_NONE
+                         ? tdm_tensor_randn(1, (int64_t[]){R}, dt, CUDA0, 14, 0)
+                         : tdm_tensor_randn(0, NULL, dt, CUDA0, 14, 0);
+    CHECK_MSG(l && tdm_backward(l, gy) == TDM_OK, "%s", tdm_last_error());
+    tdm_tensor_set_requires_grad(x, false);
+    tdm_tensor *g = NULL;
+    CHECK(tdm_cross_entropy_weighted_backward(gy, x, t, w, red, smoothing, -100, &g) == TDM_OK);
+    CHECK_MSG(tensors_same_bytes(tdm_tensor_grad(x), g), "%s C=%lld w=%d eps=%g probs=%d red=%d",
+              tdm_dtype_name(dt), (long long)C, weighted, smoothing, probs, (int)red);
+    tdm_tensor *all[] = {x, w, t, l, gy, g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tdm_tensor_free(all[i]);
+}
+
+// The slots themselves: the backward with the forward's statistics equals the plain backward
+// bit for bit, and with perturbed ones it differs (so it reads them).
+static void fused_slots(void) {
+    const struct tdm_backend_ops *be = tdm_backend_get(TDM_DEVICE_CUDA);
+    CHECK(be && be->cross_entropy_stats && be->cross_entropy_backward_stats);
+    if (!be || !be->cross_entropy_stats) return;
+    tdm_tensor *x = tdm_tensor_randn(2, (int64_t[]){5, 300}, TDM_DTYPE_F32, CUDA0, 21, 0);
+    int64_t idx[5] = {0, 299, 7, 150, 3};
+    tdm_tensor *t = tdm_tensor_from_host(1, (int64_t[]){5}, TDM_DTYPE_I64, CUDA0, idx);
+    tdm_tensor *loss = tdm_tensor_empty(0, NULL, TDM_DTYPE_F32, CUDA0);
+    tdm_tensor *stats = tdm_tensor_empty(2, (int64_t[]){5, 2}, TDM_DTYPE_F32, CUDA0);
+    tdm_tensor *one = tdm_tensor_from_host(0, NULL, TDM_DTYPE_F32, CUDA0, (float[]){1.0f});
+    tdm_tensor *g0 = tdm_tensor_empty(2, (int64_t[]){5, 300}, TDM_DTYPE_F32, CUDA0);
+    tdm_tensor *g1 = tdm_tensor_empty(2, (int64_t[]){5, 300}, TDM_DTYPE_F32, CUDA0);
+    CHECK(be->cross_entropy_stats(x, t, NULL, TDM_REDUCTION_MEAN, 0.0, -100, loss, stats) == TDM_OK);
+    CHECK(be->cross_entropy_backward(one, x, t, NULL, TDM_REDUCTION_MEAN, 0.0, -100, g0) == TDM_OK);
+    CHECK(be->cross_entropy_backward_stats(one, x, t, NULL, TDM_REDUCTION_MEAN, 0.0, -100, stats,
+                                           g1) == TDM_OK);
+    CHECK(tensors_same_bytes(g0, g1));
+    tdm_tensor *bumped = tdm_add_scalar(stats, 0.5);
+    CHECK(bumped && be->cross_entropy_backward_stats(one, x, t, NULL, TDM_REDUCTION_MEAN, 0.0,
+                                                     -100, bumped, g1) == TDM_OK);
+    CHECK_MSG(!tensors_same_bytes(g0, g1), "the backward ignored its statistics");
+    tdm_tensor *all[] = {x, t, loss, stats, one, g0, g1, bumped};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tdm_tensor_free(all[i]);
+}
+
+static int run_gpu_fused(void) {
+    if (!tdm_device_available(CUDA0)) {
+        printf("SKIP cross_entropy.gpu_fused: %s\n", tdm_last_error());
+        return 77;
+    }
+    const tdm_dtype dts[3] = {TDM_DTYPE_F32, TDM_DTYPE_BF16, TDM_DTYPE_F16};
+    for (int d = 0; d < 3; d++)
+        for (int64_t C = 67; C <= 2000; C += 1933) {   // a warp per row, then a block per row
+            fused_form(dts[d], C, false, 0.0, false, TDM_REDUCTION_MEAN);
+            fused_form(dts[d], C, true, 0.1, false, TDM_REDUCTION_MEAN);
+            fused_form(dts[d], C, false, 0.0, false, TDM_REDUCTION_SUM);
+            fused_form(dts[d], C, true, 0.0, false, TDM_REDUCTION_NONE);
+            fused_form(dts[d], C, false, 0.2, true, TDM_REDUCTION_MEAN);
+        }
+    fused_slots();
+    CHECK_DONE("cross_entropy.gpu_fused");
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "gpu_fused")) return run_gpu_fused();
     test_infinite_logits();
     test_spatial_rows(false);
     test_spatial_rows(true);
