@@ -429,10 +429,14 @@ static int tf_register(const bench_suite_config *cfg) {
             snprintf(info, sizeof info,
                      "a training step of nanoGPT's GPT %s in %s with attention mode %s (the amp "
                      "suite's step: forward, cross-entropy over (B*T,V), backward, SGD lr 0.01, "
-                     "loss.item()); tokens/s = B*T / step time; MFU = tokens/s * (6N + 12*L*D*T) "
-                     "/ the GPU model's dense %s peak (not for f32, the cpu or the emulated "
-                     "device); peak_bytes over the timed steps",
-                     g->spec, bench_prec_name(p), tdm_attn_mode_name(m), bench_prec_name(p));
+                     "loss.item()); tokens/s = B*T / step time; %s%s%s; peak_bytes over the "
+                     "timed steps",
+                     g->spec, bench_prec_name(p), tdm_attn_mode_name(m),
+                     p == BENCH_PREC_F32 ? "no MFU (f32 has no Tensor Core peak)"
+                                         : "MFU = tokens/s * (6N + 12*L*D*T) / the GPU model's "
+                                           "dense ",
+                     p == BENCH_PREC_F32 ? "" : bench_prec_name(p),
+                     p == BENCH_PREC_F32 ? "" : " peak (not on the cpu or the emulated device)");
             tdm_gb_set_info(b, info, "tokens/s");
         }
     }
