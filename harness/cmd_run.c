@@ -486,6 +486,19 @@ static bool id_in(char **ids, int n, const char *id) {
     return false;
 }
 
+// Whether --filter selects a benchmark id (name/param) that was not registered (a suite's
+// recorded skip): the same regular expression, searched in the id; "-REGEX" excludes. POSIX ERE
+// where Google Benchmark uses std::regex: the same for the filters the suites' names need.
+static bool filter_selects(const char *filter, const char *id) {
+    if (!filter || !*filter) return true;
+    bool neg = filter[0] == '-';
+    regex_t rx;
+    if (regcomp(&rx, neg ? filter + 1 : filter, REG_EXTENDED | REG_NOSUB) != 0) return true;
+    bool hit = regexec(&rx, id, 0, NULL, 0) == 0;
+    regfree(&rx);
+    return neg ? !hit : hit;
+}
+
 static void write_status(run_ctx *r) {
     cJSON *st = cJSON_CreateObject();
     cJSON_AddBoolToObject(st, "complete", r->complete);
@@ -1080,6 +1093,7 @@ int bench_run(int argc, char **argv) {
         } else {
             char err[512];
             suite_plan p = {.suite = s};
+            bench_suite_skips_clear();
             if (s->register_benchmarks(&cfg) != 0) {
                 fprintf(stderr, "bench run: suite %s: %s\n", s->name, tdm_last_error());
                 rc = 1;
@@ -1088,6 +1102,18 @@ int bench_run(int argc, char **argv) {
                 rc = strstr(err, "re:") || strstr(err, "regex") ? 2 : 1;
             }
             tdm_gb_clear();
+            // benchmarks the suite did not register here, with its reason (status.json "skipped")
+            for (int k = 0; !rc && k < bench_suite_skip_count(); k++) {
+                const char *id = bench_suite_skip_id(k), *why = bench_suite_skip_reason(k);
+                if (!filter_selects(a.filter, id)) continue;
+                fprintf(stderr, "bench run: skipping %s/%s: %s\n", s->name, id, why);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "suite", s->name);
+                cJSON_AddStringToObject(o, "benchmark", id);
+                cJSON_AddStringToObject(o, "reason", why);
+                cJSON_AddItemToArray(r.skipped, o);
+            }
+            bench_suite_skips_clear();
             if (rc) break;
             if (p.n > 0) {
                 r.plans[r.n_plans++] = p;
@@ -1215,7 +1241,9 @@ int bench_run(int argc, char **argv) {
         r.cur = plan;
         char gbout[4200], err[512];
         snprintf(gbout, sizeof gbout, "%s/.%s.gbench.json.tmp", dir, plan->suite->name);
-        if (plan->suite->register_benchmarks(&cfg) != 0) {
+        int reg = plan->suite->register_benchmarks(&cfg);
+        bench_suite_skips_clear();   // recorded when the run was planned
+        if (reg != 0) {
             fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, tdm_last_error());
             rc = 1;
             tdm_gb_clear();
@@ -1267,9 +1295,14 @@ int bench_run(int argc, char **argv) {
     write_status(&r);
     progress_clear(&r);
     int unfinished = r.total - r.n_finished - r.n_failed;
+    int skipped_benches = 0;   // entries naming a benchmark (a suite's recorded skips)
+    const cJSON *sk;
+    cJSON_ArrayForEach(sk, r.skipped) skipped_benches += cJSON_HasObjectItem(sk, "benchmark");
+    int skipped_suites = cJSON_GetArraySize(r.skipped) - skipped_benches;
     printf("results in %s: %d finished, %d failed, %d unfinished, %d suite%s skipped", dir,
-           r.n_finished, r.n_failed, unfinished, cJSON_GetArraySize(r.skipped),
-           cJSON_GetArraySize(r.skipped) == 1 ? "" : "s");
+           r.n_finished, r.n_failed, unfinished, skipped_suites, skipped_suites == 1 ? "" : "s");
+    if (skipped_benches)
+        printf(", %d benchmark%s skipped", skipped_benches, skipped_benches == 1 ? "" : "s");
     if (r.wl.n) printf(", %d file%s NOT WRITTEN", r.wl.n, r.wl.n == 1 ? "" : "s");
     printf("\n");
     if (r.wl.n) {
@@ -1391,6 +1424,7 @@ int bench_list(int argc, char **argv) {
             printf("  (no benchmarks on %s)\n", tdm_device_str(d, ds, sizeof ds));
             continue;
         }
+        bench_suite_skips_clear();
         if (v[i]->register_benchmarks(&cfg) != 0) {
             fprintf(stderr, "bench list: suite %s: %s\n", v[i]->name, tdm_last_error());
             rc = 1;
@@ -1412,6 +1446,9 @@ int bench_list(int argc, char **argv) {
             if (params.n) printf("  %-12s %-10s %s\n", "", "", params.s);
             free(params.s);
         }
+        for (int j = 0; !rc && j < bench_suite_skip_count(); j++)
+            printf("  (skipped %s: %s)\n", bench_suite_skip_id(j), bench_suite_skip_reason(j));
+        bench_suite_skips_clear();
         tdm_gb_names_free(names, k);
         tdm_gb_clear();
     }

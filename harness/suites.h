@@ -45,6 +45,17 @@ typedef struct {
     int (*register_benchmarks)(const bench_suite_config *cfg);
 } bench_suite;
 
+// A benchmark a suite chose not to register on this device, with the reason (a recorded skip,
+// never a silent one): `bench run` writes it to status.json's "skipped" as {"suite", "benchmark",
+// "reason"} (when --filter selects it) and `bench list` prints it. Called from
+// register_benchmarks; id is the instance name as it would have been ("attn_fwd_f16_d64_conformance/T:8192").
+void bench_suite_skip(const char *id, const char *reason);
+// The skips recorded since the last clear (id and reason of skip i < n; NULL past the end).
+int bench_suite_skip_count(void);
+const char *bench_suite_skip_id(int i);
+const char *bench_suite_skip_reason(int i);
+void bench_suite_skips_clear(void);
+
 int bench_suite_count(void);
 const bench_suite *bench_suite_at(int i);
 const bench_suite *bench_suite_find(const char *name);   // NULL when there is none
@@ -62,5 +73,6 @@ extern const bench_suite bench_suite_cpu_vs_gpu;
 extern const bench_suite bench_suite_scaling;
 extern const bench_suite bench_suite_graphs;     // suites/bench/graphs.c
 extern const bench_suite bench_suite_reductions; // suites/bench/reductions.c
+extern const bench_suite bench_suite_transformer; // suites/bench/transformer.c
 
 #endif

@@ -90,34 +90,6 @@ typedef struct {
 // The seed models' [0, AMP_MAX_MODELS) and the GPT's [AMP_MAX_MODELS].
 static train_ctx amp_train_ctx[AMP_MAX_MODELS + 1][BENCH_PREC_COUNT];
 
-// The GPT's counters besides tokens/s: FLOP/token and, where the expectations file has the GPU
-// model's dense peak for the precision, MFU = tokens/s x FLOP/token / peak (a rate: Google
-// Benchmark divides the per-iteration amount tokens x FLOP/token / peak by the iteration time).
-static void gpt_counters(tdm_gb_state *st, const char *spec, int64_t batch, bench_prec p,
-                         int64_t n_params, char *note, size_t note_len) {
-    tdm_gpt_config c;
-    note[0] = 0;
-    if (tdm_nn_gpt_spec(spec, &c) != TDM_OK) return;
-    double tokens = (double)(batch * c.block_size), fpt = bench_gpt_flop_per_token(&c);
-    // the formula's N against the model's own parameters (wpe left out): a check of the count
-    double n_formula = (fpt - 12.0 * c.n_layer * c.n_embd * c.block_size) / 6;
-    if (n_params && fabs((double)(n_params - c.block_size * c.n_embd) - n_formula) > 0.5) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "N = %.0f by the formula, %lld parameters without wpe",
-                 n_formula, (long long)(n_params - c.block_size * c.n_embd));
-        tdm_gb_skip_with_error(st, msg);
-    }
-    tdm_gb_counter(st, "FLOP/token", fpt, TDM_GB_PLAIN);
-    char model[128];
-    double peak = bench_gpt_peak_flops(amp_cfg.device, p, model, sizeof model);
-    if (peak > 0) {
-        tdm_gb_counter(st, "MFU", tokens * fpt / peak, TDM_GB_PER_ITERATION_RATE);
-        tdm_gb_counter(st, "peak_TFLOP_per_s", peak / 1e12, TDM_GB_PLAIN);
-        snprintf(note, note_len, "; MFU = tokens/s * FLOP/token / %s's dense %s peak", model,
-                 bench_prec_name(p));
-    }
-}
-
 static void bm_train(tdm_gb_state *st, void *arg) {
     const train_ctx *c = arg;
     int64_t batch = tdm_gb_arg(st, 0);
@@ -177,7 +149,8 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     tdm_gb_counter(st, "peak_bytes", (double)ms.peak_allocated, TDM_GB_PLAIN);
     tdm_gb_counter(st, "skipped_steps", (double)skipped, TDM_GB_PLAIN);
     char note[200] = "";
-    if (lm) gpt_counters(st, c->spec, batch, c->prec, n_params, note, sizeof note);
+    if (lm) bench_gpt_counters(st, c->spec, amp_cfg.device, batch, c->prec, n_params, note,
+                               sizeof note);
     char label[400];
     snprintf(label, sizeof label, "%s, %s, SGD lr 0.01; loss after %d steps vs f32%s", c->spec,
              bench_prec_name(c->prec), protocol_steps(), note);

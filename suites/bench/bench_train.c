@@ -287,3 +287,28 @@ double bench_gpt_peak_flops(tdm_device dev, bench_prec p, char *model, size_t mo
     cJSON_Delete(e);
     return peak;
 }
+
+void bench_gpt_counters(tdm_gb_state *st, const char *spec, tdm_device dev, int64_t batch,
+                        bench_prec p, int64_t n_params, char *note, size_t note_len) {
+    tdm_gpt_config c;
+    note[0] = 0;
+    if (tdm_nn_gpt_spec(spec, &c) != TDM_OK) return;
+    double tokens = (double)(batch * c.block_size), fpt = bench_gpt_flop_per_token(&c);
+    // the formula's N against the model's own parameters (wpe left out): a check of the count
+    double n_formula = (fpt - 12.0 * c.n_layer * c.n_embd * c.block_size) / 6;
+    if (n_params && fabs((double)(n_params - c.block_size * c.n_embd) - n_formula) > 0.5) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "N = %.0f by the formula, %lld parameters without wpe",
+                 n_formula, (long long)(n_params - c.block_size * c.n_embd));
+        tdm_gb_skip_with_error(st, msg);
+    }
+    tdm_gb_counter(st, "FLOP/token", fpt, TDM_GB_PLAIN);
+    char model[128];
+    double peak = bench_gpt_peak_flops(dev, p, model, sizeof model);
+    if (peak > 0) {
+        tdm_gb_counter(st, "MFU", tokens * fpt / peak, TDM_GB_PER_ITERATION_RATE);
+        tdm_gb_counter(st, "peak_TFLOP_per_s", peak / 1e12, TDM_GB_PLAIN);
+        snprintf(note, note_len, "; MFU = tokens/s * FLOP/token / %s's dense %s peak", model,
+                 bench_prec_name(p));
+    }
+}

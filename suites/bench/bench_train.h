@@ -103,6 +103,15 @@ double bench_gpt_flop_per_token(const tdm_gpt_config *c);
 // lacks or no file found. *model (optional) gets the file's model name ("" when 0).
 double bench_gpt_peak_flops(tdm_device dev, bench_prec p, char *model, size_t model_len);
 
+// The GPT's counters besides tokens/s (amp, transformer): FLOP/token and, where the expectations
+// file has dev's GPU model's dense peak for p, MFU = tokens/s x FLOP/token / peak (a rate: the
+// per-iteration amount batch x T x FLOP/token / peak over the iteration time) and
+// peak_TFLOP_per_s. Checks the formula's N against n_params (the model's parameters, wpe
+// included; 0 skips the check: the benchmark fails on a mismatch). *note gets "; MFU = ..." for
+// the label, or "".
+void bench_gpt_counters(tdm_gb_state *st, const char *spec, tdm_device dev, int64_t batch,
+                        bench_prec p, int64_t n_params, char *note, size_t note_len);
+
 // A gpt: spec's row length T (the tokens of one sample); 0 for any other spec.
 int64_t bench_tokens_per_sample(const char *spec);
 // A training benchmark's main rate: tokens/s (samples x tokens_per_sample per iteration) when

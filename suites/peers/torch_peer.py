@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_peer.py — the PyTorch peer: runs PyTorch versions of tandem's benchmark suites (ops,
-transfer, amp, cudnn, cpu-vs-gpu) and writes a results directory in tandem's format
+transfer, amp, cudnn, cpu-vs-gpu, transformer) and writes a results directory in tandem's format
 (docs/RESULTS_FORMAT.md), so `bench compare`, `bench plot` and `bench report` treat PyTorch as one
 more run. docs/PEERS.md says what is compared and how the comparison is kept fair.
 
@@ -113,6 +113,11 @@ torch = None   # imported in main(), after the arguments are checked
 
 class CheckFailed(Exception):
     """A benchmark's check of its own output failed: the benchmark fails, the run goes on."""
+
+
+class SkipBenchmark(Exception):
+    """A benchmark that cannot run with this PyTorch (torch.compile missing or failing): recorded
+    in status.json's skipped with the reason, not a failure; the run goes on."""
 
 
 # ---- timing -----------------------------------------------------------------------------------
@@ -982,6 +987,222 @@ def cudnn_setup(b, shape, ps, prec, layout, mode):
     b.counters_after = lambda: extra
 
 
+# ---- suite transformer (suites/bench/transformer.c) ----------------------------------------------
+
+TF_MODES = ["heuristic", "conformance", "deterministic"]
+TF_SCORES_BUDGET = 4 * 2**30   # bytes of (B,H,T,T) f32 scores an unfused call may take, as tandem's
+
+
+def tf_scores_budget():
+    try:
+        v = float(os.environ.get("TANDEM_BENCH_SCORES_BUDGET", ""))
+        return v if v > 0 else TF_SCORES_BUDGET
+    except ValueError:
+        return TF_SCORES_BUDGET
+
+
+class AttnMode:
+    """tandem's attention modes in PyTorch, entered for a benchmark's setup and timed calls and left
+    at its cleanup: heuristic = PyTorch's own choice of SDPA backend; conformance = the math backend
+    only (unfused, as tandem's); deterministic = torch.use_deterministic_algorithms(True,
+    warn_only=True) (warn_only: cuBLAS without CUBLAS_WORKSPACE_CONFIG would raise)."""
+
+    def __init__(self, mode):
+        self.mode, self.cm, self.prev_det = mode, None, None
+
+    def __enter__(self):
+        has_sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+        if self.mode == "conformance" and has_sdpa:   # (without SDPA: unfused already)
+            attn = getattr(getattr(torch, "nn"), "attention", None)
+            if attn is not None and hasattr(attn, "sdpa_kernel"):
+                self.cm = attn.sdpa_kernel(attn.SDPBackend.MATH)
+            elif hasattr(torch.backends, "cuda") and hasattr(torch.backends.cuda, "sdp_kernel"):
+                self.cm = torch.backends.cuda.sdp_kernel(enable_flash=False, enable_math=True,
+                                                         enable_mem_efficient=False)
+            if self.cm is not None:
+                self.cm.__enter__()
+        elif self.mode == "deterministic":
+            self.prev_det = torch.are_deterministic_algorithms_enabled()
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        return self
+
+    def __exit__(self, *exc):
+        if self.cm is not None:
+            self.cm.__exit__(None, None, None)
+            self.cm = None
+        if self.prev_det is not None:
+            torch.use_deterministic_algorithms(self.prev_det)
+            self.prev_det = None
+        return False
+
+
+def with_attn_mode(b, mode):
+    """b's setup, timed calls and check run in the attention mode (left at its cleanup)."""
+    inner = b.setup
+
+    def setup(bb):
+        ctx = AttnMode(mode).__enter__()
+        try:
+            inner(bb)
+        except BaseException:
+            ctx.__exit__()
+            raise
+        prev = bb.cleanup
+
+        def cleanup():
+            try:
+                if prev:
+                    prev()
+            finally:
+                ctx.__exit__()
+        bb.cleanup = cleanup
+    b.setup = setup
+    return b
+
+
+def sdpa_name():
+    return "F.scaled_dot_product_attention" if hasattr(
+        torch.nn.functional, "scaled_dot_product_attention") else \
+        "masked-softmax attention in f32 (no F.scaled_dot_product_attention in torch %s)" \
+        % torch.__version__
+
+
+def compiled_setup(b, tag, prec):
+    """The heuristic step with the model under torch.compile; SkipBenchmark where this PyTorch has
+    no torch.compile or compiling fails (the reason recorded)."""
+    if not hasattr(torch, "compile"):
+        raise SkipBenchmark("torch.compile unavailable in torch %s" % torch.__version__)
+    set_tf32(prec == "tf32")
+    t = GptTrainer(tag, GPT_BATCH, b.dev, prec)
+    try:
+        t.model = torch.compile(t.model)
+        t.step()   # compiles (forward and backward) here, untimed
+        t.loss()
+    except Exception as ex:   # noqa: BLE001 — any compiler failure: the reason, no crash
+        msg = str(ex).strip().splitlines()
+        raise SkipBenchmark("torch.compile failed: %s" % (msg[0] if msg else type(ex).__name__))
+    trainer_setup(b, t, True)
+
+
+def attn_ref(q, k, v):
+    """Causal attention as nanoGPT's fallback, in f32 (torch 1.13 on the CPU has no half matmul)."""
+    T = q.size(-2)
+    att = (q.float() @ k.float().transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    att = att.masked_fill(~mask, float("-inf"))
+    return (torch.softmax(att, dim=-1) @ v.float()).to(q.dtype)
+
+
+def attn_call(q, k, v):
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    return sdpa(q, k, v, is_causal=True) if sdpa is not None else attn_ref(q, k, v)
+
+
+def attn_setup(b, bwd, dt, B, H, T, d):
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[dt]
+    shape = (B, H, T, d)
+    q, k, v = (randn(shape, b.dev, dtype, seed_offset=21 + i) for i in range(3))
+    gy = randn(shape, b.dev, dtype, seed_offset=24) if bwd else None
+    res = {}
+    if bwd:
+        for t in (q, k, v):
+            t.requires_grad_(True)
+
+    def body():
+        if bwd:
+            q.grad = k.grad = v.grad = None
+            y = attn_call(q, k, v)
+            y.backward(gy)
+        else:
+            with torch.no_grad():
+                y = attn_call(q, k, v)
+        res["y"] = y
+    b.body = body
+
+    def verify():   # slice [0, 0] against float64: 2 (u |y| + (u + 2^-20) sum_j p_j |v_j|)
+        u = U["bf16" if dt == "bf16" else "fp16"]
+        with torch.no_grad():
+            qs, ks, vs = (t[0, 0].detach().double().cpu() for t in (q, k, v))
+            att = (qs @ ks.t()) / math.sqrt(d)
+            att = att.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            p = torch.softmax(att, dim=-1)
+            want = p @ vs
+            got = res["y"][0, 0].detach().double().cpu()
+            check_close(b.name + ": y[0,0]", got, want,
+                        2 * (u * want.abs() + (u + 2.0**-20) * (p @ vs.abs())) + 1e-30)
+            if bwd and not bool(torch.isfinite(q.grad).all()):
+                raise CheckFailed(b.name + ": the gradient of q is not finite")
+    b.verify = verify
+
+    def after():   # the call's peak memory above what was allocated before it (a GPU only)
+        if not is_cuda(b.dev):
+            return {}
+        res.pop("y", None)
+        if bwd:
+            q.grad = k.grad = v.grad = None
+        torch.cuda.synchronize(b.dev)
+        base = torch.cuda.memory_allocated(b.dev)
+        torch.cuda.reset_peak_memory_stats(b.dev)
+        body()
+        torch.cuda.synchronize(b.dev)
+        return {"call_peak_bytes": float(torch.cuda.max_memory_allocated(b.dev) - base)}
+    b.counters_after = after
+
+
+def transformer_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    cuda = is_cuda(dev)
+    skips = cfg.setdefault("bench_skips", [])
+    precs = ["f32", "tf32", "fp16", "bf16"] if cuda else ["f32", "bf16"]
+    tag = "gpt_tiny" if not cuda else "gpt_124m_t256" if quick else "gpt_124m"
+    for prec in precs:
+        for mode in TF_MODES:
+            if mode == "deterministic" and prec != "bf16":
+                continue
+            b = gpt_bench("train_%s_%s_%s" % (tag, prec, mode), tag, prec, dev, peak=True, mfu=True)
+            b.label += "; attention mode %s (%s)" % (mode, sdpa_name())
+            out.append(with_attn_mode(b, mode))
+    for prec in precs:   # torch.compile: PyTorch's, no tandem counterpart
+        name = "train_%s_%s_compiled" % (tag, prec)
+        if not hasattr(torch, "compile"):
+            skips.append({"id": "%s/batch:%d" % (name, GPT_BATCH),
+                          "reason": "torch.compile unavailable in torch %s" % torch.__version__})
+            continue
+        b = gpt_bench(name, tag, prec, dev, peak=True, mfu=True)
+        b.label += "; torch.compile, attention heuristic"
+        b.setup = lambda bb, p=prec: compiled_setup(bb, tag, p)
+        out.append(b)
+    big = cuda
+    Ts = ([512, 2048] if quick else [512, 1024, 2048, 4096, 8192]) if big else [16, 32]
+    ds = [64, 128] if big else [16]
+    budget = tf_scores_budget()
+    for bwd in (False, True):
+        for dt in ("bf16", "f16"):
+            for d in ds:
+                B, H = (4, 768 // d) if big else (2, 2)
+                for mode in ("heuristic", "conformance"):
+                    name = "attn_%s_%s_d%d_%s" % ("fwdbwd" if bwd else "fwd", dt, d, mode)
+                    for T in Ts:
+                        fwd = 4.0 * B * H * T * T * d / 2
+                        flop = 3.5 * fwd if bwd else fwd
+                        if mode == "conformance" and 4.0 * B * H * T * T > budget:
+                            skips.append({"id": "%s/T:%d" % (name, T), "reason":
+                                          "unfused attention (mode conformance): its (B,H,T,T) f32 "
+                                          "scores take %.3g GB, over the suite's budget of %.3g GB"
+                                          % (4.0 * B * H * T * T / 1e9, budget / 1e9)})
+                            continue
+                        b = Bench(name, [("T", T)],
+                                  lambda bb, bw=bwd, t_=dt, B_=B, H_=H, T_=T, d_=d: attn_setup(
+                                      bb, bw, t_, B_, H_, T_, d_),
+                                  {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
+                                  "causal %s %s, (B,H,T,d) = (%d,%d,%d,%d) %s, attention mode %s; "
+                                  "FLOP = 4*B*H*T^2*d/2%s" % (
+                                      sdpa_name(), "forward + backward" if bwd else "forward",
+                                      B, H, T, d, dt, mode, " x 3.5" if bwd else ""), dev)
+                        out.append(with_attn_mode(b, mode))
+    return out
+
+
 # ---- the suites ---------------------------------------------------------------------------------
 
 SUITES = {   # name -> (devices, register)
@@ -990,6 +1211,7 @@ SUITES = {   # name -> (devices, register)
     "amp": ({"cpu", "cuda"}, amp_register),
     "cpu-vs-gpu": ({"cpu", "cuda"}, cpu_vs_gpu_register),
     "cudnn": ({"cuda"}, cudnn_register),
+    "transformer": ({"cpu", "cuda"}, transformer_register),
 }
 
 
@@ -1128,15 +1350,16 @@ class Results:
     def __init__(self, out, device_name, plans, skipped):
         self.dir, self.device_name = out, device_name
         self.plans = plans         # [(suite, [Bench])]
-        self.skipped = skipped     # [{"suite", "reason"}]
+        self.skipped = skipped     # [{"suite", "reason"}, {"suite", "benchmark", "reason"}]
         self.finished, self.failed, self.running, self.complete = [], [], None, False
+        self.skipped_ids = set()   # benchmarks that raised SkipBenchmark
         self.entries = {}          # suite -> Google Benchmark JSON entries
         self.series = {}           # suite -> [(Bench, metric, unit, [values])]
         self.context = {}
         self.clock_check = {"checked": False, "reason": "the PyTorch peer does not read clocks"}
 
     def status(self):
-        done = set(self.finished) | {f["name"] for f in self.failed}
+        done = set(self.finished) | {f["name"] for f in self.failed} | self.skipped_ids
         unfinished = [b.bench_id(s) for s, bl in self.plans for b in bl if b.bench_id(s) not in done]
         st = {"complete": self.complete, "running": self.running, "finished": self.finished,
               "unfinished": unfinished, "failed": self.failed, "skipped": self.skipped,
@@ -1309,10 +1532,14 @@ def cudnn_run_modes(a, dev, benches, want):
 
 
 def matches(flt, b):
+    return matches_id(flt, "%s/%s" % (b.name, b.param) if b.args else b.name)
+
+
+def matches_id(flt, bid):
     if not flt:
         return True
     neg = flt.startswith("-")
-    hit = re.search(flt[1:] if neg else flt, "%s/%s" % (b.name, b.param) if b.args else b.name)
+    hit = re.search(flt[1:] if neg else flt, bid)
     return not hit if neg else bool(hit)
 
 
@@ -1404,7 +1631,12 @@ def main(argv):
         elif kind not in SUITES[s][0]:
             reason = "runs on %s, not on %s" % (", ".join(sorted(SUITES[s][0])), a.device)
         else:
+            cfg["bench_skips"] = []
             benches = [b for b in SUITES[s][1](cfg) if matches(a.filter, b)]
+            for k in cfg.pop("bench_skips"):   # benchmarks not registered, with the reason
+                if matches_id(a.filter, k["id"]):
+                    sys.stderr.write("torch_peer: skipping %s/%s: %s\n" % (s, k["id"], k["reason"]))
+                    skipped.append({"suite": s, "benchmark": k["id"], "reason": k["reason"]})
             if benches:
                 plans.append((s, benches))
                 continue
@@ -1493,6 +1725,16 @@ def main(argv):
                         err = None
                     except KeyboardInterrupt:
                         raise
+                    except SkipBenchmark as ex:   # recorded with its reason, not a failure
+                        bid = b.bench_id(s)
+                        res.skipped.append({"suite": s, "benchmark": "%s/%s" % (b.name, b.param),
+                                            "reason": str(ex)})
+                        res.skipped_ids.add(bid)
+                        res.running = None
+                        res.status()
+                        done += 1
+                        print("[%d/%d] %-36s SKIPPED: %s" % (done, total, bid, ex), flush=True)
+                        continue
                     except Exception as ex:   # noqa: BLE001 — the benchmark fails, the run goes on
                         samples, after = None, None
                         msg = str(ex).strip().splitlines()
@@ -1532,10 +1774,14 @@ def main(argv):
     res.running = None
     res.complete = not g_stop[0]
     res.status()
-    unfinished = total - len(res.finished) - len(res.failed)
-    print("results in %s: %d finished, %d failed, %d unfinished, %d suite%s skipped" % (
-        a.out, len(res.finished), len(res.failed), unfinished, len(skipped),
-        "" if len(skipped) == 1 else "s"), flush=True)
+    unfinished = total - len(res.finished) - len(res.failed) - len(res.skipped_ids)
+    n_bench = sum(1 for k in res.skipped if "benchmark" in k)
+    n_suite = len(res.skipped) - n_bench
+    print("results in %s: %d finished, %d failed, %d unfinished, %d suite%s skipped%s" % (
+        a.out, len(res.finished), len(res.failed), unfinished, n_suite,
+        "" if n_suite == 1 else "s",
+        ", %d benchmark%s skipped" % (n_bench, "" if n_bench == 1 else "s") if n_bench else ""),
+        flush=True)
     for f in res.failed:
         print("FAILED %s: %s" % (f["name"], f["error"]), flush=True)
     if g_stop[0]:

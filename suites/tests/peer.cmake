@@ -39,3 +39,10 @@ set_tests_properties(peer.cpu_suites_ids_match PROPERTIES TIMEOUT 300)
 add_test(NAME peer.negative_filter COMMAND sh -c
   "d=${TEST_TMP}/peer/negfilter; rm -rf $d && $<TARGET_FILE:bench> run --device cpu --quick --suite ops --filter -matmul --peer torch --python ${PEER_PYTHON} --repetitions 1 --min-time 0.01 --out $d >$d.log 2>&1 || { cat $d.log; exit 1; }; if grep -q matmul $d/ops.csv $d/peer-torch/ops.csv; then echo 'an excluded benchmark ran'; exit 1; fi; grep -c . $d/peer-torch/ops.csv")
 set_tests_properties(peer.negative_filter PROPERTIES TIMEOUT 300)
+# The transformer suite's ids in tandem and the peer, quick, on the cpu: every tandem benchmark has
+# its PyTorch counterpart (the report counts none missing and has a ratio row for each), and the
+# peer records its torch.compile rows as skipped with the reason where its torch has no compile
+# (Debian's 1.13), never failed.
+add_test(NAME peer.transformer_ids_match COMMAND sh -c
+  "d=${TEST_TMP}/peer/transformer; rm -rf $d && mkdir -p ${TEST_TMP}/peer && $<TARGET_FILE:bench> run --device cpu --quick --suite transformer --peer torch --python ${PEER_PYTHON} --repetitions 1 --min-time 0.01 --out $d >$d.log 2>&1 || { cat $d.log; echo 'bench run --peer torch failed'; exit 1; }; $<TARGET_FILE:bench> report $d >/dev/null || exit 1; if grep '[1-9][0-9]* of tandem.s benchmarks have no PyTorch result' $d/report.md; then exit 1; fi; n=$(grep -c 'transformer/.*tandem .*x \\(slower\\|faster\\)' $d/report.md); echo \"$n ratio rows\"; [ $n -ge 21 ] || exit 1; ${PEER_PYTHON} -c 'import torch, sys; sys.exit(0 if hasattr(torch, \"compile\") else 1)' && exit 0; grep -q 'torch.compile unavailable' $d/peer-torch/status.json")
+set_tests_properties(peer.transformer_ids_match PROPERTIES TIMEOUT 300)
