@@ -238,6 +238,12 @@ struct tdm_backend_ops {
                                       const tdm_tensor *w, const tdm_tensor *mean,
                                       const tdm_tensor *rstd, tdm_tensor *gx, tdm_tensor *gw,
                                       tdm_tensor *gb);
+    // optional: a residual add and the layer_norm of its sum in one pass (a transformer block's
+    // x + attn(.) then ln_2): sum = x + res (res of any floating dtype, the sum in x's), then
+    // layer_norm(sum) as the slot above, the same values and roundings as the two ops.
+    tdm_status (*add_layer_norm)(const tdm_tensor *x, const tdm_tensor *res, const tdm_tensor *w,
+                                 const tdm_tensor *b, double eps, tdm_tensor *sum, tdm_tensor *y,
+                                 tdm_tensor *mean, tdm_tensor *rstd);
     tdm_status (*batch_norm)(const tdm_tensor *x, tdm_tensor *running_mean,
                              tdm_tensor *running_var, const tdm_tensor *w, const tdm_tensor *b,
                              bool training, double momentum, double eps, tdm_tensor *y,

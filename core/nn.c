@@ -732,20 +732,22 @@ static tdm_tensor *gpt_forward(tdm_module *m, const tdm_tensor *idx, bool recomp
     return x;   // (B,T,V)
 }
 
-// x (B,T,C) -> x + attn(ln_1(x)), then + mlp(ln_2(.)).
+// x (B,T,C) -> h = x + attn(ln_1(x)), then h + mlp(ln_2(h)); the first residual add and ln_2
+// are one op (tdm_add_layer_norm: one pass where the backend fuses them, the same values).
 static tdm_tensor *block_forward(tdm_module *m, const tdm_tensor *x, bool recompute) {
     tdm_module **c = m->children;
-    tdm_tensor *h = tdm_tensor_retain((tdm_tensor *)x);
-    for (int i = BLK_LN_1; h && i <= BLK_LN_2; i += 2) {   // ln_1 + attn, then ln_2 + mlp
-        tdm_tensor *a = module_forward(c[i], h, recompute);
-        tdm_tensor *b = a ? module_forward(c[i + 1], a, recompute) : NULL;
-        tdm_tensor *next = b ? tdm_add(h, b, 1.0) : NULL;
-        tdm_tensor_free(a);
-        tdm_tensor_free(b);
-        tdm_tensor_free(h);
-        h = next;
-    }
-    return h;
+    const tdm_module *ln2 = c[BLK_LN_2];
+    tdm_tensor *a = module_forward(c[BLK_LN_1], x, recompute);
+    tdm_tensor *b = a ? module_forward(c[BLK_ATTN], a, recompute) : NULL;
+    tdm_tensor *h = NULL;
+    tdm_tensor *n = b ? tdm_add_layer_norm(x, b, ln2->norm_ndim, ln2->own[OWN_WEIGHT],
+                                           ln2->own[OWN_BIAS], ln2->eps, &h)
+                      : NULL;
+    tdm_tensor *f = n ? module_forward(c[BLK_MLP], n, recompute) : NULL;
+    tdm_tensor *out = f ? tdm_add(h, f, 1.0) : NULL;
+    tdm_tensor *all[5] = {a, b, h, n, f};
+    for (int i = 0; i < 5; i++) tdm_tensor_free(all[i]);
+    return out;
 }
 
 // x (B,T,C) -> c_attn -> q, k, v (B,nh,T,hs) -> causal SDPA -> (B,T,C) -> c_proj -> dropout.

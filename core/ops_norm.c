@@ -6,6 +6,7 @@
  * autograd last (core/autograd_impl.h); its body runs with grad mode off. */
 #include "core/autograd_impl.h"
 #include "core/profile_impl.h"
+#include "tandem/amp.h"
 
 // ---- shared helpers ----------------------------------------------------------------------
 
@@ -106,9 +107,12 @@ static tdm_status layer_norm_check(const char *op, const tdm_tensor *x, int norm
     return TDM_OK;
 }
 
-static tdm_tensor *layer_norm_forward(const tdm_tensor *x, int normalized_ndim,
-                                      const tdm_tensor *weight, const tdm_tensor *bias, double eps,
-                                      tdm_tensor **mean_out, tdm_tensor **rstd_out) {
+// res NULL: layer_norm(x). Otherwise (the backend's add_layer_norm; res x's shape) *sum_out
+// gets x + res, and the result is layer_norm of it.
+static tdm_tensor *layer_norm_forward(const tdm_tensor *x, const tdm_tensor *res,
+                                      int normalized_ndim, const tdm_tensor *weight,
+                                      const tdm_tensor *bias, double eps, tdm_tensor **mean_out,
+                                      tdm_tensor **rstd_out, tdm_tensor **sum_out) {
     const char *op = "layer_norm";
     if (mean_out) *mean_out = NULL;
     if (rstd_out) *rstd_out = NULL;
@@ -124,8 +128,10 @@ static tdm_tensor *layer_norm_forward(const tdm_tensor *x, int normalized_ndim,
     tdm_tensor *y = tdm_tensor_empty(x->ndim, x->shape, x->dtype, x->device);
     tdm_tensor *mean = mean_out ? tdm_tensor_empty(lead, x->shape, sd, x->device) : NULL;
     tdm_tensor *rstd = rstd_out ? tdm_tensor_empty(lead, x->shape, sd, x->device) : NULL;
-    bool ok = y && (!mean_out || mean) && (!rstd_out || rstd);
+    tdm_tensor *sum = res ? tdm_tensor_empty(x->ndim, x->shape, x->dtype, x->device) : NULL;
+    bool ok = y && (!mean_out || mean) && (!rstd_out || rstd) && (!res || sum);
     tdm_tensor *x2 = NULL, *y2 = NULL, *w1 = NULL, *b1 = NULL, *m1 = NULL, *r1 = NULL;
+    tdm_tensor *res2 = NULL, *sum2 = NULL;
     if (ok) {
         x2 = view2(x, rows, cols, &ok);
         y2 = view2(y, rows, cols, &ok);
@@ -133,8 +139,14 @@ static tdm_tensor *layer_norm_forward(const tdm_tensor *x, int normalized_ndim,
         b1 = view1(bias, cols, &ok);
         m1 = view1(mean, rows, &ok);
         r1 = view1(rstd, rows, &ok);
+        res2 = view2(res, rows, cols, &ok);
+        sum2 = view2(sum, rows, cols, &ok);
     }
-    if (ok) ok = be->layer_norm(x2, w1, b1, eps, y2, m1, r1) == TDM_OK;
+    if (ok)
+        ok = (res ? be->add_layer_norm(x2, res2, w1, b1, eps, sum2, y2, m1, r1)
+                  : be->layer_norm(x2, w1, b1, eps, y2, m1, r1)) == TDM_OK;
+    tdm_tensor_free(res2);
+    tdm_tensor_free(sum2);
     tdm_tensor_free(x2);
     tdm_tensor_free(y2);
     tdm_tensor_free(w1);
@@ -145,10 +157,12 @@ static tdm_tensor *layer_norm_forward(const tdm_tensor *x, int normalized_ndim,
         tdm_tensor_free(y);
         tdm_tensor_free(mean);
         tdm_tensor_free(rstd);
+        tdm_tensor_free(sum);
         return NULL;
     }
     if (mean_out) *mean_out = mean;
     if (rstd_out) *rstd_out = rstd;
+    if (sum_out) *sum_out = sum;
     return y;
 }
 
@@ -177,13 +191,72 @@ tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_t
     bool rec = tdm_autograd_needed(3, ac.in);
     tdm_tensor *mean = NULL, *rstd = NULL;
     bool grad = tdm_grad_set_enabled(false);
-    tdm_tensor *y = layer_norm_forward(ac.in[0], normalized_ndim, ac.in[1], ac.in[2], eps,
+    tdm_tensor *y = layer_norm_forward(ac.in[0], NULL, normalized_ndim, ac.in[1], ac.in[2], eps,
                                        mean_out || rec ? &mean : NULL,
-                                       rstd_out || rec ? &rstd : NULL);
+                                       rstd_out || rec ? &rstd : NULL, NULL);
     tdm_grad_set_enabled(grad);
     if (rec)
         y = tdm_record_layer_norm(y, ac.in[0], normalized_ndim, ac.in[1], ac.in[2], mean, rstd);
     give_stats(y, mean, mean_out, rstd, rstd_out);
+    tdm_autocast_args_free(&ac);
+    return y;
+}
+
+// Can x + res and its layer_norm run as one backend call, with exactly the values of tdm_add
+// then tdm_layer_norm? x and res as add sees them (after autocast's promotion): the backend has
+// the slot, one device, one floating dtype, equal shapes; and autocast would not cast the sum,
+// the weight or the bias for layer_norm (off, or they are f32 or f64 already).
+static bool add_layer_norm_fuses(const tdm_tensor *x, const tdm_tensor *res,
+                                 const tdm_tensor *weight, const tdm_tensor *bias) {
+    if (!x || !res || x->device.type != res->device.type || x->device.index != res->device.index ||
+        !tdm_dtype_is_float(x->dtype) || x->dtype != res->dtype || x->ndim != res->ndim ||
+        !tdm_backend_of(x)->add_layer_norm)
+        return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != res->shape[d]) return false;
+    if (!tdm_autocast_get().enabled) return true;
+    const tdm_tensor *ts[3] = {x, weight, bias};
+    for (int i = 0; i < 3; i++)
+        if (ts[i] && ts[i]->dtype != TDM_DTYPE_F32 && ts[i]->dtype != TDM_DTYPE_F64) return false;
+    return true;
+}
+
+tdm_tensor *tdm_add_layer_norm(const tdm_tensor *x, const tdm_tensor *res, int normalized_ndim,
+                               const tdm_tensor *weight, const tdm_tensor *bias, double eps,
+                               tdm_tensor **sum_out) {
+    TDM_PROFILE_OP("add_layer_norm", x, res, weight, bias);
+    if (sum_out) *sum_out = NULL;
+    if (!sum_out) {
+        tdm_error_set(TDM_ERR_ARG, "add_layer_norm: sum_out is NULL (the sum is a result)");
+        return NULL;
+    }
+    tdm_autocast_args ac;   // add's policy first, as tdm_add applies it (a recorded cast)
+    if (tdm_autocast_apply("add", TDM_AUTOCAST_PROMOTE, 2, (const tdm_tensor *[]){x, res}, &ac) !=
+        TDM_OK)
+        return NULL;
+    x = ac.in[0], res = ac.in[1];
+    tdm_tensor *y = NULL, *sum = NULL;
+    if (!add_layer_norm_fuses(x, res, weight, bias)) {   // the two ops
+        sum = tdm_add(x, res, 1.0);
+        y = sum ? tdm_layer_norm(sum, normalized_ndim, weight, bias, eps, NULL, NULL) : NULL;
+    } else {
+        tdm_tensor *mean = NULL, *rstd = NULL;
+        bool grad = tdm_grad_set_enabled(false);
+        y = layer_norm_forward(x, res, normalized_ndim, weight, bias, eps, &mean, &rstd, &sum);
+        tdm_grad_set_enabled(grad);
+        // recorded as what it computes: sum = add(x, res), y = layer_norm(sum)
+        if (y) sum = tdm_record_add(sum, x, res, 1.0);
+        if (y && !sum) {
+            tdm_tensor_free(y);
+            y = NULL;
+        }
+        if (y && tdm_autograd_needed(3, (const tdm_tensor *[]){sum, weight, bias}))
+            y = tdm_record_layer_norm(y, sum, normalized_ndim, weight, bias, mean, rstd);
+        tdm_tensor_free(mean);
+        tdm_tensor_free(rstd);
+    }
+    if (!y) tdm_tensor_free(sum);
+    else *sum_out = sum;
     tdm_autocast_args_free(&ac);
     return y;
 }

@@ -565,6 +565,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .sdpa_fused_backward = cuda_sdpa_fused_backward,
     .layer_norm = cuda_layer_norm,
     .layer_norm_backward = cuda_layer_norm_backward,
+    .add_layer_norm = cuda_add_layer_norm,
     .batch_norm = cuda_batch_norm,
     .batch_norm_backward = cuda_batch_norm_backward,
     .embedding = cuda_embedding,

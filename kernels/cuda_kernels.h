@@ -139,6 +139,9 @@ tdm_status cuda_sdpa_backward(const tdm_tensor *gy, const tdm_tensor *q, const t
                               const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,
                               tdm_tensor *gv, tdm_tensor *gmask);
 // k_norm.cu
+tdm_status cuda_add_layer_norm(const tdm_tensor *x, const tdm_tensor *res, const tdm_tensor *w,
+                               const tdm_tensor *b, double eps, tdm_tensor *sum, tdm_tensor *y,
+                               tdm_tensor *mean, tdm_tensor *rstd);
 tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
                            double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd);
 tdm_status cuda_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x,

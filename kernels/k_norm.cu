@@ -23,15 +23,26 @@ static tdm_dtype acc_dtype(tdm_dtype x) { return x == TDM_DTYPE_F64 ? TDM_DTYPE_
 // x (R,K), w (K)?, b (K)?, y (R,K), mean (R)?, rstd (R)?
 // mean = sum x / K, var = sum (x - mean)^2 / K, rstd = 1 / sqrt(var + eps),
 // y = (x - mean) * rstd * w + b.
+// With a residual res (R,K, any floating dtype; the add_layer_norm slot): sum = x + res is
+// rounded to T and written first, and the row is normalized from it; each thread reads back only
+// the elements it wrote (every pass has the same stride), so the values and roundings are those
+// of an add followed by layer_norm, in one pass less over memory and one launch less.
 
 template <bool WARP, typename T>
-__global__ void k_layer_norm(int64_t R, int64_t K, const T *x, any_cptr w, any_cptr b,
-                             acc_t<T> eps, T *y, any_ptr mean, any_ptr rstd) {
+__global__ void k_layer_norm(int64_t R, int64_t K, const T *x, any_cptr res, T *sum_out,
+                             any_cptr w, any_cptr b, acc_t<T> eps, T *y, any_ptr mean,
+                             any_ptr rstd) {
     typedef acc_t<T> A;
     typedef grp<WARP> G;
     __shared__ A sh[32];
     for (int64_t r = G::first(); r < R; r += G::step()) {
         const T *xr = x + r * K;
+        if (res.p) {
+            T *sr = sum_out + r * K;
+            for (int64_t k = G::rank(); k < K; k += G::size())
+                sr[k] = st<T>(ld(xr[k]) + any_ld(res, r * K + k, (A)0));
+            xr = sr;
+        }
         A sum = 0;
         for (int64_t k = G::rank(); k < K; k += G::size()) sum += ld(xr[k]);
         const A mu = G::sum(sum, sh) / (A)K;
@@ -50,24 +61,31 @@ __global__ void k_layer_norm(int64_t R, int64_t K, const T *x, any_cptr w, any_c
     }
 }
 
-tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
-                           double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd) {
+tdm_status cuda_add_layer_norm(const tdm_tensor *x, const tdm_tensor *res, const tdm_tensor *w,
+                               const tdm_tensor *b, double eps, tdm_tensor *sum, tdm_tensor *y,
+                               tdm_tensor *mean, tdm_tensor *rstd) {
     const int64_t R = x->shape[0], K = x->shape[1];
     if (R == 0) return TDM_OK;
     TDM_TRY(cuda_use_device(x));
     const bool warp = K <= 1024;
     const cudaStream_t s = cuda_stream_current();
     TDM_DISPATCH_FLOAT(x->dtype, "layer_norm", T, {
+        T *so = sum ? mptr<T>(sum) : NULL;
         if (warp)
             TDM_LAUNCH(norm_blocks(R, true), NORM_THREADS, 0, s, k_layer_norm<true, T>)
-            (R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
-             any_m(rstd));
+            (R, K, cptr<T>(x), any_c(res), so, any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y),
+             any_m(mean), any_m(rstd));
         else
             TDM_LAUNCH(norm_blocks(R, false), NORM_THREADS, 0, s, k_layer_norm<false, T>)
-            (R, K, cptr<T>(x), any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y), any_m(mean),
-             any_m(rstd));
+            (R, K, cptr<T>(x), any_c(res), so, any_c(w), any_c(b), (acc_t<T>)eps, mptr<T>(y),
+             any_m(mean), any_m(rstd));
     });
     return CUDA_LAUNCH_CHECK();
+}
+
+tdm_status cuda_layer_norm(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                           double eps, tdm_tensor *y, tdm_tensor *mean, tdm_tensor *rstd) {
+    return cuda_add_layer_norm(x, NULL, w, b, eps, NULL, y, mean, rstd);
 }
 
 // gy, x (R,K), w (K)?, mean, rstd (R); gx (R,K):

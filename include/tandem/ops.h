@@ -235,6 +235,14 @@ tdm_status tdm_scaled_dot_product_attention_backward(
 tdm_tensor *tdm_layer_norm(const tdm_tensor *x, int normalized_ndim, const tdm_tensor *weight,
                            const tdm_tensor *bias, double eps, tdm_tensor **mean_out,
                            tdm_tensor **rstd_out);
+// A transformer block's residual add and the next layer_norm: *sum_out = x + res, and the
+// result is layer_norm(*sum_out) (mean/rstd not returned). Recorded as the add and the layer_norm
+// it is, with their values; one pass on a backend that fuses them (the CUDA backend's
+// add_layer_norm: x's dtype at least res's, equal shapes, and under autocast f32 x, weight, bias),
+// the two ops otherwise.
+tdm_tensor *tdm_add_layer_norm(const tdm_tensor *x, const tdm_tensor *res, int normalized_ndim,
+                               const tdm_tensor *weight, const tdm_tensor *bias, double eps,
+                               tdm_tensor **sum_out);
 tdm_status tdm_layer_norm_backward(const tdm_tensor *gy, const tdm_tensor *x, int normalized_ndim,
                                    const tdm_tensor *weight, const tdm_tensor *mean,
                                    const tdm_tensor *rstd, tdm_tensor **gx, tdm_tensor **gweight,

@@ -29,3 +29,10 @@ string(JOIN " " SDPA_CASES_SH ${SDPA_CASES})
 add_test(NAME gpu.golden.cuda0.attn_conformance
          COMMAND sh -c "out=$($<TARGET_FILE:bench> replay --device cuda:0 --quiet ${CASES_DIR}/relu-f32-odd.safetensors 2>&1); case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $out\"; exit 77;; esac; exec env TANDEM_ATTN=conformance $<TARGET_FILE:bench> replay --device cuda:0 --quiet ${SDPA_CASES_SH}")
 set_tests_properties(gpu.golden.cuda0.attn_conformance PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# The residual add fused with the next layer_norm (tdm_add_layer_norm, a GPT block's): exactly
+# add then layer_norm, values and gradients; on cuda:0 (label gpu) in one launch.
+tdm_test_executable(add_layer_norm)
+add_test(NAME add_layer_norm.cpu COMMAND test_add_layer_norm cpu)
+add_test(NAME add_layer_norm.gpu COMMAND test_add_layer_norm gpu)
+set_tests_properties(add_layer_norm.gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
