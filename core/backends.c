@@ -16,6 +16,7 @@ static atomic_bool tf32_matmul = false;   // PyTorch >= 1.12: matmul TF32 off by
 static atomic_bool tf32_conv = true;      // cuDNN TF32 on by default
 static atomic_int conv_mode = TDM_CONV_ALGO_HEURISTIC;
 static atomic_int attn_mode = TDM_ATTN_HEURISTIC;
+static atomic_bool fusions = true;
 
 // The environment's defaults (backends.h), read once before the first get or set.
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
@@ -27,6 +28,7 @@ static void env_bool(const char *name, atomic_bool *flag) {
 static void env_read(void) {
     env_bool("TANDEM_TF32_MATMUL", &tf32_matmul);
     env_bool("TANDEM_TF32_CONV", &tf32_conv);
+    env_bool("TANDEM_FUSIONS", &fusions);
     const char *a = getenv("TANDEM_ATTN");
     if (a) {
         int m = TDM_ATTN_HEURISTIC;
@@ -77,6 +79,16 @@ const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode) {
     case TDM_CONV_ALGO_DIRECT: return "direct";
     }
     return "unknown";
+}
+
+void tdm_fusions_set(bool on) {
+    pthread_once(&env_once, env_read);
+    atomic_store(&fusions, on);
+}
+
+bool tdm_fusions_enabled(void) {
+    pthread_once(&env_once, env_read);
+    return atomic_load(&fusions);
 }
 
 void tdm_attn_mode_set(tdm_attn_mode mode) {

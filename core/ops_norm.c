@@ -7,6 +7,7 @@
 #include "core/autograd_impl.h"
 #include "core/profile_impl.h"
 #include "tandem/amp.h"
+#include "tandem/backends.h"
 
 // ---- shared helpers ----------------------------------------------------------------------
 
@@ -210,7 +211,7 @@ static bool add_layer_norm_fuses(const tdm_tensor *x, const tdm_tensor *res,
                                  const tdm_tensor *weight, const tdm_tensor *bias) {
     if (!x || !res || x->device.type != res->device.type || x->device.index != res->device.index ||
         !tdm_dtype_is_float(x->dtype) || x->dtype != res->dtype || x->ndim != res->ndim ||
-        !tdm_backend_of(x)->add_layer_norm)
+        !tdm_backend_of(x)->add_layer_norm || !tdm_fusions_enabled())
         return false;
     for (int d = 0; d < x->ndim; d++)
         if (x->shape[d] != res->shape[d]) return false;

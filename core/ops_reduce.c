@@ -13,6 +13,7 @@
 
 #include "core/autograd_impl.h"
 #include "core/profile_impl.h"
+#include "tandem/backends.h"
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -453,7 +454,8 @@ tdm_tensor *tdm_cross_entropy_weighted(const tdm_tensor *logits, const tdm_tenso
         return NULL;
     // the fused classifier where a gradient will flow: the backward reads the row statistics
     tdm_tensor *stats = NULL;
-    const bool record = tdm_autograd_needed(3, (const tdm_tensor *[]){ac.in[0], ac.in[1], ac.in[2]});
+    const bool record = tdm_fusions_enabled() &&
+                        tdm_autograd_needed(3, (const tdm_tensor *[]){ac.in[0], ac.in[1], ac.in[2]});
     bool grad = tdm_grad_set_enabled(false);
     tdm_tensor *y = cross_entropy_forward(ac.in[0], ac.in[1], ac.in[2], reduction,
                                           label_smoothing, ignore_index, record ? &stats : NULL);

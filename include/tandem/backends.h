@@ -6,7 +6,7 @@
  *   backend reads them at each call. The environment sets their initial values (read once, before
  *   the first get or set; other values are ignored with a warning on stderr):
  *   TANDEM_TF32_MATMUL=0|1, TANDEM_TF32_CONV=0|1, TANDEM_CONV_ALGO=heuristic|benchmark|deterministic|direct,
- *   TANDEM_ATTN=heuristic|deterministic|conformance. */
+ *   TANDEM_ATTN=heuristic|deterministic|conformance, TANDEM_FUSIONS=0|1. */
 #ifndef TANDEM_BACKENDS_H
 #define TANDEM_BACKENDS_H
 
@@ -56,6 +56,15 @@ const char *tdm_attn_mode_name(tdm_attn_mode mode);   // "heuristic", "determini
 bool tdm_attn_fused_applies(tdm_device device, tdm_dtype dtype, int64_t E, int64_t Ev,
                             bool has_mask, double dropout_p);
 #define TDM_ATTN_FUSED_MAX_HEAD 256
+
+// The fusions that compute exactly what the ops they replace compute (the same values and
+// roundings, checked bit for bit by their tests): the fused classifier (cross_entropy keeps its
+// rows' softmax statistics for the backward) and the residual add fused into layer_norm
+// (tdm_add_layer_norm). On by default; off runs the ops one by one: the A/B of the transformer
+// suite. Fusions that round differently have their own switch (the attention mode above; Adam's
+// `fused` is the optimizer's option, as PyTorch's). Environment: TANDEM_FUSIONS=0|1.
+void tdm_fusions_set(bool on);
+bool tdm_fusions_enabled(void);
 
 // Which algorithm the last convolution of each pass used on a device, and what choosing it cost
 // (PyTorch shows neither; the cudnn suite reports both). The three passes of conv2d:

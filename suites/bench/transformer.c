@@ -8,8 +8,15 @@
  *       conformance = never fused; deterministic too for bf16). GPT-2 124M's shape on a GPU
  *       (rows of 1024 tokens; 256 with --quick), gpt:L2-H2-D32-T16-V67 on the cpu and on the
  *       emulated device. tokens/s, MFU (amp's: 6N + 12*L*D*T per token over the GPU model's dense
- *       peak for the precision), FLOP/token, peak_bytes over the timed steps, and in the label
+ *       peak for the precision), FLOP/token, peak_bytes over the timed steps, launches_per_step
+ *       (kernel launches and library calls per step, tdm_profile_launches), and in the label
  *       and the JSON counter attn_fused whether the fused path applied.
+ *   train_<gpt>_bf16_unfused/batch:8   the bf16 step with every fusion off: attention mode
+ *       conformance and tdm_fusions_set(false) (no fused classifier, no add + layer_norm): the
+ *       "before" of train_<gpt>_bf16_heuristic's "after".
+ *   optim_adamw_<fused|per_tensor>   one AdamW step over the GPT's parameters (their gradients
+ *       from one training step): fused=True (one launch) against a call per parameter;
+ *       launches_per_step and the time.
  *   attn_<fwd|fwdbwd>_<dtype>_d<d>_<mode>/T:T   causal F.scaled_dot_product_attention on
  *       (B,H,T,d) bf16/f16 operands, forward or forward + backward (autograd, a random gy), timed
  *       per call with events: GFLOP/s (forward 4*B*H*T^2*d / 2 for causal; forward + backward
@@ -32,6 +39,8 @@
 #include "harness/suites.h"
 #include "suites/bench/bench_train.h"
 #include "tandem/tandem.h"
+#include "tandem/backends.h"
+#include "tandem/profile.h"
 
 static bench_suite_config tf_cfg;
 
@@ -85,8 +94,9 @@ typedef struct {
     const char *spec;
     bench_prec prec;
     tdm_attn_mode mode;
+    bool fusions_off;   // tdm_fusions_set(false) too: train_<gpt>_bf16_unfused
 } tf_train_ctx;
-static tf_train_ctx tf_train[BENCH_PREC_COUNT][3];
+static tf_train_ctx tf_train[BENCH_PREC_COUNT][3], tf_train_unfused;
 
 static void bm_train(tdm_gb_state *st, void *arg) {
     const tf_train_ctx *c = arg;
@@ -96,7 +106,9 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     (void)tdm_nn_gpt_spec(c->spec, &gc);
     const int64_t head = gc.n_head ? gc.n_embd / gc.n_head : 0;
     tdm_attn_mode prev = tdm_attn_mode_get();
+    const bool fusions_prev = tdm_fusions_enabled();
     tdm_attn_mode_set(c->mode);
+    tdm_fusions_set(!c->fusions_off);
     const bool fused = tdm_attn_fused_applies(dev, prec_dtype(c->prec), head, head, false, 0.0);
     bench_trainer t;
     double before = NAN, after = NAN;
@@ -111,6 +123,7 @@ static void bm_train(tdm_gb_state *st, void *arg) {
         ok = false;
     }
     int64_t steps = 0;
+    const uint64_t launches0 = tdm_profile_launches();
     while (tdm_gb_keep_running(st)) {
         if (!ok) continue;
         double loss;
@@ -123,6 +136,7 @@ static void bm_train(tdm_gb_state *st, void *arg) {
         }
         steps++;
     }
+    const uint64_t launches = tdm_profile_launches() - launches0;
     tdm_memory_stats ms = {0};
     if (ok && tdm_memory_stats_get(dev, &ms) != TDM_OK) {
         bench_fail(st, "tdm_memory_stats_get");
@@ -145,8 +159,11 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     for (int i = 0; ok && i < t.n_params; i++) n_params += tdm_tensor_numel(t.params[i]);
     bench_trainer_free(&t);
     tdm_attn_mode_set(prev);
+    tdm_fusions_set(fusions_prev);
 
     bench_rate_counters(st, (double)batch, gc.block_size, true);   // tokens/s
+    tdm_gb_counter(st, "launches_per_step", steps ? (double)launches / (double)steps : 0,
+                   TDM_GB_PLAIN);
     tdm_gb_counter(st, "peak_bytes", (double)ms.peak_allocated, TDM_GB_PLAIN);
     tdm_gb_counter(st, "skipped_steps", (double)skipped, TDM_GB_PLAIN);
     tdm_gb_counter(st, "attn_fused", fused ? 1 : 0, TDM_GB_PLAIN);
@@ -154,10 +171,56 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     bench_gpt_counters(st, c->spec, dev, batch, c->prec, n_params, note, sizeof note);
     char label[500];
     snprintf(label, sizeof label,
-             "%s, %s, attention %s (fused FlashAttention-2: %s), SGD lr 0.01; the loss fell over "
-             "the timed steps%s",
+             "%s, %s, attention %s (fused FlashAttention-2: %s), other fusions %s, SGD lr 0.01; "
+             "the loss fell over the timed steps%s",
              c->spec, bench_prec_name(c->prec), tdm_attn_mode_name(c->mode), fused ? "yes" : "no",
-             note);
+             c->fusions_off ? "off" : "on", note);
+    tdm_gb_set_label(st, label);
+}
+
+// ---- optim_adamw_<fused|per_tensor> ----------------------------------------------------------------
+
+static const bool tf_fused_yes = true, tf_fused_no = false;
+
+static void bm_optim(tdm_gb_state *st, void *arg) {
+    const bool fused = *(const bool *)arg;
+    const tdm_device dev = tf_cfg.device;
+    const bench_gpt_model *g = bench_gpt_for(dev, tf_cfg.quick);
+    bench_trainer t;
+    tdm_optimizer *opt = NULL;
+    // the gradients of one training step (f32, as under autocast), then AdamW over them
+    bool ok = bench_trainer_init(&t, g->spec, dev, BENCH_PREC_F32, 1, TF_SEED, 1) == TDM_OK &&
+              bench_trainer_step(&t, NULL) == TDM_OK;
+    if (ok) {
+        tdm_adam_params p = tdm_adam_defaults(true);
+        p.lr = 1e-4;
+        p.fused = fused;
+        ok = (opt = tdm_optim_adam(t.params, t.n_params, &p)) != NULL;
+    }
+    if (!ok) bench_fail(st, "setup");
+    int64_t steps = 0;
+    const uint64_t launches0 = tdm_profile_launches();
+    while (tdm_gb_keep_running(st)) {
+        if (!ok) continue;
+        if (tdm_optimizer_step(opt) != TDM_OK) {
+            bench_fail(st, "tdm_optimizer_step");
+            ok = false;
+        }
+        steps++;
+    }
+    const uint64_t launches = tdm_profile_launches() - launches0;
+    int64_t n = 0;
+    for (int i = 0; i < t.n_params; i++) n += tdm_tensor_numel(t.params[i]);
+    const int tensors = t.n_params;
+    tdm_optimizer_free(opt);
+    bench_trainer_free(&t);
+    tdm_gb_counter(st, "launches_per_step", steps ? (double)launches / (double)steps : 0,
+                   TDM_GB_PLAIN);
+    tdm_gb_counter(st, "params", (double)n, TDM_GB_PLAIN);
+    char label[300];
+    snprintf(label, sizeof label, "AdamW over %s's %d parameter tensors (%lld values), %s",
+             g->spec, tensors, (long long)n,
+             fused ? "fused=True: one backend call" : "a call per parameter");
     tdm_gb_set_label(st, label);
 }
 
@@ -419,7 +482,7 @@ static int tf_register(const bench_suite_config *cfg) {
         for (int mi = 0; mi < 3; mi++) {
             tdm_attn_mode m = tf_modes[mi];
             if (!mode_here((bench_prec)p, m)) continue;
-            tf_train[p][mi] = (tf_train_ctx){g->spec, (bench_prec)p, m};
+            tf_train[p][mi] = (tf_train_ctx){g->spec, (bench_prec)p, m, false};
             snprintf(name, sizeof name, "train_%s_%s_%s", g->name, bench_prec_name(p),
                      tdm_attn_mode_name(m));
             tdm_gb_bench *b = tdm_gb_register(name, bm_train, &tf_train[p][mi]);
@@ -439,6 +502,27 @@ static int tf_register(const bench_suite_config *cfg) {
                      p == BENCH_PREC_F32 ? "" : " peak (not on the cpu or the emulated device)");
             tdm_gb_set_info(b, info, "tokens/s");
         }
+    }
+    // every fusion off: the bf16 step's "before"
+    tf_train_unfused = (tf_train_ctx){g->spec, BENCH_PREC_BF16, TDM_ATTN_CONFORMANCE, true};
+    snprintf(name, sizeof name, "train_%s_bf16_unfused", g->name);
+    tdm_gb_bench *ub = tdm_gb_register(name, bm_train, &tf_train_unfused);
+    if (!ub) return -1;
+    tdm_gb_arg_names(ub, 1, (const char *const[]){"batch"});
+    tdm_gb_args(ub, 1, (const int64_t[]){BENCH_GPT_BATCH});
+    snprintf(info, sizeof info, "train_%s_bf16_heuristic with every fusion off: attention mode "
+             "conformance (unfused), no fused classifier, no add + layer_norm (tdm_fusions_set)",
+             g->name);
+    tdm_gb_set_info(ub, info, "tokens/s");
+    // the optimizer step, fused and per tensor
+    for (int f = 0; f < 2; f++) {
+        tdm_gb_bench *ob = tdm_gb_register(f ? "optim_adamw_fused" : "optim_adamw_per_tensor",
+                                           bm_optim, (void *)(f ? &tf_fused_yes : &tf_fused_no));
+        if (!ob) return -1;
+        tdm_gb_set_info(ob, f ? "one AdamW step over the GPT's parameters, fused=True (one "
+                                "launch on cuda)"
+                              : "one AdamW step over the GPT's parameters, a call per parameter",
+                        "time");
     }
     // attention alone over the context length
     static const int64_t gpu_T[] = {512, 1024, 2048, 4096, 8192}, gpu_T_quick[] = {512, 2048};
@@ -516,14 +600,23 @@ static int tf_register(const bench_suite_config *cfg) {
     TF_ATTN_RATIO(fwd, bf16, d), TF_ATTN_RATIO(fwdbwd, bf16, d), TF_ATTN_RATIO(fwd, f16, d), \
         TF_ATTN_RATIO(fwdbwd, f16, d), TF_ATTN_MEM(fwd, bf16, d), TF_ATTN_MEM(fwdbwd, bf16, d)
 
+#define TF_FUSION_RATIOS(tag)                                                               \
+    {"every fusion on / off (" #tag ", bf16)", "train_" #tag "_bf16_heuristic",             \
+     "train_" #tag "_bf16_unfused", "tokens/s"},                                           \
+        {"launches off / on (" #tag ", bf16)", "train_" #tag "_bf16_unfused",              \
+         "train_" #tag "_bf16_heuristic", "launches_per_step"}
+
 static const bench_ratio tf_ratios[] = {
     TF_TAG_RATIOS(gpt_124m), TF_TAG_RATIOS(gpt_124m_t256), TF_TAG_RATIOS(gpt_tiny),
+    TF_FUSION_RATIOS(gpt_124m), TF_FUSION_RATIOS(gpt_124m_t256), TF_FUSION_RATIOS(gpt_tiny),
+    {"AdamW per tensor / fused (time)", "optim_adamw_per_tensor", "optim_adamw_fused", "time"},
     TF_ATTN_RATIOS(d64), TF_ATTN_RATIOS(d128), TF_ATTN_RATIOS(d16),
     {0},
 };
 
 static const bench_metric tf_metrics[] = {
     {"peak_bytes", "bytes"}, {"MFU", "ratio"}, {"FLOP/token", "FLOP"},
+    {"launches_per_step", "launches"}, {"params", "values"},
     {"peak_TFLOP_per_s", "TFLOP/s"}, {"call_peak_bytes", "bytes"},
     {0},
 };
