@@ -21,7 +21,13 @@
  *
  * Tiles: DP (E and Ev padded with zeros to 32, 64, 128 or 256) by BC = 64 keys (32 for DP = 256:
  * static shared memory stays under 48 KiB); shared rows are DP + 8 elements (16-byte aligned,
- * staggered across banks). Rows past L or S are zeros in shared memory and masked out. */
+ * staggered across banks). Rows past L or S are zeros in shared memory and masked out.
+ *
+ * Registers (ptxas -v, sm_90, 2026-11-27): head 64 (GPT-2) forward 105, gk/gv 212, gq 137, no
+ * spills; head 128 forward 172, gk/gv 255 with 172 bytes spilled, gq 243; head 256 spills (2 KiB
+ * in gk/gv): correct, not fast. Not yet: cp.async double buffering of the k/v tiles, an atomic
+ * dq (one kernel less, not bit-reproducible) for the heuristic mode, q/k/v read through their
+ * strides (the model's transposes are copies today). */
 #include <math.h>
 #include <string.h>
 
