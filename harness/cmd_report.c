@@ -604,6 +604,22 @@ static const bench_row *main_row(const bench_results *run, int k) {
 }
 
 /* One pair per tandem benchmark (*n), and how many of the peer's have no tandem counterpart. */
+// The reason the peer recorded for not running t's benchmark (its status.json "skipped": {suite,
+// benchmark "name/param", reason}), or NULL: a missing PyTorch result that is explained.
+static const char *peer_skip_reason(const bench_results *peer, const bench_row *t) {
+    if (!peer || !peer->status) return NULL;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(peer->status, "skipped")) {
+        const char *suite = str_item(e, "suite"), *bm = str_item(e, "benchmark");
+        const char *reason = str_item(e, "reason");
+        const size_t n = strlen(t->benchmark);
+        if (suite && bm && reason && !strcmp(suite, t->suite) && !strncmp(bm, t->benchmark, n) &&
+            bm[n] == '/' && !strcmp(bm + n + 1, t->param))
+            return reason;
+    }
+    return NULL;
+}
+
 static peer_pair *peer_pairs(const bench_results *run, const bench_results *peer, int *n,
                              int *only_peer) {
     peer_pair *v = calloc((size_t)run->n_rows + 1, sizeof *v);
@@ -689,12 +705,14 @@ static void peer_html(FILE *f, const report *r) {
     peer_pair *v = peer_pairs(r->run, r->peer, &n, &only_peer);
     fputs("<table>\n<tr><th>benchmark</th><th>metric</th><th>tandem</th><th>PyTorch</th>"
           "<th>unit</th><th>tandem / PyTorch</th><th>reading</th></tr>\n", f);
-    int missing = 0;
+    int missing = 0, skipped = 0;
     for (int i = 0; v && i < n; i++) {
         const bench_row *t = v[i].t, *p = v[i].p;
         double sc, ratio = p && p->median != 0 ? t->median / p->median : NAN;
         const char *unit = row_unit(t, &sc);
-        missing += !p;
+        const char *skip = p ? NULL : peer_skip_reason(r->peer, t);
+        missing += !p && !skip;
+        skipped += skip != NULL;
         fputs("<tr><td>", f);
         html(f, t->suite);
         fputs("/", f);
@@ -703,9 +721,14 @@ static void peer_html(FILE *f, const report *r) {
         html(f, t->param);
         fputs("</td><td>", f);
         html(f, t->metric);
-        fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>",
-                num(t->median * sc, b1, sizeof b1),
-                p ? num(p->median * sc, b2, sizeof b2) : "not run");
+        fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">", num(t->median * sc, b1, sizeof b1));
+        if (skip) {
+            fputs("skipped: ", f);
+            html(f, skip);
+        } else {
+            fputs(p ? num(p->median * sc, b2, sizeof b2) : "not run", f);
+        }
+        fputs("</td><td>", f);
         html(f, unit);
         fprintf(f, "</td><td class=\"n\">%s</td><td>%s</td></tr>\n",
                 p ? num(ratio, b3, sizeof b3) : "", peer_reading(t, ratio, rd, sizeof rd));
@@ -715,6 +738,9 @@ static void peer_html(FILE *f, const report *r) {
         fprintf(f, "<p class=\"note\">%d of tandem's benchmarks have no PyTorch result; %d of "
                    "PyTorch's have no tandem result (different names, or not run).</p>\n",
                 missing, only_peer);
+    if (skipped)
+        fprintf(f, "<p class=\"note\">%d of tandem's benchmarks have a PyTorch counterpart the "
+                   "peer skipped, its reason in the table.</p>\n", skipped);
     free(v);
 }
 
@@ -735,12 +761,14 @@ static void peer_md(FILE *f, const report *r) {
     peer_pair *v = peer_pairs(r->run, r->peer, &n, &only_peer);
     fputs("| benchmark | metric | tandem | PyTorch | unit | tandem / PyTorch | reading |\n"
           "| --- | --- | ---: | ---: | --- | ---: | --- |\n", f);
-    int missing = 0;
+    int missing = 0, skipped = 0;
     for (int i = 0; v && i < n; i++) {
         const bench_row *t = v[i].t, *p = v[i].p;
         double sc, ratio = p && p->median != 0 ? t->median / p->median : NAN;
         const char *unit = row_unit(t, &sc);
-        missing += !p;
+        const char *skip = p ? NULL : peer_skip_reason(r->peer, t);
+        missing += !p && !skip;
+        skipped += skip != NULL;
         fputs("| ", f);
         md(f, t->suite);
         fputs("/", f);
@@ -749,8 +777,14 @@ static void peer_md(FILE *f, const report *r) {
         md(f, t->param);
         fputs(" | ", f);
         md(f, t->metric);
-        fprintf(f, " | %s | %s | ", num(t->median * sc, b1, sizeof b1),
-                p ? num(p->median * sc, b2, sizeof b2) : "not run");
+        fprintf(f, " | %s | ", num(t->median * sc, b1, sizeof b1));
+        if (skip) {
+            fputs("skipped: ", f);
+            md(f, skip);
+        } else {
+            fputs(p ? num(p->median * sc, b2, sizeof b2) : "not run", f);
+        }
+        fputs(" | ", f);
         md(f, unit);
         fprintf(f, " | %s | %s |\n", p ? num(ratio, b3, sizeof b3) : "",
                 peer_reading(t, ratio, rd, sizeof rd));
@@ -759,6 +793,9 @@ static void peer_md(FILE *f, const report *r) {
     if (missing || only_peer)
         fprintf(f, "%d of tandem's benchmarks have no PyTorch result; %d of PyTorch's have no "
                    "tandem result (different names, or not run).\n\n", missing, only_peer);
+    if (skipped)
+        fprintf(f, "%d of tandem's benchmarks have a PyTorch counterpart the peer skipped, its "
+                   "reason in the table.\n\n", skipped);
     free(v);
 }
 static void profile_section(FILE *f, const char *dir, bool as_html);   // the top ops, below

@@ -1149,6 +1149,32 @@ def attn_setup(b, bwd, dt, B, H, T, d):
     b.counters_after = after
 
 
+def optim_setup(b, tag, fused):
+    """One AdamW step over the GPT's parameters, their gradients from one training step:
+    fused=True (PyTorch's one-kernel step; SkipBenchmark where this PyTorch or device has none)
+    against foreach=False (a step per parameter), as tandem's optim_adamw_<fused|per_tensor>."""
+    t = GptTrainer(tag, 1, b.dev, "f32")
+    t.step()
+    kw = {"lr": 1e-4}
+    try:
+        opt = torch.optim.AdamW(t.model.parameters(), fused=True, **kw) if fused else \
+            torch.optim.AdamW(t.model.parameters(), foreach=False, **kw)
+        opt.step()   # the state made here, untimed
+    except (TypeError, RuntimeError, ValueError) as ex:
+        if not fused:
+            raise
+        msg = str(ex).strip().splitlines()
+        raise SkipBenchmark("AdamW(fused=True) unavailable here: %s" % (msg[0] if msg else ex))
+    first = next(t.model.parameters())
+    start = first.detach().clone()
+    b.body = opt.step
+
+    def verify():
+        if not bool(torch.isfinite(first).all()) or torch.equal(first.detach(), start):
+            raise CheckFailed(b.name + ": the step left the parameters unchanged or not finite")
+    b.verify = verify
+
+
 def transformer_register(cfg):
     dev, quick, out = cfg["device"], cfg["quick"], []
     cuda = is_cuda(dev)
@@ -1162,6 +1188,16 @@ def transformer_register(cfg):
             b = gpt_bench("train_%s_%s_%s" % (tag, prec, mode), tag, prec, dev, peak=True, mfu=True)
             b.label += "; attention mode %s (%s)" % (mode, sdpa_name())
             out.append(with_attn_mode(b, mode))
+    # every fusion off: PyTorch eager's math attention (tandem's conformance mode and its other
+    # fusions off; PyTorch eager has no fused classifier or add + layer_norm to turn off)
+    b = gpt_bench("train_%s_bf16_unfused" % tag, tag, "bf16", dev, peak=True, mfu=True)
+    b.label += "; attention mode conformance (%s): the unfused step" % sdpa_name()
+    out.append(with_attn_mode(b, "conformance"))
+    for fused in (False, True):   # the optimizer step
+        name = "optim_adamw_fused" if fused else "optim_adamw_per_tensor"
+        out.append(Bench(name, [], lambda bb, f=fused: optim_setup(bb, tag, f), {}, {},
+                         "AdamW over the GPT's parameters, %s" %
+                         ("fused=True" if fused else "foreach=False"), dev))
     for prec in precs:   # torch.compile: PyTorch's, no tandem counterpart
         name = "train_%s_%s_compiled" % (tag, prec)
         if not hasattr(torch, "compile"):

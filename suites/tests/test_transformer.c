@@ -140,6 +140,25 @@ static int test_results(const char *dir, bool cuda) {
                       "%s: peak_bytes", name);
         }
     }
+    // launches per step (0 on the cpu, which launches nothing); the unfused bf16 step: on cuda
+    // more launches than the fused one (a count, not a time); the AdamW step fused in one
+    // launch on cuda, a launch per parameter tensor per tensor
+    if (tag[0]) {
+        char on[128], off[128];
+        snprintf(on, sizeof on, "train_%s_bf16_heuristic", tag);
+        snprintf(off, sizeof off, "train_%s_bf16_unfused", tag);
+        const char *u = "";
+        const double lon = median(on, "batch:8", "launches_per_step", &u);
+        const double loff = median(off, "batch:8", "launches_per_step", NULL);
+        CHECK_MSG(median(off, "batch:8", "tokens/s", NULL) > 0, "%s: no tokens/s", off);
+        CHECK_MSG(!strcmp(u, "launches") && (cuda ? lon > 0 && loff > lon : lon == 0 && loff == 0),
+                  "launches per step: fused %g, unfused %g (%s)", lon, loff, u);
+        const double fused = median("optim_adamw_fused", "", "launches_per_step", NULL);
+        const double each = median("optim_adamw_per_tensor", "", "launches_per_step", NULL);
+        CHECK_MSG(cuda ? fused == 1 && each > 1 : fused == 0 && each == 0,
+                  "AdamW launches per step: fused %g, per tensor %g", fused, each);
+        CHECK_MSG(median("optim_adamw_fused", "", "params", NULL) > 0, "AdamW: no params");
+    }
     // the attention benchmarks: GFLOP/s = FLOP/iteration / time (from the JSON), call_peak_bytes
     int n_attn = 0, n_pairs = 0;
     for (int i = 0; i < n_rows; i++) {

@@ -12,7 +12,7 @@ file(MAKE_DIRECTORY ${TFM_TMP})
 set(TFM_RUN "$<TARGET_FILE:bench> run --quick --repetitions 1 --min-time 0.001 --suite transformer")
 
 add_test(NAME transformer.cpu_quick_run COMMAND sh -c
-  "d=${TFM_TMP}/cpu; rm -rf $d; out=$(${TFM_RUN} --device cpu --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] && echo \"$out\" | grep -q 'results in .*: 21 finished, 0 failed, 0 unfinished'")
+  "d=${TFM_TMP}/cpu; rm -rf $d; out=$(${TFM_RUN} --device cpu --out $d 2>&1); rc=$?; echo \"$out\"; [ $rc = 0 ] && echo \"$out\" | grep -q 'results in .*: 24 finished, 0 failed, 0 unfinished'")
 set_tests_properties(transformer.cpu_quick_run PROPERTIES FIXTURES_SETUP transformer_cpu_run TIMEOUT 120)
 add_test(NAME transformer.cpu_results COMMAND test_transformer results ${TFM_TMP}/cpu cpu)
 add_test(NAME transformer.plot COMMAND test_transformer plot $<TARGET_FILE:bench> ${TFM_TMP}/plots ${TFM_TMP}/cpu)
