@@ -223,7 +223,8 @@ struct tdm_backend_ops {
     tdm_status (*sdpa_fused)(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
                              const tdm_sdpa_params *p, tdm_tensor *y, tdm_tensor *lse);
     // optional, with sdpa_fused: gq, gk, gv (all three) from gy and the forward's y and lse, the
-    // weights recomputed from q, k and lse; bit-reproducible (no atomics).
+    // weights recomputed from q, k and lse; bit-reproducible in the deterministic attention mode
+    // (tandem/backends.h; the heuristic one may add gq up in any order).
     tdm_status (*sdpa_fused_backward)(const tdm_tensor *gy, const tdm_tensor *q,
                                       const tdm_tensor *k, const tdm_tensor *v,
                                       const tdm_tensor *y, const tdm_tensor *lse,

@@ -12,22 +12,26 @@
  * log-sum-exp at the end. p is rounded to the operands' dtype to be the A operand of the second
  * product: its accumulator fragment is already the A fragment's layout (k_mma.cuh).
  *
- * Backward (all three gradients, no atomics, so bit-reproducible): D = rowsum(gy * y) first
- * (k_flash_bwd_dot); then one kernel per key tile for gk and gv (each warp 16 keys, looping over
- * the query tiles: p^T from lse, dv += p^T gy, ds^T = p^T (gy v^T - D)^T, dk += ds^T q) and one per
- * query tile for gq (dq += ds k), each recomputing the scores; ds, like p, is rounded to the
- * operands' dtype for its product. docs/CONFORMANCE.md's bound for the fused path counts those
- * roundings.
+ * Backward (all three gradients): D = rowsum(gy * y) first (k_flash_bwd_dot); then one kernel per
+ * key tile for gk and gv (each warp 16 keys, looping over the query tiles: p^T from lse,
+ * dv += p^T gy, ds^T = p^T (gy v^T - D)^T, dk += ds^T q), and gq either
+ *   - deterministic mode (and head sizes over 64): one kernel per query tile (dq += ds k),
+ *     recomputing the scores, no atomics: bit-reproducible; or
+ *   - heuristic mode, head sizes up to 64: in the key/value kernel itself (ds^T through shared
+ *     memory, read back transposed: dq += ds k), added into an f32 buffer with atomics in no fixed
+ *     order, then rounded to the dtype (k_flash_dq_cast): FlashAttention-2's own backward.
+ * ds, like p, is rounded to the operands' dtype for its products. docs/CONFORMANCE.md's bound for
+ * the fused path counts those roundings (the f32 sum over key tiles, in any order, is in it).
  *
  * Tiles: DP (E and Ev padded with zeros to 32, 64, 128 or 256) by BC = 64 keys (32 for DP = 256:
  * static shared memory stays under 48 KiB); shared rows are DP + 8 elements (16-byte aligned,
  * staggered across banks). Rows past L or S are zeros in shared memory and masked out.
  *
- * Registers (ptxas -v, sm_90, 2026-11-27): head 64 (GPT-2) forward 105, gk/gv 212, gq 137, no
- * spills; head 128 forward 172, gk/gv 255 with 172 bytes spilled, gq 243; head 256 spills (2 KiB
- * in gk/gv): correct, not fast. Not yet: cp.async double buffering of the k/v tiles, an atomic
- * dq (one kernel less, not bit-reproducible) for the heuristic mode, q/k/v read through their
- * strides (the model's transposes are copies today). */
+ * Registers (ptxas -v, sm_90, 2026-11-27): head 64 (GPT-2) forward 105, gk/gv 212, gq 137, the
+ * heuristic mode's gk/gv/gq 248, no spills; head 128 forward 172, gk/gv 255 with 172 bytes spilled, gq 243; head 256 spills (2 KiB
+ * in gk/gv): correct, not fast. Not yet: cp.async double buffering of the k/v tiles, the atomic
+ * gq for head sizes over 64 (shared memory), q/k/v read through their strides (the model's
+ * transposes are copies today). */
 #include <math.h>
 #include <string.h>
 
@@ -52,6 +56,7 @@ typedef struct {
     uint16_t *out, *gq, *gk, *gv;         // y (forward); the gradients
     float *lse;                           // (B, L): natural log-sum-exp of the scaled scores
     const float *dvec;                    // (B, L): rowsum(gy * y)
+    float *dq32;                          // (B, L, E) f32, zeroed: gq's atomic accumulator
     int64_t L, S;
     int E, Ev;
     float scale_log2;                     // scale * log2(e)
@@ -259,14 +264,21 @@ template <typename T> __global__ void k_flash_bwd_dot(fa_args a, int64_t rows, f
     }
 }
 
-// gk, gv for 64 keys per block (16 per warp), over every query tile that sees them.
-template <typename T, int DP>
+// gk, gv for 64 keys per block (16 per warp), over every query tile that sees them. DQ (the
+// heuristic mode, head sizes up to 64): also gq's share of these keys, dq += ds k per query tile
+// (ds^T through shared memory, read back transposed as an A operand), added into a.dq32 with f32
+// atomics: one kernel instead of two, the scores not recomputed for gq, in no fixed order.
+template <typename T, int DP, bool DQ>
 __global__ void __launch_bounds__(FA_THREADS) k_flash_bwd_kv(fa_args a, int64_t ntiles) {
     typedef fa_tile<DP> C;
     const int BQ = C::BC;   // queries per tile
+    const int STL = C::BC + 8;   // DQ: ds^T's shared row (queries), 16-byte aligned
     __shared__ __align__(16) uint16_t sm[C::SMEM];
+    __shared__ __align__(16) uint16_t dsm[DQ ? FA_BR * C::LD + FA_BR * STL : 8];
     __shared__ float lse_s[C::BC], d_s[C::BC];
     uint16_t *Qs = sm, *Gs = sm + BQ * C::LD;
+    const int st_off = DQ ? FA_BR * C::LD : 0;   // (0 without DQ: dsm is a stub then)
+    uint16_t *Kd = dsm, *St = dsm + st_off;      // DQ: this block's k; ds^T (keys, queries)
     const int64_t b = blockIdx.x / ntiles, j0 = (blockIdx.x % ntiles) * FA_BR;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const uint16_t *q = a.q + b * a.L * a.E, *k = a.k + b * a.S * a.E, *v = a.v + b * a.S * a.Ev;
@@ -274,6 +286,7 @@ __global__ void __launch_bounds__(FA_THREADS) k_flash_bwd_kv(fa_args a, int64_t 
 
     uint32_t kf[DP / 16][4], vf[DP / 16][4];   // this warp's 16 keys of k and v
     fa_load<DP>(sm, k, j0, a.S, a.E, FA_BR, a.vec);
+    if (DQ) fa_load<DP>(Kd, k, j0, a.S, a.E, FA_BR, a.vec);
     __syncthreads();
     fa_frag_a<DP>(kf, sm, warp * 16);
     __syncthreads();
@@ -318,6 +331,46 @@ __global__ void __launch_bounds__(FA_THREADS) k_flash_bwd_kv(fa_args a, int64_t 
             }
         fa_mma_pb<T, DP, C::BC>(dv, p, Gs);    // dv += p^T gy
         fa_mma_pb<T, DP, C::BC>(dk, ds, Qs);   // dk += ds^T q
+        if (DQ) {
+            // ds^T rounded to T (as the dk product rounds it) into St: row the key, col the query
+            #pragma unroll
+            for (int nt = 0; nt < BQ / 8; nt++)
+                #pragma unroll
+                for (int i = 0; i < 4; i++)
+                    St[(warp * 16 + g + 8 * (i / 2)) * STL + nt * 8 + 2 * t + (i & 1)] =
+                        fa_bits<T>(ds[nt][i]);
+            __syncthreads();
+            // dq (this warp's 16 queries, DP) = ds (16 queries, 64 keys) k (64 keys, DP): A from
+            // St transposed (ldmatrix .x4.trans: matrices keys k0.., k0+8.. by queries q0, q0+8)
+            float dq[DP / 8][4];
+            #pragma unroll
+            for (int dt = 0; dt < DP / 8; dt++) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
+            #pragma unroll
+            for (int kk = 0; kk < FA_BR / 16; kk++) {
+                uint32_t af[4];
+                ldmatrix_x4_trans(af, St + (kk * 16 + lane % 8 + 8 * (lane / 16)) * STL +
+                                          warp * 16 + 8 * ((lane / 8) % 2));
+                #pragma unroll
+                for (int dt = 0; dt < DP / 8; dt++) {
+                    uint32_t bf[2];
+                    ldmatrix_x2_trans(bf, Kd + (kk * 16 + lane % 16) * C::LD + dt * 8);
+                    mma_16816<T>(dq[dt], af, bf, dq[dt]);
+                }
+            }
+            #pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t qi = i0 + warp * 16 + g + 8 * h;
+                if (qi >= a.L) continue;
+                #pragma unroll
+                for (int dt = 0; dt < DP / 8; dt++)
+                    #pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int col = dt * 8 + 2 * t + e;
+                        if (col < a.E)
+                            atomicAdd(&a.dq32[(b * a.L + qi) * a.E + col], dq[dt][2 * h + e] * a.scale);
+                    }
+            }
+        }
         __syncthreads();
     }
     uint16_t *gk = a.gk + b * a.S * a.E, *gv = a.gv + b * a.S * a.Ev;
@@ -404,6 +457,13 @@ __global__ void __launch_bounds__(FA_THREADS) k_flash_bwd_q(fa_args a, int64_t n
     }
 }
 
+// gq = dq32 rounded to T (the heuristic mode's accumulator).
+template <typename T> __global__ void k_flash_dq_cast(int64_t n, const float *dq32, uint16_t *gq) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        gq[i] = fa_bits<T>(dq32[i]);
+}
+
 // ---- launchers ----------------------------------------------------------------------------------
 
 
@@ -429,14 +489,18 @@ static int padded_head(const fa_args &a) {
     return e <= 32 ? 32 : e <= 64 ? 64 : e <= 128 ? 128 : 256;
 }
 
-enum { FA_FWD, FA_BWD_KV, FA_BWD_Q };
+enum { FA_FWD, FA_BWD_KV, FA_BWD_Q, FA_BWD_KVQ };
 
 template <typename T, int DP>
 static void launch_dp(int which, const fa_args &a, int64_t B, cudaStream_t s) {
-    const int64_t nt = which == FA_BWD_KV ? (a.S + FA_BR - 1) / FA_BR : (a.L + FA_BR - 1) / FA_BR;
+    const bool keys = which == FA_BWD_KV || which == FA_BWD_KVQ;
+    const int64_t nt = keys ? (a.S + FA_BR - 1) / FA_BR : (a.L + FA_BR - 1) / FA_BR;
     const unsigned blocks = (unsigned)(B * nt);
     if (which == FA_FWD) TDM_LAUNCH(blocks, FA_THREADS, 0, s, k_flash_fwd<T, DP>)(a, nt);
-    else if (which == FA_BWD_KV) TDM_LAUNCH(blocks, FA_THREADS, 0, s, k_flash_bwd_kv<T, DP>)(a, nt);
+    else if (which == FA_BWD_KV)
+        TDM_LAUNCH(blocks, FA_THREADS, 0, s, k_flash_bwd_kv<T, DP, false>)(a, nt);
+    else if (which == FA_BWD_KVQ && DP <= 64)
+        TDM_LAUNCH(blocks, FA_THREADS, 0, s, k_flash_bwd_kv<T, (DP <= 64 ? DP : 64), true>)(a, nt);
     else TDM_LAUNCH(blocks, FA_THREADS, 0, s, k_flash_bwd_q<T, DP>)(a, nt);
 }
 
@@ -451,7 +515,7 @@ template <typename T> static void launch_t(int which, const fa_args &a, int64_t 
 }
 
 static tdm_status launch(int which, tdm_dtype dt, const fa_args &a, int64_t B) {
-    const int64_t rows = which == FA_BWD_KV ? a.S : a.L;
+    const int64_t rows = which == FA_BWD_KV || which == FA_BWD_KVQ ? a.S : a.L;
     if (B * ((rows + FA_BR - 1) / FA_BR) > 0x7fffffff)
         return tdm_error_set(TDM_ERR_SHAPE, "scaled_dot_product_attention (fused): %lld batches "
                              "of %lld rows need more blocks than a grid has",
@@ -508,8 +572,30 @@ tdm_status cuda_sdpa_fused_backward(const tdm_tensor *gy, const tdm_tensor *q,
         TDM_LAUNCH(blocks, threads, 0, cuda_stream_current(), k_flash_bwd_dot<__nv_bfloat16>)(
             a, rows, (float *)tdm_data(dvec));
     tdm_status s = CUDA_LAUNCH_CHECK();
-    if (s == TDM_OK) s = launch(FA_BWD_KV, q->dtype, a, B);
-    if (s == TDM_OK) s = launch(FA_BWD_Q, q->dtype, a, B);
+    // heuristic mode, head sizes up to 64: gq from the key/value kernel through f32 atomics;
+    // deterministic (and larger heads): its own kernel, no atomics, bit-reproducible
+    const bool atomic = tdm_attn_mode_get() == TDM_ATTN_HEURISTIC && padded_head(a) <= 64;
+    tdm_tensor *dq32 = s == TDM_OK && atomic ? cuda_scratch(q, B * a.L * a.E, TDM_DTYPE_F32) : NULL;
+    if (s == TDM_OK && atomic && !dq32) s = tdm_last_status();
+    if (s == TDM_OK && atomic) {
+        a.dq32 = (float *)tdm_data(dq32);
+        s = CUDA_CHECK(cudaMemsetAsync(a.dq32, 0, (size_t)(B * a.L * a.E) * sizeof(float),
+                                       cuda_stream_current()));
+    }
+    if (s == TDM_OK) s = launch(atomic ? FA_BWD_KVQ : FA_BWD_KV, q->dtype, a, B);
+    if (s == TDM_OK && atomic) {
+        const int64_t n = B * a.L * a.E;
+        if (q->dtype == TDM_DTYPE_F16)
+            TDM_LAUNCH(cuda_grid_blocks(n, 256), 256, 0, cuda_stream_current(),
+                       k_flash_dq_cast<__half>)(n, a.dq32, a.gq);
+        else
+            TDM_LAUNCH(cuda_grid_blocks(n, 256), 256, 0, cuda_stream_current(),
+                       k_flash_dq_cast<__nv_bfloat16>)(n, a.dq32, a.gq);
+        s = CUDA_LAUNCH_CHECK();
+    } else if (s == TDM_OK) {
+        s = launch(FA_BWD_Q, q->dtype, a, B);
+    }
+    tdm_tensor_free(dq32);
     tdm_tensor_free(dvec);
     return s;
 }

@@ -11,6 +11,7 @@
  *   ldmatrix_x4(r, row)        ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8j..8j+7 give the
  *                              16-byte rows of matrix j; lane l gets (l/4, 2(l%4)..+1) of each
  *   ldmatrix_x2_trans(r, row)  .x2.trans: lanes 0-15 give rows; lane l gets (2(l%4)..+1, l/4)
+ *   ldmatrix_x4_trans(r, row)  .x4.trans: the four matrices so (an A fragment of a transpose)
  *   pack2<T>(lo, hi)           two f32 values rounded to T and packed (lo in the low half)
  *
  * Each is warp-collective: all 32 lanes of the warp execute it together. */
@@ -60,6 +61,17 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *row) {
 #else
     const unsigned s = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
+#ifdef TDM_CUDA_EMU
+    TDM_EMU_LDMATRIX(tdm_emu::tc_ldmatrix_x4_trans, r, row);
+#else
+    const unsigned s = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(s));
 #endif

@@ -40,10 +40,12 @@ const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode);   // "heuristic", 
 // are. The reference backend has none: it always runs the plain loops.
 typedef enum {
     TDM_ATTN_HEURISTIC = 0,      // fused where it applies (tdm_attn_fused_applies), else unfused:
-                                 // PyTorch's default choice of SDPA backend
+                                 // PyTorch's default choice of SDPA backend; for head sizes up to
+                                 // 64 the fused backward adds gq up with f32 atomics (one kernel
+                                 // less, no recomputed scores; its last bits vary run to run)
     TDM_ATTN_DETERMINISTIC = 1,  // the same, with a bit-reproducible backward (torch's
-                                 // use_deterministic_algorithms): tandem's fused backward has no
-                                 // atomics in either mode, so both run the same kernels today
+                                 // use_deterministic_algorithms): gq in a kernel of its own, no
+                                 // atomics
     TDM_ATTN_CONFORMANCE = 2     // never fused: q k^T materialized, the products on cuBLASLt in
                                  // f32 (the conformance reference of the fused path)
 } tdm_attn_mode;

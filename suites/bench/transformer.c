@@ -70,7 +70,8 @@ static bool prec_here(bench_prec p) {
     return on_cuda() || p == BENCH_PREC_F32 || p == BENCH_PREC_BF16;
 }
 
-// Deterministic is timed for bf16 only (its kernels are heuristic's today: backends.h).
+// Deterministic is timed for bf16 only (its backward computes gq in a kernel of its own, without
+// the heuristic mode's atomics: backends.h).
 static bool mode_here(bench_prec p, tdm_attn_mode m) {
     return m != TDM_ATTN_DETERMINISTIC || p == BENCH_PREC_BF16;
 }
