@@ -94,7 +94,9 @@ static void train_usage(FILE *f) {
         "--tf32 on|off     f32 matmuls and convolutions may (not) use TF32 tensor cores: PyTorch's\n"
         "                  allow_tf32 for both; default as PyTorch: off for matmul, on for convs\n"
         "--deterministic   convolutions use only bit-reproducible algorithms\n"
-        "                  (cudnn.deterministic); the cpu reference always is\n"
+        "                  (cudnn.deterministic) and the fused attention's backward runs\n"
+        "                  without atomics (attention mode deterministic); the cpu\n"
+        "                  reference always is\n"
         "--checkpoint-segments K  recompute activations of K segments in backward (less memory)\n"
         "--graph           CUDA graphs (PyTorch's reduce-overhead): up to 3 eager warm-up steps,\n"
         "                  then one whole step (zero_grad, forward, loss, backward, optimizer\n"
@@ -880,7 +882,10 @@ int bench_train(int argc, char **argv) {
             tdm_tf32_set_allowed(TDM_TF32_MATMUL, !strcmp(optarg, "on"));
             tdm_tf32_set_allowed(TDM_TF32_CONV, !strcmp(optarg, "on"));
             break;
-        case 'Z': tdm_conv_algo_mode_set(TDM_CONV_ALGO_DETERMINISTIC); break;
+        case 'Z':
+            tdm_conv_algo_mode_set(TDM_CONV_ALGO_DETERMINISTIC);
+            tdm_attn_mode_set(TDM_ATTN_DETERMINISTIC);
+            break;
         case 'P': a.profile = optarg; break;
         case 'G': a.graph = true; break;
         case 'X': a.maximize = true; break;
