@@ -150,6 +150,26 @@ __device__ __forceinline__ void fa_mma_pb(float acc[DP / 8][4], const float p[K 
     }
 }
 
+// out (nrows, cols) rows row[0], row[1] (this lane's two fragment rows; those >= nrows skipped),
+// columns < cols: a (16, DP) f32 accumulator fragment times mul[h], rounded to T.
+template <typename T, int DP>
+__device__ __forceinline__ void fa_store(uint16_t *out, const float acc[DP / 8][4],
+                                         const int64_t row[2], int64_t nrows, int cols,
+                                         const float mul[2]) {
+    const int t = threadIdx.x % 4;
+    #pragma unroll
+    for (int h = 0; h < 2; h++) {
+        if (row[h] >= nrows) continue;
+        #pragma unroll
+        for (int dt = 0; dt < DP / 8; dt++)
+            #pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int col = dt * 8 + 2 * t + e;
+                if (col < cols) out[row[h] * cols + col] = fa_bits<T>(acc[dt][2 * h + e] * mul[h]);
+            }
+    }
+}
+
 // max / sum over the 4 lanes of a fragment row (lanes 4g .. 4g+3)
 __device__ __forceinline__ float fa_row_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -228,22 +248,13 @@ __global__ void __launch_bounds__(FA_THREADS) k_flash_fwd(fa_args a, int64_t nti
         fa_mma_pb<T, DP, C::BC>(o, s, Vs);   // o += p v  (16, DP)
         __syncthreads();
     }
-    uint16_t *y = a.out + b * a.L * a.Ev;
+    const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+    fa_store<T, DP>(a.out + b * a.L * a.Ev, o, row, a.L, a.Ev, inv);
     #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        if (row[h] >= a.L) continue;
-        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
-        #pragma unroll
-        for (int dt = 0; dt < DP / 8; dt++)
-            #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int col = dt * 8 + 2 * t + e;
-                if (col < a.Ev) y[row[h] * a.Ev + col] = fa_bits<T>(o[dt][2 * h + e] * inv);
-            }
-        if (t == 0)
+    for (int h = 0; h < 2; h++)
+        if (t == 0 && row[h] < a.L)
             a.lse[b * a.L + row[h]] =
                 l[h] > 0.f ? (m[h] + log2f(l[h])) * FA_LN2 : -INFINITY;
-    }
 }
 
 // ---- backward ----------------------------------------------------------------------------------
@@ -373,19 +384,9 @@ __global__ void __launch_bounds__(FA_THREADS) k_flash_bwd_kv(fa_args a, int64_t 
         }
         __syncthreads();
     }
-    uint16_t *gk = a.gk + b * a.S * a.E, *gv = a.gv + b * a.S * a.Ev;
-    #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        if (key[h] >= a.S) continue;
-        #pragma unroll
-        for (int dt = 0; dt < DP / 8; dt++)
-            #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int col = dt * 8 + 2 * t + e;
-                if (col < a.E) gk[key[h] * a.E + col] = fa_bits<T>(dk[dt][2 * h + e] * a.scale);
-                if (col < a.Ev) gv[key[h] * a.Ev + col] = fa_bits<T>(dv[dt][2 * h + e]);
-            }
-    }
+    const float scale[2] = {a.scale, a.scale}, one[2] = {1.f, 1.f};
+    fa_store<T, DP>(a.gk + b * a.S * a.E, dk, key, a.S, a.E, scale);
+    fa_store<T, DP>(a.gv + b * a.S * a.Ev, dv, key, a.S, a.Ev, one);
 }
 
 // gq for 64 query rows per block (16 per warp), over the key tiles they see.
@@ -443,18 +444,8 @@ __global__ void __launch_bounds__(FA_THREADS) k_flash_bwd_q(fa_args a, int64_t n
         fa_mma_pb<T, DP, C::BC>(dq, ds, Ks);    // dq += ds k
         __syncthreads();
     }
-    uint16_t *gq = a.gq + b * a.L * a.E;
-    #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        if (row[h] >= a.L) continue;
-        #pragma unroll
-        for (int dt = 0; dt < DP / 8; dt++)
-            #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int col = dt * 8 + 2 * t + e;
-                if (col < a.E) gq[row[h] * a.E + col] = fa_bits<T>(dq[dt][2 * h + e] * a.scale);
-            }
-    }
+    const float scale[2] = {a.scale, a.scale};
+    fa_store<T, DP>(a.gq + b * a.L * a.E, dq, row, a.L, a.E, scale);
 }
 
 // gq = dq32 rounded to T (the heuristic mode's accumulator).
