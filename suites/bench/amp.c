@@ -101,17 +101,7 @@ static void bm_train(tdm_gb_state *st, void *arg) {
         bench_fail(st, "tdm_memory_reset_peak");
         ok = false;
     }
-    while (tdm_gb_keep_running(st)) {
-        if (!ok) continue;
-        double loss;
-        if (bench_trainer_step(&t, &loss) != TDM_OK) {
-            bench_fail(st, "step");
-            ok = false;
-        } else if (!isfinite(loss)) {
-            tdm_gb_skip_with_error(st, "the loss is not finite");
-            ok = false;
-        }
-    }
+    ok = bench_trainer_timed_steps(st, &t, ok, NULL, NULL);
     tdm_memory_stats ms = {0};
     if (ok && tdm_memory_stats_get(amp_cfg.device, &ms) != TDM_OK) {
         bench_fail(st, "tdm_memory_stats_get");

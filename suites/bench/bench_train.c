@@ -37,6 +37,27 @@ void bench_prec_restore(unsigned previous) {
     tdm_tf32_set_allowed(TDM_TF32_CONV, (previous & 2u) != 0);
 }
 
+bool bench_trainer_timed_steps(tdm_gb_state *st, bench_trainer *t, bool ok, double *first,
+                               int64_t *steps) {
+    int64_t n = 0;
+    while (tdm_gb_keep_running(st)) {
+        if (!ok) continue;
+        double loss;
+        if (bench_trainer_step(t, &loss) != TDM_OK) {
+            bench_fail(st, "step");
+            ok = false;
+        } else if (!isfinite(loss)) {
+            tdm_gb_skip_with_error(st, "the loss is not finite");
+            ok = false;
+        } else if (first && n == 0) {
+            *first = loss;
+        }
+        n++;
+    }
+    if (steps) *steps = n;
+    return ok;
+}
+
 void bench_fail(tdm_gb_state *st, const char *what) {
     char msg[700];
     snprintf(msg, sizeof msg, "%s: %s", what, tdm_last_error());

@@ -62,6 +62,11 @@ tdm_status bench_trainer_step(bench_trainer *t, double *loss);
 // The batch's loss under the trainer's precision, without training.
 tdm_status bench_trainer_loss(bench_trainer *t, double *loss);
 void bench_trainer_free(bench_trainer *t);
+// A training benchmark's timed loop: one bench_trainer_step per iteration while ok; a failed step
+// or a loss that is not finite fails the benchmark (and stops stepping). *first (optional) gets the
+// first step's loss, *steps (optional) the steps taken. Returns ok at the end.
+bool bench_trainer_timed_steps(tdm_gb_state *st, bench_trainer *t, bool ok, double *first,
+                               int64_t *steps);
 
 // The fixed accuracy protocol: a fresh trainer, `steps` steps, the loss before and after.
 tdm_status bench_train_protocol(const char *spec, tdm_device dev, bench_prec prec, int64_t batch,

@@ -36,18 +36,7 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     bool ok = bench_trainer_init(&t, c->spec, dev, BENCH_PREC_F32, batch, 1, 1) == TDM_OK;
     if (!ok) bench_fail(st, "setup");
     double first = NAN, last = NAN;
-    while (tdm_gb_keep_running(st)) {
-        if (!ok) continue;
-        double loss;
-        if (bench_trainer_step(&t, &loss) != TDM_OK) {
-            bench_fail(st, "step");
-            ok = false;
-        } else if (!isfinite(loss)) {
-            tdm_gb_skip_with_error(st, "the loss is not finite");
-            ok = false;
-        }
-        if (isnan(first)) first = loss;
-    }
+    ok = bench_trainer_timed_steps(st, &t, ok, &first, NULL);
     if (ok && bench_trainer_loss(&t, &last) != TDM_OK) {
         bench_fail(st, "loss");
         ok = false;

@@ -125,18 +125,7 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     }
     int64_t steps = 0;
     const uint64_t launches0 = tdm_profile_launches();
-    while (tdm_gb_keep_running(st)) {
-        if (!ok) continue;
-        double loss;
-        if (bench_trainer_step(&t, &loss) != TDM_OK) {
-            bench_fail(st, "step");
-            ok = false;
-        } else if (!isfinite(loss)) {
-            tdm_gb_skip_with_error(st, "the loss is not finite");
-            ok = false;
-        }
-        steps++;
-    }
+    ok = bench_trainer_timed_steps(st, &t, ok, NULL, &steps);
     const uint64_t launches = tdm_profile_launches() - launches0;
     tdm_memory_stats ms = {0};
     if (ok && tdm_memory_stats_get(dev, &ms) != TDM_OK) {
@@ -281,6 +270,16 @@ static double *slice_host(const tdm_tensor *t, int64_t b, int64_t h) {
     return out;
 }
 
+// Fails the benchmark: element (b, h, i, e) of `what` is got, not want within bound.
+static void attn_check_fail(tdm_gb_state *st, const char *what, const int64_t bh[2], int64_t i,
+                            int64_t e, double got, double want, double bound) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s[%lld,%lld,%lld,%lld] = %.9g, expected %.9g (double), |error| > "
+             "bound %.3g", what, (long long)bh[0], (long long)bh[1], (long long)i, (long long)e,
+             got, want, bound);
+    tdm_gb_skip_with_error(st, msg);
+}
+
 // Checks y (and gq) at 8 query rows of two (b, h) slices against double. False with the
 // benchmark failed. u: the dtype's unit roundoff.
 static bool attn_verify(tdm_gb_state *st, const tf_attn_ctx *c, int64_t T, const tdm_tensor *q,
@@ -333,13 +332,7 @@ static bool attn_verify(tdm_gb_state *st, const tf_attn_ctx *c, int64_t T, const
                 double got = hy[i * d + e];
                 double bound = 2 * (u * fabs(want) + (u + 2 * delta) * pv) + 1e-30;
                 if (!(fabs(got - want) <= bound)) {
-                    char msg[300];
-                    snprintf(msg, sizeof msg,
-                             "y[%lld,%lld,%lld,%lld] = %.9g, expected %.9g (double), |error| > "
-                             "bound %.3g",
-                             (long long)slices[s][0], (long long)slices[s][1], (long long)i,
-                             (long long)e, got, want, bound);
-                    tdm_gb_skip_with_error(st, msg);
+                    attn_check_fail(st, "y", slices[s], i, e, got, want, bound);
                     ok = false;
                 }
                 if (c->bwd) {
@@ -366,13 +359,7 @@ static bool attn_verify(tdm_gb_state *st, const tf_attn_ctx *c, int64_t T, const
                 double got = hgq[i * d + e];
                 double bound = u * fabs(want) + (8 * u + 4 * delta) * scale * mag + 1e-30;
                 if (!(fabs(got - want) <= bound)) {
-                    char msg[300];
-                    snprintf(msg, sizeof msg,
-                             "gq[%lld,%lld,%lld,%lld] = %.9g, expected %.9g (double), |error| > "
-                             "bound %.3g",
-                             (long long)slices[s][0], (long long)slices[s][1], (long long)i,
-                             (long long)e, got, want, bound);
-                    tdm_gb_skip_with_error(st, msg);
+                    attn_check_fail(st, "gq", slices[s], i, e, got, want, bound);
                     ok = false;
                 }
             }

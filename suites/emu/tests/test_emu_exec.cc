@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "child_case.h"
+
 static int failures = 0;
 
 #define CHECK(cond, ...)                                           \
@@ -670,30 +672,8 @@ static int run_case(const char *name) {
 
 // Runs this program with --case NAME; its stderr must hold every one of `want`.
 static void expect_case(const char *name, std::vector<const char *> want) {
-    int pipe_fd[2];
-    if (pipe(pipe_fd) != 0) {
-        perror("pipe");
-        exit(1);
-    }
-    fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipe_fd[1], 2);
-        close(pipe_fd[0]);
-        close(pipe_fd[1]);
-        unsetenv("TANDEM_EMU_ABORT");  // the report, then the sticky error: what is checked
-        execl("/proc/self/exe", "test_emu_exec", "--case", name, (char *)NULL);
-        _exit(127);
-    }
-    close(pipe_fd[1]);
     std::string err;
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(pipe_fd[0], buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR))
-        if (k > 0) err.append(buf, (size_t)k);
-    close(pipe_fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    const int status = child_case_run("test_emu_exec", name, &err);
     const bool exited = WIFEXITED(status);
     CHECK(exited && WEXITSTATUS(status) == 0, "case %s: %s %d; stderr:\n%s", name,
           exited ? "exit status" : "killed by signal",

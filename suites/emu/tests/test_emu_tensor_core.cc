@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "child_case.h"
+
 static int failures = 0;
 
 #define CHECK(cond, ...)                                           \
@@ -288,27 +290,8 @@ static int run_case(const char *name) {
 }
 
 static void expect_case(const char *name, std::vector<const char *> want) {
-    int fd[2];
-    if (pipe(fd) != 0) exit(1);
-    fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
-        close(fd[1]);
-        unsetenv("TANDEM_EMU_ABORT");
-        execl("/proc/self/exe", "test_emu_tensor_core", "--case", name, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
     std::string err;
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(fd[0], buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR))
-        if (k > 0) err.append(buf, (size_t)k);
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    const int status = child_case_run("test_emu_tensor_core", name, &err);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "case %s: status %d; stderr:\n%s", name,
           status, err.c_str());
     for (const char *w : want)
