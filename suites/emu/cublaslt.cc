@@ -14,6 +14,14 @@
  *   (cuBLASLt's, as PyTorch's _addmm_activation notes, pytorch/pytorch#104061); BGRADA writes the
  *   sum over k of op(A)'s rows (length m), BGRADB the sum over k of op(B)'s columns (length n),
  *   into the bias pointer, in the bias type (D's by default).
+ *   GELU_AUX(_BIAS) also writes GELU's input (after the bias) to the aux buffer, and DGELU
+ *   multiplies the result by GELU'(aux) (the tanh form's derivative): the aux matrix is m x n,
+ *   column-major at EPILOGUE_AUX_LD (divisible by 8, at least m) and EPILOGUE_AUX_BATCH_STRIDE
+ *   (divisible by 8), of D's type (EPILOGUE_AUX_DATA_TYPE unset or D's); the value stored is the
+ *   compute-type pre-activation rounded once, and GELU (or the product) uses the unrounded one.
+ *   DGELU_BGRAD is not emulated: cublasLt.h says it applies "independently GELU and Bias gradient
+ *   to matmul output", which leaves open whether the bias gradient sums the product before or
+ *   after GELU' (its reason for being suggests after); a GPU should settle it first.
  *   The type combinations are those of the documented table for regular (non-fp8, real) matmuls:
  *     compute                          scale  A = B   C = D
  *     16F, 16F_PEDANTIC                16F    16F     16F
@@ -22,7 +30,8 @@
  *                                      32F    32F     32F
  *     32F_FAST_16F / _16BF / _TF32     32F    32F     32F
  *     64F, 64F_PEDANTIC                64F    64F     64F
- *   Anything else (int8, fp8, complex, emulated compute types, aux epilogues, pointer arrays,
+ *   Anything else (int8, fp8, complex, emulated compute types, the ReLU bit-mask epilogues,
+ *   DGELU_BGRAD, pointer arrays,
  *   vector alpha) is CUBLAS_STATUS_NOT_SUPPORTED: a heuristic with no result, as on a GPU that has
  *   no kernel for it. Inconsistent problems (ld < rows, shapes that do not chain, batch counts that
  *   differ, a bad attribute size) are CUBLAS_STATUS_INVALID_VALUE, with the reason on stderr.
@@ -53,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -289,7 +299,7 @@ struct Algo {
     uint64_t magic;
     uint32_t scheme;   // cublasLtReductionScheme_t
     uint32_t splits;   // 1, or 2 (split-K)
-    uint32_t align[5]; // A, B, C, D, bias: the alignment (bytes) the algorithm was chosen for
+    uint32_t align[6]; // A, B, C, D, bias, aux: the alignment (bytes) the algorithm was chosen for
 };
 static_assert(sizeof(Algo) <= sizeof(cublasLtMatmulAlgo_t), "algo fits");
 
@@ -470,7 +480,9 @@ struct Operand {
     }
 };
 
-enum Activation { ACT_NONE, ACT_RELU, ACT_GELU };
+// ACT_DGELU: the result times GELU'(aux) (the DGELU epilogue: the gradient through the GELU whose
+// input the forward's GELU_AUX(_BIAS) wrote to the aux buffer).
+enum Activation { ACT_NONE, ACT_RELU, ACT_GELU, ACT_DGELU };
 
 struct Problem {
     int64_t m, n, k, batch;
@@ -483,6 +495,9 @@ struct Problem {
     Activation act;
     int bias_type;
     int64_t bias_len, bias_stride;
+    int aux;          // 0, or 'W' (GELU_AUX(_BIAS): the pre-activation written) / 'R' (DGELU: read)
+    int aux_type;     // D's type (the only one the emulator takes, as the header's default)
+    int64_t aux_ld, aux_stride;   // column-major m x n per batch entry
     bool device_scalars;
     int input_round;  // 0, 'T' (TF32), 'H' (half), 'B' (bfloat16): FAST_* compute types
     bool acc_double, acc_half;
@@ -490,6 +505,11 @@ struct Problem {
     uint64_t bias_span() const {
         if (bias_len == 0 || batch == 0) return 0;
         return (uint64_t)((batch - 1) * bias_stride + bias_len) * type_size(bias_type);
+    }
+    int64_t aux_at(int64_t b, int64_t r, int64_t c) const { return b * aux_stride + r + c * aux_ld; }
+    uint64_t aux_span() const {
+        if (!aux || m == 0 || n == 0 || batch == 0) return 0;
+        return (uint64_t)aux_at(batch - 1, m - 1, n - 1) * type_size(aux_type) + type_size(aux_type);
     }
 };
 
@@ -655,7 +675,7 @@ bool make_problem(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t ad, cublasLtMa
                                                                  : 0;
 
     p->epilogue = d.epilogue;
-    p->bias_in = false, p->bias_grad = 0, p->act = ACT_NONE;
+    p->bias_in = false, p->bias_grad = 0, p->act = ACT_NONE, p->aux = 0;
     switch (d.epilogue) {
     case CUBLASLT_EPILOGUE_DEFAULT: break;
     case CUBLASLT_EPILOGUE_RELU: p->act = ACT_RELU; break;
@@ -665,9 +685,36 @@ bool make_problem(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t ad, cublasLtMa
     case CUBLASLT_EPILOGUE_GELU_BIAS: p->bias_in = true, p->act = ACT_GELU; break;
     case CUBLASLT_EPILOGUE_BGRADA: p->bias_grad = 'A'; break;
     case CUBLASLT_EPILOGUE_BGRADB: p->bias_grad = 'B'; break;
-    default:
+    case CUBLASLT_EPILOGUE_GELU_AUX: p->act = ACT_GELU, p->aux = 'W'; break;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: p->bias_in = true, p->act = ACT_GELU, p->aux = 'W'; break;
+    case CUBLASLT_EPILOGUE_DGELU: p->act = ACT_DGELU, p->aux = 'R'; break;
+    default:   // the ReLU bit-mask epilogues, and DGELU_BGRAD (see the top of the file)
         REFUSE(v, CUBLAS_STATUS_NOT_SUPPORTED,
-               "epilogue %u (the emulator has no aux-buffer epilogues)", d.epilogue);
+               "epilogue %u (the emulator's aux-buffer epilogues are GELU_AUX, GELU_AUX_BIAS and "
+               "DGELU)", d.epilogue);
+    }
+    p->aux_type = (int)ld.type, p->aux_ld = d.aux_ld, p->aux_stride = p->batch > 1 ? d.aux_stride : 0;
+    if (p->aux) {
+        // cublasLt.h, EPILOGUE_AUX_LD and _BATCH_STRIDE: "GELU input matrix leading dimension in
+        // elements ... Must be divisible by 8 and be no less than the number of rows in the
+        // output matrix"; the batch stride "Must be divisible by 8".
+        if (d.aux_type != -1 && d.aux_type != (int)ld.type)
+            REFUSE(v, CUBLAS_STATUS_NOT_SUPPORTED, "aux type %s beside D of %s",
+                   type_name(d.aux_type), type_name((int)ld.type));
+        if (ld.order != CUBLASLT_ORDER_COL)
+            REFUSE(v, CUBLAS_STATUS_NOT_SUPPORTED, "an aux epilogue with a row-major D");
+        if (p->aux_ld % 8 != 0 || p->aux_ld < (p->m > 1 ? p->m : 1))
+            REFUSE(v, CUBLAS_STATUS_INVALID_VALUE,
+                   "EPILOGUE_AUX_LD %lld: must be divisible by 8 and at least D's %lld rows",
+                   (long long)p->aux_ld, (long long)p->m);
+        if (p->aux_stride % 8 != 0 || p->aux_stride < 0)
+            REFUSE(v, CUBLAS_STATUS_INVALID_VALUE,
+                   "EPILOGUE_AUX_BATCH_STRIDE %lld: must be divisible by 8",
+                   (long long)p->aux_stride);
+        if (p->aux == 'W' && p->batch > 1 && p->aux_stride < p->aux_ld * p->n)
+            REFUSE(v, CUBLAS_STATUS_INVALID_VALUE,
+                   "EPILOGUE_AUX_BATCH_STRIDE %lld overlaps the %lld x %lld aux matrices",
+                   (long long)p->aux_stride, (long long)p->m, (long long)p->n);
     }
     p->bias_len = p->bias_in || p->bias_grad == 'A' ? p->m : p->bias_grad == 'B' ? p->n : 0;
     p->bias_stride = p->batch > 1 ? d.bias_stride : 0;
@@ -724,8 +771,8 @@ uint32_t align_of(const void *ptr) {
 }
 
 // The algorithms for p under preference f, best first (see the top of the file for the order).
-int candidates(const Problem &p, const Pref &f, const void *bias, Algo *out, size_t *ws,
-               int max_out) {
+int candidates(const Problem &p, const Pref &f, const void *bias, const void *aux, Algo *out,
+               size_t *ws, int max_out) {
     // An algorithm reads X with X's own element alignment at least: a preference below it
     // excludes every algorithm.
     const int types[4] = {p.a.type, p.b.type, p.c.type, p.d.type};
@@ -739,6 +786,9 @@ int candidates(const Problem &p, const Pref &f, const void *bias, Algo *out, siz
     const uint32_t ba = align_of(bias);
     if (p.bias_len && ba < type_size(p.bias_type)) return 0;
     base.align[4] = ba < 16 ? ba : 16;
+    const uint32_t xa = align_of(aux);   // "depend on its value to determine expected alignment"
+    if (p.aux && xa < type_size(p.aux_type)) return 0;
+    base.align[5] = xa < 16 ? xa : 16;
 
     int n = 0;
     auto offer = [&](uint32_t scheme, uint32_t splits) {
@@ -769,6 +819,7 @@ struct Job {
     const void *a, *b, *c;
     void *d;
     void *bias;
+    void *aux;        // GELU_AUX(_BIAS): written; DGELU: read
     void *ws;
     uint32_t scheme, splits;
     double alpha, beta;                  // host pointer mode: read at the call
@@ -780,6 +831,13 @@ double gelu_tanh(double x) {
 }
 float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+// d/dx of the tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2),
+// t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+template <typename T> T gelu_tanh_grad(T x) {
+    const T k0 = (T)0.7978845608028654, k1 = (T)0.044715;
+    const T t = std::tanh(k0 * (x + k1 * x * x * x));
+    return (T)0.5 * (1 + t) + (T)0.5 * x * (1 - t * t) * k0 * (1 + 3 * k1 * x * x);
 }
 
 template <typename Acc> void run_entry(const Job &j, int64_t bi, Acc alpha, Acc beta) {
@@ -849,8 +907,11 @@ template <typename Acc> void run_entry(const Job &j, int64_t bi, Acc alpha, Acc 
             Acc v = alpha * acc;
             if (beta != 0) v += beta * (Acc)load(p.c.type, j.c, p.c.at(bi, r, c));
             if (p.bias_in) v += (Acc)load(p.bias_type, j.bias, bi * p.bias_stride + r);
+            if (p.aux == 'W') store(p.aux_type, j.aux, p.aux_at(bi, r, c), (double)v);
             if (p.act == ACT_RELU) v = v > 0 ? v : 0;   // max(x, 0): NaN gives 0 as on a GPU
             else if (p.act == ACT_GELU) v = gelu_tanh(v);
+            else if (p.act == ACT_DGELU)
+                v *= gelu_tanh_grad((Acc)load(p.aux_type, j.aux, p.aux_at(bi, r, c)));
             if (p.acc_half) v = (Acc)round_half((float)v);
             store(p.d.type, j.d, p.d.at(bi, r, c), (double)v);
         }
@@ -1130,7 +1191,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
     }
     Algo algos[4];
     size_t ws[4];
-    const int n = candidates(p, f, desc.bias, algos, ws, requested < 4 ? requested : 4);
+    const int n = candidates(p, f, desc.bias, desc.aux, algos, ws, requested < 4 ? requested : 4);
     if (n == 0) {
         if (log_on())
             say("cublasLtMatmulAlgoGetHeuristic: no algorithm within the preference (alignment, "
@@ -1185,6 +1246,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
                        (long long)p.d.ld);
     if (p.bias_len && !desc.bias)
         return invalid("epilogue %u needs CUBLASLT_MATMUL_DESC_BIAS_POINTER", p.epilogue);
+    if (p.aux && !desc.aux)
+        return invalid("epilogue %u needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", p.epilogue);
 
     // the algorithm: given (checked against this call), or the heuristic's first with the
     // workspace given as the limit
@@ -1197,7 +1260,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
         const void *ptrs[4] = {A, B, C ? C : D, D};
         for (int i = 0; i < 4; i++) f.align[i] = align_of(ptrs[i]);
         size_t ws;
-        if (candidates(p, f, desc.bias, &al, &ws, 1) == 0) {
+        if (candidates(p, f, desc.bias, desc.aux, &al, &ws, 1) == 0) {
             if (log_on()) say("%s: no algorithm for these pointers and workspace", call);
             return CUBLAS_STATUS_NOT_SUPPORTED;
         }
@@ -1212,14 +1275,15 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
         return invalid("the workspace %p is not 256-byte aligned", workspace);
     if (need && !workspace) return invalid("workspace is NULL but %zu bytes are needed", need);
     // The alignments the algorithm was chosen for.
-    const void *ptrs[5] = {A, B, beta_zero ? nullptr : C, D, p.bias_len ? desc.bias : nullptr};
-    static const char *const names[5] = {"A", "B", "C", "D", "the bias"};
-    for (int i = 0; i < 5; i++)
+    const void *ptrs[6] = {A, B, beta_zero ? nullptr : C, D, p.bias_len ? desc.bias : nullptr,
+                           p.aux ? desc.aux : nullptr};
+    static const char *const names[6] = {"A", "B", "C", "D", "the bias", "the aux buffer"};
+    for (int i = 0; i < 6; i++)
         if (ptrs[i] && align_of(ptrs[i]) < al.align[i])
             return invalid("%s at %p is %u-byte aligned; the algorithm was chosen for %u (%s)",
                            names[i], ptrs[i], align_of(ptrs[i]), al.align[i],
                            i < 4 ? "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES"
-                                 : "the bias pointer's alignment at the heuristic");
+                                 : "the bias or aux pointer's alignment at the heuristic");
 
     const int device = tdm_emu::stream_device(stream);
     if (device < 0) {
@@ -1235,6 +1299,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
               range_ok(D, p.d.span(p.batch), device, "D", &p.d, p.batch) &&
               (!p.bias_len || range_ok(desc.bias, p.bias_span(), device,
                                        p.bias_grad ? "bias gradient" : "bias", nullptr, 0)) &&
+              (!p.aux || range_ok(desc.aux, p.aux_span(), device,
+                                  p.aux == 'W' ? "aux (GELU input) output" : "aux (GELU input)",
+                                  nullptr, 0)) &&
               // the whole workspace declared: another algorithm could use all of it
               (!workspace ||
                range_ok(workspace, workspace_bytes, device, "workspace", nullptr, 0));
@@ -1245,6 +1312,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
 
     job->a = A, job->b = B, job->c = beta_zero ? nullptr : C, job->d = D;
     job->bias = const_cast<void *>(desc.bias);
+    job->aux = const_cast<void *>(desc.aux);
     job->ws = need ? workspace : nullptr;
     std::shared_ptr<const Job> run = job;
     const cudaError_t e = tdm_emu::enqueue(stream, call, [run] { run_job(*run); });

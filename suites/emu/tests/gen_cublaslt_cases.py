@@ -14,6 +14,9 @@ the C++ test copies them to the device as they are and compares whole buffers ba
 Semantics assumed (cuBLASLt API reference / cublasLt.h): BIAS adds a length-m bias broadcast over
 columns before the activation; RELU is max(x, 0); GELU is the tanh approximation; BGRADA writes
 sum_k op(A)[i, k] (length m), BGRADB sum_k op(B)[k, j] (length n); beta == 0 never reads C;
+GELU_AUX(_BIAS) also write GELU's input (after the bias, rounded to D's type) to the aux matrix
+(column-major m x n at its own leading dimension and batch stride, both multiples of 8), and DGELU
+multiplies the product by GELU'(aux), GELU' being PyTorch's gelu_backward(approximate='tanh');
 FAST_TF32 rounds f32 inputs to a 10-bit mantissa (nearest, ties away from zero) before the product.
 
 Format (text, one key per line): `case NAME`, scalar lines `key v1 v2 ...`, array lines
@@ -88,7 +91,7 @@ def fmt_values(vals, t):
 def act(x, name):
     if name in ('RELU', 'RELU_BIAS'):
         return torch.clamp(x, min=0.0)
-    if name in ('GELU', 'GELU_BIAS'):   # cuBLASLt's GELU: the tanh approximation
+    if name in ('GELU', 'GELU_BIAS', 'GELU_AUX', 'GELU_AUX_BIAS'):   # the tanh approximation
         return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
     return x
 
@@ -96,8 +99,9 @@ def act(x, name):
 def make(name, ab='32F', cd='32F', compute='32F', m=5, n=4, k=7, batch=1, ta=False, tb=False,
          order='COL', pad=(0, 0, 0, 0), gaps=(0, 0, 0, 0), broadcast_a=False, alpha=1.0,
          beta=0.0, inplace=False, c_nan=False, epilogue='DEFAULT', bias_type=None,
-         bias_per_batch=False, mask=2, distinct=False):
-    """One case. pad: extra leading dimension of A, B, C, D; gaps: extra batch stride."""
+         bias_per_batch=False, mask=2, distinct=False, aux_pad=0, aux_gap=0):
+    """One case. pad: extra leading dimension of A, B, C, D; gaps: extra batch stride;
+    aux_pad / aux_gap: the aux matrix's extra leading dimension / batch stride (multiples of 8)."""
     a_rows, a_cols = (k, m) if ta else (m, k)
     b_rows, b_cols = (n, k) if tb else (k, n)
 
@@ -122,7 +126,12 @@ def make(name, ab='32F', cd='32F', compute='32F', m=5, n=4, k=7, batch=1, ta=Fal
     B = randn((batch, b_rows, b_cols), ab)
     C = randn((batch, m, n), cd)
     bias_t = bias_type or cd
-    uses_bias = epilogue in ('BIAS', 'RELU_BIAS', 'GELU_BIAS')
+    uses_bias = epilogue in ('BIAS', 'RELU_BIAS', 'GELU_BIAS', 'GELU_AUX_BIAS')
+    aux_kind = ('W' if epilogue in ('GELU_AUX', 'GELU_AUX_BIAS') else
+                'R' if epilogue == 'DGELU' else None)
+    aux_ld = (m + 7) // 8 * 8 + aux_pad
+    aux_stride = aux_ld * n + aux_gap if batch > 1 else 0
+    aux_in = randn((batch, m, n), cd, 2.0) if aux_kind == 'R' else None   # GELU's inputs
     bias = randn((batch if bias_per_batch else 1, m), bias_t) if uses_bias else None
 
     opA = A.transpose(1, 2) if ta else A          # (batch, m, k)
@@ -142,9 +151,19 @@ def make(name, ab='32F', cd='32F', compute='32F', m=5, n=4, k=7, batch=1, ta=Fal
             bb = bias[:, :, None].expand(batch, m, n)
             v = v + bb
             scale = scale + bb.abs()
+        if aux_kind == 'R':   # the product times GELU'(aux); the scale too, plus |v| for GELU's own
+            g = torch.ops.aten.gelu_backward(torch.ones_like(aux_in), aux_in, approximate='tanh')
+            return rounded(v * g, cd), scale * (g.abs() + 1.0)
         return rounded(act(v, epilogue), cd), scale
 
     expect, scale = result(pa, pb)
+    if aux_kind == 'W':   # GELU's input, rounded to D's type, with its own scale (no GELU)
+        pre = alpha * torch.matmul(pa, pb) + (beta * C if beta != 0.0 else 0.0)
+        pre_scale = abs(alpha) * torch.matmul(pa.abs(), pb.abs()) + (abs(beta) * C.abs() if beta
+                                                                    != 0.0 else 0.0)
+        if uses_bias:
+            pre = pre + bias[:, :, None].expand(batch, m, n)
+            pre_scale = pre_scale + bias[:, :, None].expand(batch, m, n).abs()
 
     # buffers: D starts as C (in place) or as junk that must be overwritten; padding PAD_D
     C_fill = float('nan')
@@ -175,6 +194,16 @@ def make(name, ab='32F', cd='32F', compute='32F', m=5, n=4, k=7, batch=1, ta=Fal
         arr('Dnot', place(plain, ldd, sd, order, PAD_D), cd)
     if uses_bias:
         arr('bias', bias.reshape(-1).numpy(), bias_t)
+    if aux_kind:
+        lines.append(f'auxld {aux_ld} {aux_stride}')
+        if aux_kind == 'R':   # read: its padding NaN, which D would show if it were read
+            arr('aux', place(aux_in, aux_ld, aux_stride, 'COL', float('nan')), cd)
+        else:                 # written: starts as PAD_D, the padding must stay so
+            arr('aux', place(torch.full((batch, m, n), 555.0, dtype=torch.float64), aux_ld,
+                             aux_stride, 'COL', PAD_D), cd)
+            arr('auxx', place(rounded(pre, cd), aux_ld, aux_stride, 'COL', PAD_D), cd)
+            auxtol = place(pre_scale, aux_ld, aux_stride, 'COL', -1.0)
+            lines.append(' '.join(['auxtol', str(len(auxtol))] + [f'{v:.6g}' for v in auxtol]))
     if epilogue in ('BGRADA', 'BGRADB'):
         src = opA.sum(dim=2) if epilogue == 'BGRADA' else opB.sum(dim=1)   # (batch, m) / (batch, n)
         mag = opA.abs().sum(dim=2) if epilogue == 'BGRADA' else opB.abs().sum(dim=1)
@@ -220,6 +249,15 @@ def main():
         make('f32_bgradb', epilogue='BGRADB', tb=True, k=12),
         make('f16_f32_bgradb', ab='16F', cd='32F', epilogue='BGRADB', tb=True, k=10),
         make('f32_bgrada', epilogue='BGRADA', ta=True),
+        make('f32_gelu_aux', epilogue='GELU_AUX', m=6, n=5, k=4, aux_pad=8),
+        make('bf16_gelu_aux_bias', ab='16BF', cd='16BF', epilogue='GELU_AUX_BIAS', m=16, n=3,
+             k=24, ta=True),
+        make('f16_gelu_aux_bias_batched', ab='16F', cd='16F', epilogue='GELU_AUX_BIAS', m=5,
+             batch=2, bias_per_batch=True, aux_gap=8),
+        make('f32_dgelu', epilogue='DGELU', m=7, n=4, k=6, aux_pad=8),
+        make('bf16_dgelu', ab='16BF', cd='16BF', epilogue='DGELU', m=8, n=6, k=20, tb=True),
+        make('f16_dgelu_batched_alpha_beta', ab='16F', cd='16F', epilogue='DGELU', m=4, batch=2,
+             alpha=0.5, beta=1.0, inplace=True, aux_gap=16),
     ]
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, 'w') as f:

@@ -18,12 +18,15 @@
  *   (k + 4) u S        accumulation in the compute type (u = 2^-24 for f32 compute, 2^-53 for f64,
  *                      2^-11 for 16F compute, which rounds after every step): each of the k
  *                      products and sums, alpha, beta and the bias add at most u of S;
- *   + 8 u S, x 1.2     with GELU (|GELU'| <= 1.13; tanhf's own error);
+ *   + 8 u S, x 1.2     with GELU (|GELU'| <= 1.13; tanhf's own error); with DGELU the generator
+ *                      gives S (|GELU'(aux)| + 1): the product's error times GELU', and GELU''s
+ *                      own evaluation in f32 (a few u, relative to the product, |.| <= S);
  *   + ulp_D(|expected|) the one rounding to D's type, which may fall either side of a boundary the
  *                      float64 expectation sits near (ulp = |x| 2^-p, p = 10, 7, 23, 52; at least
  *                      the smallest subnormal).
  * f16/bf16/TF32 inputs make exact products in f32, so the bound holds for them as for f32 ones.
- * D's padding (Dtol -1) must come back bit-identical; a bias gradient uses the same rule with
+ * D's padding (Dtol -1) must come back bit-identical, and so must the aux matrix's (GELU_AUX
+ * writes GELU's input there, held to the rule without GELU); a bias gradient uses the same rule with
  * S = sum_l |op(B)[l,j]| (or op(A)'s). TF32 cases must also differ, beyond that tolerance, from the
  * product of the unrounded inputs in at least one element (Dnot). */
 #include <cublasLt.h>
@@ -135,7 +138,9 @@ static uint32_t epilogue_of(const std::string &s) {
         {"DEFAULT", CUBLASLT_EPILOGUE_DEFAULT},     {"RELU", CUBLASLT_EPILOGUE_RELU},
         {"BIAS", CUBLASLT_EPILOGUE_BIAS},           {"RELU_BIAS", CUBLASLT_EPILOGUE_RELU_BIAS},
         {"GELU", CUBLASLT_EPILOGUE_GELU},           {"GELU_BIAS", CUBLASLT_EPILOGUE_GELU_BIAS},
-        {"BGRADA", CUBLASLT_EPILOGUE_BGRADA},       {"BGRADB", CUBLASLT_EPILOGUE_BGRADB}};
+        {"BGRADA", CUBLASLT_EPILOGUE_BGRADA},       {"BGRADB", CUBLASLT_EPILOGUE_BGRADB},
+        {"GELU_AUX", CUBLASLT_EPILOGUE_GELU_AUX},   {"GELU_AUX_BIAS", CUBLASLT_EPILOGUE_GELU_AUX_BIAS},
+        {"DGELU", CUBLASLT_EPILOGUE_DGELU}};
     auto it = m.find(s);
     return it == m.end() ? 0 : it->second;
 }
@@ -429,11 +434,15 @@ static void run_case(cublasLtHandle_t lt, cudaStream_t stream, const Case &c) {
     const int64_t bias_stride = c.i("epilogue", 2);
     const uint32_t mask = (uint32_t)c.i("mask", 0);
     const bool alias = c.i("alias", 0) != 0;
-    const bool gelu = epi == CUBLASLT_EPILOGUE_GELU || epi == CUBLASLT_EPILOGUE_GELU_BIAS;
+    const bool gelu = epi == CUBLASLT_EPILOGUE_GELU || epi == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                      epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+                      epi == CUBLASLT_EPILOGUE_DGELU;
+    const int64_t aux_ld = c.i("auxld", 0), aux_stride = c.i("auxld", 1);
 
     Dev A(c.arr("A", ab), ab), B(c.arr("B", ab), ab), D(c.arr("D0", cd), cd);
     Dev C(alias ? std::vector<double>() : c.arr("C", cd), cd);   // unused when C is D
     Dev bias(c.arr("bias", bias_t), bias_t);                       // none without an epilogue
+    Dev aux(c.has("aux") ? c.arr("aux", cd) : std::vector<double>(), cd);   // aux epilogues
 
     Layouts l;
     l.a = layout(ab, ta ? k : m, ta ? m : k, lda, batch, sa, row);
@@ -449,6 +458,15 @@ static void run_case(cublasLtHandle_t lt, cudaStream_t stream, const Case &c) {
         if (bias_stride)
             LT_OK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
                                                  &bias_stride, sizeof bias_stride));
+    }
+    if (c.has("aux")) {
+        LT_OK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux.p,
+                                             sizeof aux.p));
+        LT_OK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                             sizeof aux_ld));
+        if (aux_stride)
+            LT_OK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
+                                                 &aux_stride, sizeof aux_stride));
     }
     const uint64_t max_ws = 1 << 20;
     cublasLtMatmulPreference_t pref = preference(max_ws, mask);
@@ -481,6 +499,13 @@ static void run_case(cublasLtHandle_t lt, cudaStream_t stream, const Case &c) {
         if (c.has("biasx"))
             bad += compare("bias gradient", c.name, bias.read(bias_t), c.arr("biasx", bias_t),
                            c.arr("biastol", CUDA_R_64F), k, compute, bias_t, false);
+        if (c.has("auxx"))   // GELU's input as written (a read-only aux must come back unchanged)
+            bad += compare("aux", c.name, aux.read(cd), c.arr("auxx", cd),
+                           c.arr("auxtol", CUDA_R_64F), k, compute, cd, false);
+        else if (c.has("aux"))
+            bad += compare("aux (read only)", c.name, aux.read(cd), c.arr("aux", cd),
+                           std::vector<double>(c.arr("aux", cd).size(), -1.0), k, compute, cd,
+                           false);
         if (bad) {
             fprintf(stderr, "FAIL case %s: %d elements wrong\n", c.name.c_str(), bad);
             failures++;
@@ -550,16 +575,59 @@ static void test_refusals(cublasLtHandle_t lt, cudaStream_t stream) {
             cublasLtMatmulDescDestroy(o);
         }
     }
-    {   // an epilogue with an aux buffer: not emulated, said as NOT_SUPPORTED
+    {   // aux epilogues: DGELU_BGRAD and the ReLU bit-mask ones are not emulated
+        // (NOT_SUPPORTED); the aux leading dimension must be a multiple of 8 and at least m, the
+        // aux batch stride a multiple of 8 (INVALID_VALUE); the aux pointer must be set
         Layouts l;
         l.a = layout(CUDA_R_32F, m, k, m);
         l.b = layout(CUDA_R_32F, k, n, k);
         l.d = layout(CUDA_R_32F, m, n, m);
-        cublasLtMatmulDesc_t o = matmul_desc(CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_N,
-                                             CUBLASLT_EPILOGUE_GELU_AUX, D.p);
-        LT_IS(CUBLAS_STATUS_NOT_SUPPORTED,
-              cublasLtMatmulAlgoGetHeuristic(lt, o, l.a, l.b, l.d, l.d, pref, 1, res, &found));
-        cublasLtMatmulDescDestroy(o);
+        Dev X(std::vector<double>(8 * n, 0.0), CUDA_R_32F);
+        for (uint32_t e : {(uint32_t)CUBLASLT_EPILOGUE_DGELU_BGRAD,
+                           (uint32_t)CUBLASLT_EPILOGUE_RELU_AUX,
+                           (uint32_t)CUBLASLT_EPILOGUE_DRELU}) {
+            cublasLtMatmulDesc_t o = matmul_desc(CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_N, e,
+                                                 D.p);
+            LT_IS(CUBLAS_STATUS_NOT_SUPPORTED,
+                  cublasLtMatmulAlgoGetHeuristic(lt, o, l.a, l.b, l.d, l.d, pref, 1, res, &found));
+            cublasLtMatmulDescDestroy(o);
+        }
+        struct {
+            int64_t ld;
+            int32_t aux_type;
+            bool set_ptr;
+            cublasStatus_t heuristic, matmul;
+        } aux_cases[] = {
+            {4, -1, true, CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_INVALID_VALUE},   // ld % 8
+            {0, -1, true, CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_INVALID_VALUE},   // unset
+            {8, CUDA_R_16F, true, CUBLAS_STATUS_NOT_SUPPORTED, CUBLAS_STATUS_NOT_SUPPORTED},
+            {8, -1, false, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_INVALID_VALUE},   // no pointer
+            {8, -1, true, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_SUCCESS},
+        };
+        for (const auto &ac : aux_cases) {
+            cublasLtMatmulDesc_t o = matmul_desc(CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_N,
+                                                 CUBLASLT_EPILOGUE_GELU_AUX, D.p);
+            LT_OK(cublasLtMatmulDescSetAttribute(o, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ac.ld,
+                                                 sizeof ac.ld));
+            LT_OK(cublasLtMatmulDescSetAttribute(o, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                                                 &ac.aux_type, sizeof ac.aux_type));
+            if (ac.set_ptr)
+                LT_OK(cublasLtMatmulDescSetAttribute(o, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                     &X.p, sizeof X.p));
+            found = -1;
+            LT_IS(ac.heuristic,
+                  cublasLtMatmulAlgoGetHeuristic(lt, o, l.a, l.b, l.d, l.d, pref, 1, res, &found));
+            LT_IS(ac.matmul, cublasLtMatmul(lt, o, &one, A.p, l.a, B.p, l.b, &zero, D.p, l.d, D.p,
+                                            l.d, nullptr, nullptr, 0, stream));
+            cublasLtMatmulDescDestroy(o);
+        }
+        CUDA_OK(cudaStreamSynchronize(stream));
+        {   // the one that ran wrote GELU's input (A B = 5 everywhere) at ld 8, and GELU(5) to D
+            const std::vector<double> x = X.read(CUDA_R_32F), d = D.read(CUDA_R_32F);
+            CHECK(x[0] == 5.0 && x[m - 1] == 5.0 && x[m] == 0.0 && x[8] == 5.0,
+                  "aux at ld 8: %g %g %g %g", x[0], x[m - 1], x[m], x[8]);
+            CHECK(fabs(d[0] - 5.0) < 1e-5, "D = GELU(5): %.9g", d[0]);
+        }
         // requestedAlgoCount <= 0
         LT_IS(CUBLAS_STATUS_INVALID_VALUE,
               cublasLtMatmulAlgoGetHeuristic(lt, op, l.a, l.b, l.d, l.d, pref, 0, res, &found));
