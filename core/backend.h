@@ -111,6 +111,17 @@ struct tdm_backend_ops {
                          tdm_tensor *y);   // x viewed as (rows, in)
     tdm_status (*linear_backward)(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *w,
                                   tdm_tensor *gx, tdm_tensor *gw, tdm_tensor *gb);
+    // optional, both or neither: an MLP's GELU (the tanh form) fused into its two products
+    // (tdm_linear_gelu_linear). linear_gelu: pre = x w^T + b (rounded to the dtype) and
+    // h = gelu_tanh(x w^T + b), GELU of the sum before or after its rounding (a backend says
+    // which; docs/CONFORMANCE.md bounds both); x (rows,in), pre and h (rows,out).
+    // linear_dgelu_backward: gpre = (gy w) * gelu_tanh'(pre), the input gradient of the linear
+    // that follows the GELU with GELU's backward, the product rounded before or after it; gy
+    // (rows,out), w (out,in), pre and gpre (rows,in).
+    tdm_status (*linear_gelu)(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                              tdm_tensor *pre, tdm_tensor *h);
+    tdm_status (*linear_dgelu_backward)(const tdm_tensor *gy, const tdm_tensor *w,
+                                        const tdm_tensor *pre, tdm_tensor *gpre);
     tdm_status (*matmul)(const tdm_tensor *a, const tdm_tensor *b, tdm_tensor *y);
     tdm_status (*matmul_backward)(const tdm_tensor *gy, const tdm_tensor *a, const tdm_tensor *b,
                                   tdm_tensor *ga, tdm_tensor *gb);

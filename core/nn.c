@@ -732,6 +732,19 @@ static tdm_tensor *gpt_forward(tdm_module *m, const tdm_tensor *idx, bool recomp
     return x;   // (B,T,V)
 }
 
+// x (B,T,C) -> c_fc (B,T,4C) -> GELU -> c_proj (B,T,C) -> dropout. With the tanh GELU (GPT-2's)
+// the first three are one op, tdm_linear_gelu_linear (the backend's cuBLASLt epilogues where it
+// has them; the three ops otherwise).
+static tdm_tensor *mlp_forward(tdm_module *m, const tdm_tensor *x, bool recompute) {
+    tdm_module **c = m->children;   // c_fc, gelu, c_proj, dropout
+    if (!c[1]->approximate_tanh) return module_forward(m, x, recompute);
+    tdm_tensor *y = tdm_linear_gelu_linear(x, c[0]->own[OWN_WEIGHT], c[0]->own[OWN_BIAS],
+                                           c[2]->own[OWN_WEIGHT], c[2]->own[OWN_BIAS]);
+    tdm_tensor *out = y ? module_forward(c[3], y, recompute) : NULL;
+    tdm_tensor_free(y);
+    return out;
+}
+
 // x (B,T,C) -> h = x + attn(ln_1(x)), then h + mlp(ln_2(h)); the first residual add and ln_2
 // are one op (tdm_add_layer_norm: one pass where the backend fuses them, the same values).
 static tdm_tensor *block_forward(tdm_module *m, const tdm_tensor *x, bool recompute) {
@@ -743,7 +756,7 @@ static tdm_tensor *block_forward(tdm_module *m, const tdm_tensor *x, bool recomp
     tdm_tensor *n = b ? tdm_add_layer_norm(x, b, ln2->norm_ndim, ln2->own[OWN_WEIGHT],
                                            ln2->own[OWN_BIAS], ln2->eps, &h)
                       : NULL;
-    tdm_tensor *f = n ? module_forward(c[BLK_MLP], n, recompute) : NULL;
+    tdm_tensor *f = n ? mlp_forward(c[BLK_MLP], n, recompute) : NULL;
     tdm_tensor *out = f ? tdm_add(h, f, 1.0) : NULL;
     tdm_tensor *all[5] = {a, b, h, n, f};
     for (int i = 0; i < 5; i++) tdm_tensor_free(all[i]);

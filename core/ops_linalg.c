@@ -175,6 +175,134 @@ tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const 
 }
 
 // ----------------------------------------------------------------------------
+// linear -> GELU (tanh) -> linear: the transformer MLP, with the backend's fused epilogues
+//
+// Forward: pre = x w1^T + b1 and h = gelu_tanh(pre) in one product (linear_gelu), then
+// y = h w2^T + b2. Recorded as linear (x, w1, b1 -> pre) and gelu_linear (pre, w2, b2 -> y, h
+// saved), whose backward gives w2's and b2's gradients from h as linear's does and pre's in one
+// product with GELU's backward in its epilogue (linear_dgelu_backward).
+
+// Do the (post-autocast) operands take the fused path? One device with both slots, fusions on,
+// one floating dtype other than f64 (cuBLASLt's GELU epilogues compute in f32).
+static bool gelu_mlp_fuses(const tdm_tensor *x, const tdm_tensor *const *params) {
+    if (!x || !tdm_fusions_enabled() || !tdm_backend_of(x)->linear_gelu ||
+        !tdm_backend_of(x)->linear_dgelu_backward)
+        return false;
+    if (x->dtype != TDM_DTYPE_F32 && x->dtype != TDM_DTYPE_F16 && x->dtype != TDM_DTYPE_BF16)
+        return false;
+    for (int i = 0; i < 4; i++) {
+        const tdm_tensor *t = params[i];
+        if (i % 2 == 0 && !t) return false;   // the weights
+        if (t && (t->dtype != x->dtype || t->device.type != x->device.type ||
+                  t->device.index != x->device.index))
+            return false;
+    }
+    return true;
+}
+
+// gpre (..., in) = (gy (..., out) w (out, in)) * gelu_tanh'(pre (..., in)): gelu_linear's input
+// gradient, through the backend's fused slot.
+static tdm_status linear_dgelu_backward(const tdm_tensor *gy, const tdm_tensor *w,
+                                        const tdm_tensor *pre, tdm_tensor **gpre) {
+    const char *op = "linear_dgelu_backward";
+    TDM_PROFILE_OP(op, gy, w, pre);
+    *gpre = NULL;
+    int ndim;
+    int64_t yshape[TDM_MAX_DIMS], rows;
+    TDM_TRY(linear_check(op, pre, w, NULL, &ndim, yshape, &rows));
+    TDM_TRY(check_operand(op, "grad_output", gy, pre));
+    TDM_TRY(check_grad_shape(op, gy, ndim, yshape));
+    const struct tdm_backend_ops *be = tdm_backend_of(pre);
+    if (!be->linear_dgelu_backward) return tdm_error_unsupported(op, be);
+    const int64_t in = w->shape[1], out = w->shape[0];
+    tdm_tensor *g = empty_like_shape(pre, pre->ndim, pre->shape);
+    tdm_tensor *v[3] = {view2(gy, rows, out), view2(pre, rows, in), view2(g, rows, in)};
+    tdm_status s = g && v[0] && v[1] && v[2] ? be->linear_dgelu_backward(v[0], w, v[1], v[2])
+                                             : tdm_last_status();
+    TDM_PROFILE_FLOPS(2.0 * (double)rows * (double)in * (double)out);
+    free_all(v, 3);
+    give(gpre, g, s);
+    return s;
+}
+
+// inputs: pre, w2, b2 (or NULL); saved: h = gelu_tanh(pre) as the forward computed it
+static tdm_status gelu_linear_bw(tdm_grad_node *n, const tdm_tensor *gy, tdm_tensor **g) {
+    const bool gw = tdm_node_wants(n, 1), gb = tdm_node_wants(n, 2);
+    if (gw || gb)
+        TDM_TRY(tdm_linear_backward(gy, n->saved[0], n->inputs[1], NULL, gw ? &g[1] : NULL,
+                                    gb ? &g[2] : NULL));
+    return tdm_node_wants(n, 0) ? linear_dgelu_backward(gy, n->inputs[1], n->inputs[0], &g[0])
+                                : TDM_OK;
+}
+
+// The fused forward: y from x and the (post-autocast) parameters, *pre and *h kept for autograd.
+static tdm_tensor *gelu_mlp_forward(const tdm_tensor *x, const tdm_tensor *const *p,
+                                    tdm_tensor **pre, tdm_tensor **h) {
+    const char *op = "linear";
+    int ndim;
+    int64_t shape[TDM_MAX_DIMS], rows;
+    *pre = *h = NULL;
+    if (linear_check(op, x, p[0], p[1], &ndim, shape, &rows) != TDM_OK) return NULL;
+    const int64_t in = p[0]->shape[1], hidden = p[0]->shape[0];
+    *pre = empty_like_shape(x, ndim, shape);
+    *h = empty_like_shape(x, ndim, shape);
+    tdm_tensor *v[3] = {view2(x, rows, in), view2(*pre, rows, hidden), view2(*h, rows, hidden)};
+    tdm_status s = *pre && *h && v[0] && v[1] && v[2]
+                       ? tdm_backend_of(x)->linear_gelu(v[0], p[0], p[1], v[1], v[2])
+                       : tdm_last_status();
+    free_all(v, 3);
+    return s == TDM_OK ? linear_forward(*h, p[2], p[3]) : NULL;
+}
+
+tdm_tensor *tdm_linear_gelu_linear(const tdm_tensor *x, const tdm_tensor *fc_weight,
+                                   const tdm_tensor *fc_bias, const tdm_tensor *proj_weight,
+                                   const tdm_tensor *proj_bias) {
+    TDM_PROFILE_OP("linear_gelu_linear", x, fc_weight, proj_weight);
+    tdm_autocast_args ac;   // linear's policy for all five (a recorded cast each, as linear's)
+    if (tdm_autocast_apply("linear", TDM_AUTOCAST_LOWER, 4,
+                           (const tdm_tensor *[]){x, fc_weight, fc_bias, proj_weight}, &ac) !=
+        TDM_OK)
+        return NULL;
+    tdm_autocast_args acb;
+    if (tdm_autocast_apply("linear", TDM_AUTOCAST_LOWER, 1, (const tdm_tensor *[]){proj_bias},
+                           &acb) != TDM_OK) {
+        tdm_autocast_args_free(&ac);
+        return NULL;
+    }
+    const tdm_tensor *p[4] = {ac.in[1], ac.in[2], ac.in[3], acb.in[0]};
+    x = ac.in[0];
+    tdm_tensor *y = NULL;
+    if (!gelu_mlp_fuses(x, p)) {   // the three ops
+        tdm_tensor *a = tdm_linear(x, p[0], p[1]);
+        tdm_tensor *h = a ? tdm_gelu(a, true) : NULL;
+        y = h ? tdm_linear(h, p[2], p[3]) : NULL;
+        tdm_tensor_free(a);
+        tdm_tensor_free(h);
+    } else {
+        tdm_tensor *pre, *h;
+        bool grad = tdm_grad_set_enabled(false);
+        y = gelu_mlp_forward(x, p, &pre, &h);
+        tdm_grad_set_enabled(grad);
+        if (y)   // 2*M*N*K for each product
+            TDM_PROFILE_FLOPS(2.0 * (double)pre->numel * (double)p[0]->shape[1] +
+                              2.0 * (double)y->numel * (double)p[0]->shape[0]);
+        if (y) pre = tdm_record_linear(pre, x, p[0], p[1]);   // (..., hidden)
+        if (y && !pre) {
+            tdm_tensor_free(y);
+            y = NULL;
+        }
+        y = tdm_autograd_record(y, "gelu_linear", gelu_linear_bw, 3,
+                                (const tdm_tensor *[]){pre, p[2], p[3]}, NULL, 1,
+                                (const tdm_tensor *[]){h});   // (..., out)
+        tdm_tensor_free(pre);
+        tdm_tensor_free(h);
+    }
+    tdm_autocast_args_free(&ac);
+    tdm_autocast_args_free(&acb);
+    return y;
+}
+
+// ----------------------------------------------------------------------------
 // matmul, torch.matmul's rules: a 1-D a is a row (1,k) and a 1-D b a column (k,1), the added dim
 // dropped from the result; the dims before the last two are batch dims, broadcast against each
 // other: (j,1,n,k)@(l,k,m) -> (j,l,n,m). The backend sees one of (n,k)@(k,m), (B,n,k)@(B,k,m),

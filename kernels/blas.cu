@@ -181,15 +181,18 @@ typedef struct {
     tdm_dtype d_dt;           // D: dt, or f32 beside f16/bf16
     bool accumulate;          // beta = 1 (D holds what to add: a pre-filled bias)
     bool no_tf32;             // f32 in f32 whatever tdm_tf32_allowed says (tdm_cuda_gemm_rm)
-    cublasLtEpilogue_t epilogue;   // DEFAULT, BIAS (bias (m) added), BGRADB (bias (n) written)
+    cublasLtEpilogue_t epilogue;   // DEFAULT, BIAS (bias (m) added), BGRADB (bias (n) written),
+                                   // GELU_AUX(_BIAS) (aux written), DGELU (aux read)
     void *bias;
+    void *aux;                // GELU's input (m,n), column-major at aux_ld (a multiple of 8)
+    int64_t aux_ld;
 } lt_gemm;
 
 // Everything the heuristic's answer depends on (zeroed whole: padding compares equal).
 typedef struct {
     int32_t dt, d_dt, compute, ta, tb, epilogue, accumulate;
-    int32_t align[4];   // of A, B, D, bias (<= 256)
-    int64_t m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d, batch;
+    int32_t align[5];   // of A, B, D, bias, aux (<= 256)
+    int64_t m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d, batch, aux_ld;
 } blas_key;
 
 static cudaDataType_t cuda_type(tdm_dtype dt) {
@@ -238,6 +241,12 @@ static tdm_status blas_plan_make(blas_device *d, const lt_gemm *g, cublasCompute
                                                             &epi, sizeof epi)));
         TDM_TRY(CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
             p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias)));
+    }
+    if (g->aux) {   // its alignment is in the key; its value is set per call
+        TDM_TRY(CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux)));
+        TDM_TRY(CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g->aux_ld, sizeof g->aux_ld)));
     }
     const bool an = g->ta == CUBLAS_OP_N, bn = g->tb == CUBLAS_OP_N;
     TDM_TRY(layout_new(&p->la, g->dt, an ? g->m : g->k, an ? g->k : g->m, g->lda, g->batch,
@@ -306,6 +315,8 @@ static tdm_status lt_gemm_run(int dev, const lt_gemm *g, bool *ran) {
     key.align[1] = (int32_t)align256(g->b);
     key.align[2] = (int32_t)align256(g->d);
     key.align[3] = g->bias ? (int32_t)align256(g->bias) : 0;
+    key.align[4] = g->aux ? (int32_t)align256(g->aux) : 0;
+    key.aux_ld = g->aux ? g->aux_ld : 0;
     key.m = g->m, key.n = g->n, key.k = g->k;
     key.lda = g->lda, key.ldb = g->ldb, key.ldd = g->ldd;
     key.stride_a = g->stride_a, key.stride_b = g->stride_b, key.stride_d = g->stride_d;
@@ -331,6 +342,9 @@ static tdm_status lt_gemm_run(int dev, const lt_gemm *g, bool *ran) {
         if (g->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
             s = CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
                 p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
+        if (s == TDM_OK && g->aux)
+            s = CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+                p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux));
         if (s == TDM_OK && p->workspace && !(ws = tdm_cuda_backend.alloc(p->workspace, dev)))
             s = tdm_last_status();
         const float one_f = 1.0f, zero_f = 0.0f;
@@ -464,6 +478,69 @@ tdm_status tdm_cuda_linear_backward(const tdm_tensor *gy, const tdm_tensor *x,
     if (gb && gb->numel && !gb_done)
         TDM_TRY(tdm_cuda_sum_outer_inner(tdm_data_c(gy), tdm_data(gb), dt, rows, out, 1));
     return TDM_OK;
+}
+
+// ----------------------------------------------------------------------------
+// The MLP's GELU (tanh form) fused into its products, where cuBLASLt has the epilogue: llm.c's
+// fusions. The aux matrix is GELU's input, column-major (out,rows) = row-major (rows,out) at
+// leading dimension out, which cuBLASLt needs to be a multiple of 8 (cublasLt.h,
+// EPILOGUE_AUX_LD). Elsewhere, or with no algorithm for the epilogue, the same results come from
+// the unfused ops (one more rounding of GELU's input, as tdm_linear then tdm_gelu give).
+
+static bool aux_fits(int64_t ld) { return ld % 8 == 0; }
+
+// pre (rows,out) = x w^T + b (rounded to the dtype); h = gelu_tanh(x w^T + b): GELU_AUX_BIAS
+// (GELU_AUX without b), GELU taken of the unrounded sum.
+tdm_status tdm_cuda_linear_gelu(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                                tdm_tensor *pre, tdm_tensor *h) {
+    const int dev = x->device.index;
+    const int64_t rows = x->shape[0], in = x->shape[1], out = w->shape[0];
+    TDM_TRY(CUDA_CHECK(cudaSetDevice(dev)));
+    if (h->numel == 0) return TDM_OK;
+    if (in > 0 && aux_fits(out) && x->dtype != TDM_DTYPE_F64) {
+        lt_gemm g = gemm_of(x->dtype);
+        g.ta = CUBLAS_OP_T;
+        g.m = out, g.n = rows, g.k = in;
+        g.a = tdm_data_c(w), g.lda = in;
+        g.b = tdm_data_c(x), g.ldb = in;
+        g.d = tdm_data(h), g.ldd = out;
+        g.epilogue = b ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        g.bias = b ? (void *)tdm_data_c(b) : NULL;
+        g.aux = tdm_data(pre), g.aux_ld = out;
+        bool ran;
+        TDM_TRY(lt_gemm_run(dev, &g, &ran));
+        if (ran) return TDM_OK;
+    }
+    TDM_TRY(tdm_cuda_linear(x, w, b, pre));
+    return cuda_unary(TDM_UNARY_GELU_TANH, pre, h);
+}
+
+// gpre (rows,in) = (gy (rows,out) w (out,in)) * gelu_tanh'(pre (rows,in)): the input gradient of
+// the linear that follows the GELU, with GELU's backward as its DGELU epilogue.
+tdm_status tdm_cuda_linear_dgelu_backward(const tdm_tensor *gy, const tdm_tensor *w,
+                                          const tdm_tensor *pre, tdm_tensor *gpre) {
+    const int dev = pre->device.index;
+    const int64_t rows = pre->shape[0], in = pre->shape[1], out = w->shape[0];
+    TDM_TRY(CUDA_CHECK(cudaSetDevice(dev)));
+    if (gpre->numel == 0) return TDM_OK;
+    if (out > 0 && aux_fits(in) && pre->dtype != TDM_DTYPE_F64) {
+        lt_gemm g = gemm_of(pre->dtype);
+        g.m = in, g.n = rows, g.k = out;
+        g.a = tdm_data_c(w), g.lda = in;
+        g.b = tdm_data_c(gy), g.ldb = out;
+        g.d = tdm_data(gpre), g.ldd = in;
+        g.epilogue = CUBLASLT_EPILOGUE_DGELU;
+        g.aux = (void *)tdm_data_c(pre), g.aux_ld = in;
+        bool ran;
+        TDM_TRY(lt_gemm_run(dev, &g, &ran));
+        if (ran) return TDM_OK;
+    }
+    tdm_tensor *gh = tdm_tensor_empty(2, pre->shape, pre->dtype, pre->device);
+    if (!gh) return tdm_last_status();
+    tdm_status s = tdm_cuda_linear_backward(gy, pre, w, gh, NULL, NULL);
+    if (s == TDM_OK) s = cuda_unary_backward(TDM_UNARY_GELU_TANH, gh, pre, gpre);
+    tdm_tensor_free(gh);
+    return s;
 }
 
 // ----------------------------------------------------------------------------

@@ -533,6 +533,8 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     // kernels/blas.cu (cuBLASLt) and kernels/conv_cudnn.cu (cuDNN; NULL in a build without it)
     .linear = tdm_cuda_linear,
     .linear_backward = tdm_cuda_linear_backward,
+    .linear_gelu = tdm_cuda_linear_gelu,
+    .linear_dgelu_backward = tdm_cuda_linear_dgelu_backward,
     .matmul = tdm_cuda_matmul,
     .matmul_backward = tdm_cuda_matmul_backward,
     .conv2d = TDM_CUDA_CONV2D,

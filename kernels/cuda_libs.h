@@ -16,6 +16,13 @@ tdm_status tdm_cuda_linear(const tdm_tensor *x, const tdm_tensor *w, const tdm_t
 tdm_status tdm_cuda_linear_backward(const tdm_tensor *gy, const tdm_tensor *x,
                                     const tdm_tensor *w, tdm_tensor *gx, tdm_tensor *gw,
                                     tdm_tensor *gb);
+// The optional MLP slots: cuBLASLt's GELU_AUX_BIAS and DGELU epilogues where the aux matrix's
+// leading dimension (out, in) is a multiple of 8 and cuBLASLt has an algorithm, else the unfused
+// product and GELU kernels.
+tdm_status tdm_cuda_linear_gelu(const tdm_tensor *x, const tdm_tensor *w, const tdm_tensor *b,
+                                tdm_tensor *pre, tdm_tensor *h);
+tdm_status tdm_cuda_linear_dgelu_backward(const tdm_tensor *gy, const tdm_tensor *w,
+                                          const tdm_tensor *pre, tdm_tensor *gpre);
 tdm_status tdm_cuda_matmul(const tdm_tensor *a, const tdm_tensor *b, tdm_tensor *y);
 tdm_status tdm_cuda_matmul_backward(const tdm_tensor *gy, const tdm_tensor *a,
                                     const tdm_tensor *b, tdm_tensor *ga, tdm_tensor *gb);

@@ -25,6 +25,16 @@ extern "C" {
 tdm_tensor *tdm_linear(const tdm_tensor *x, const tdm_tensor *weight, const tdm_tensor *bias);
 tdm_status tdm_linear_backward(const tdm_tensor *gy, const tdm_tensor *x, const tdm_tensor *weight,
                                tdm_tensor **gx, tdm_tensor **gweight, tdm_tensor **gbias);
+// An MLP with the tanh GELU (GPT-2's c_fc, gelu, c_proj): linear(gelu_tanh(linear(x, fc_weight,
+// fc_bias)), proj_weight, proj_bias), x (..., in) -> (..., out). Recorded as the linear it starts
+// with and a node for the GELU and the second linear. On a backend that fuses them (the CUDA
+// backend's cuBLASLt GELU_AUX_BIAS and DGELU epilogues, llm.c's fusions; fusions on, one floating
+// dtype after autocast, not f64) the GELU rides on the first product and its backward on the
+// second's input gradient, with one rounding fewer each (docs/CONFORMANCE.md); the three ops
+// otherwise.
+tdm_tensor *tdm_linear_gelu_linear(const tdm_tensor *x, const tdm_tensor *fc_weight,
+                                   const tdm_tensor *fc_bias, const tdm_tensor *proj_weight,
+                                   const tdm_tensor *proj_bias);
 
 // torch.matmul: (n,k)@(k,m) -> (n,m); a 1-D a is a row (1,k) and a 1-D b a column (k,1), the
 // added dim dropped from the result ((k)@(k) is a scalar); dims before the last two are batch

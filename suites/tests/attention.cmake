@@ -36,3 +36,12 @@ tdm_test_executable(add_layer_norm)
 add_test(NAME add_layer_norm.cpu COMMAND test_add_layer_norm cpu)
 add_test(NAME add_layer_norm.gpu COMMAND test_add_layer_norm gpu)
 set_tests_properties(add_layer_norm.gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
+# The transformer MLP (tdm_linear_gelu_linear: linear, tanh GELU, linear) against float64 within
+# its rounding-error bound, forward and gradients: the three ops on the cpu; on cuda:0 fused
+# (cuBLASLt's GELU_AUX_BIAS and DGELU epilogues, and the fallback for a hidden width that is no
+# multiple of 8) and with fusions off, two launches fewer fused.
+tdm_test_executable(linear_gelu)
+add_test(NAME linear_gelu.cpu COMMAND test_linear_gelu cpu)
+add_test(NAME linear_gelu.gpu COMMAND test_linear_gelu gpu)
+set_tests_properties(linear_gelu.gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
