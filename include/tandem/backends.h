@@ -59,12 +59,14 @@ bool tdm_attn_fused_applies(tdm_device device, tdm_dtype dtype, int64_t E, int64
                             bool has_mask, double dropout_p);
 #define TDM_ATTN_FUSED_MAX_HEAD 256
 
-// The fusions that compute exactly what the ops they replace compute (the same values and
-// roundings, checked bit for bit by their tests): the fused classifier (cross_entropy keeps its
-// rows' softmax statistics for the backward) and the residual add fused into layer_norm
-// (tdm_add_layer_norm). On by default; off runs the ops one by one: the A/B of the transformer
-// suite. Fusions that round differently have their own switch (the attention mode above; Adam's
-// `fused` is the optimizer's option, as PyTorch's). Environment: TANDEM_FUSIONS=0|1.
+// The transformer step's fusions outside attention and the optimizer: two that compute exactly
+// what the ops they replace compute (the same values and roundings, checked bit for bit by their
+// tests), the fused classifier (cross_entropy keeps its rows' softmax statistics for the
+// backward) and the residual add fused into layer_norm (tdm_add_layer_norm); and one that rounds
+// once less, within the ops' bound (docs/CONFORMANCE.md), the MLP's GELU in cuBLASLt's epilogues
+// (tdm_linear_gelu_linear). On by default; off runs the ops one by one: the A/B of the
+// transformer suite. The attention has its own mode above; Adam's `fused` is the optimizer's
+// option, as PyTorch's. Environment: TANDEM_FUSIONS=0|1.
 void tdm_fusions_set(bool on);
 bool tdm_fusions_enabled(void);
 

@@ -121,6 +121,14 @@ static tdm_status abs_run(const tdm_case *c, unsigned keep_sign, tdm_case_result
     return s;
 }
 
+// A product's gamma_n: n roundings in the accumulation. TF32: each product a~ b~ of inputs
+// rounded to TF32 is within (1+u_t)^2 - 1 of a b, then summed in f32:
+// |err| <= ((1+u_t)^2 (1+gamma_n) - 1) M.
+static double product_gamma(const bctx *b, double n) {
+    const double g = gamma_n(n, b->u);
+    return b->u_tf32 > 0 ? (1 + b->u_tf32) * (1 + b->u_tf32) * (1 + g) - 1 : g;
+}
+
 // err = gamma_n * M for a multilinear op, M from the absolute-value run.
 static tdm_status multilinear(bctx *b, double n, unsigned keep_sign) {
     tdm_case_result r;
@@ -130,10 +138,7 @@ static tdm_status multilinear(bctx *b, double n, unsigned keep_sign) {
     tdm_case_result_free(&r);
     if (!M) return tdm_error_set(TDM_ERR_BACKEND, "%s: bound: no magnitude for %s.%d", b->c->path,
                                  b->grad ? "grad_input" : "output", b->k);
-    double g = gamma_n(n, b->u);
-    // TF32: each product a~ b~ of inputs rounded to TF32 is within (1+u_t)^2 - 1 of a b, then
-    // summed in f32: |err| <= ((1+u_t)^2 (1+gamma_n) - 1) M
-    if (b->u_tf32 > 0) g = (1 + b->u_tf32) * (1 + b->u_tf32) * (1 + g) - 1;
+    const double g = product_gamma(b, n);
     for (int64_t i = 0; i < b->n; i++) b->err[i] = g * M[i];
     free(M);
     return TDM_OK;
@@ -141,6 +146,21 @@ static tdm_status multilinear(bctx *b, double n, unsigned keep_sign) {
 
 static int64_t in_numel(const bctx *b, int i) {
     return b->c->input[i] ? tdm_tensor_numel(b->c->input[i]) : 0;
+}
+
+// GELU's tanh form evaluated in floating point at x: the error of y = 0.5 x (1 + tanh(w)),
+// w = sqrt(2/pi) (x + 0.044715 x^3), and of its derivative d (with *d set), in units of u.
+static double gelu_tanh_err(double x, bool grad, double *d) {
+    const double kk = sqrt(2.0 / M_PI);
+    double w = kk * (x + 0.044715 * x * x * x), t = tanh(w);
+    double dw = 4 * kk * (fabs(x) + 0.044715 * fabs(x * x * x));   // inner, units of u
+    double dt = FN_ERR * fabs(t) + (1 - t * t) * dw;
+    double q = kk * (1 + 3 * 0.044715 * x * x);
+    double dv = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * q;
+    if (d) *d = dv;
+    if (!grad) return 0.5 * fabs(x) * (dt + 1 + fabs(t)) + 2 * fabs(0.5 * x * (1 + t));
+    return 0.5 * (1 + fabs(t)) + 0.5 * dt + 0.5 * fabs(x) * q * (2 * fabs(t) * dt + 6 * (1 - t * t)) +
+           2 * fabs(dv);
 }
 
 // ---- multilinear ops --------------------------------------------------------------------------
@@ -173,6 +193,104 @@ static tdm_status bound_matmul(bctx *b) {
     // ga = gy b^T sums over m and over the batch copies a was broadcast to; gb likewise over n.
     if (b->k == 0) return multilinear(b, (double)m * (double)(ab ? batch / ab : 0), 0);
     return multilinear(b, (double)n * (double)(bb ? batch / bb : 0), 0);
+}
+
+// linear_gelu_linear: y = linear(gelu_tanh(linear(x, w1, b1)), w2, b2), x (rows,in), w1
+// (hid,in), w2 (out,hid). The three ops round P = x w1^T + b1, H = gelu(P) and, backward,
+// GH = gy w2 to the dtype (u_in); the CUDA backend's cuBLASLt epilogues skip the first and the
+// last of these, so the bound of the three ops covers both (docs/CONFORMANCE.md). Per element,
+// S1 = |x||w1|^T + |b1|, G1 = |gy||w2|, |gelu'| <= 1.13, |gelu''| <= 0.80:
+//   eP  = gamma_(in+1) S1 + u_in |P|
+//   eH  = 1.13 eP + u gelu_tanh_err(P) + u_in |H|
+//   y:    |w2| eH + gamma_(hid+1) (|H||w2|^T + |b2|)
+//   eGH = gamma_out G1 + u_in |GH|;  GP = GH gelu'(P)
+//   eGP = 1.13 eGH + G1 (0.80 eP + u gelu_tanh_err'(P)) + u_in |GP|
+//   gx:   eGP |w1| + gamma_hid |GP||w1|;  gw1, gb1: eGP^T |x|, sum eGP + gamma_rows (...)
+//   gw2:  |gy|^T eH + gamma_rows |gy|^T |H|;  gb2: gamma_rows sum |gy|
+static tdm_status bound_linear_gelu_linear(bctx *b) {
+    const tdm_case *c = b->c;
+    const int64_t in = shape_of(c->input[1])[1], hid = shape_of(c->input[1])[0];
+    const int64_t out = shape_of(c->input[3])[0];
+    const int64_t rows = in ? tdm_tensor_numel(c->input[0]) / in : 0;
+    double *x = load(c->input[0]), *w1 = load(c->input[1]), *b1 = load(c->input[2]);
+    double *w2 = load(c->input[3]), *b2 = load(c->input[4]);
+    double *gy = b->grad ? load(c->grad_output[0]) : NULL;
+    const int64_t rh = rows * hid;
+    double *P = scratch(rh), *eP = scratch(rh), *H = scratch(rh), *eH = scratch(rh);
+    double *GP = b->grad ? scratch(rh) : NULL, *eGP = b->grad ? scratch(rh) : NULL;
+    double *all[] = {x, w1, b1, w2, b2, gy, P, eP, H, eH, GP, eGP};
+    bool ok = x && w1 && (b1 || !c->input[2]) && w2 && (b2 || !c->input[4]) &&
+              (gy || !b->grad) && P && eP && H && eH && (!b->grad || (GP && eGP));
+    const double u = b->u, ui = b->u_in;
+    for (int64_t r = 0; ok && r < rows; r++)
+        for (int64_t j = 0; j < hid; j++) {
+            double p = b1 ? b1[j] : 0, s1 = b1 ? fabs(b1[j]) : 0;
+            for (int64_t k = 0; k < in; k++) {
+                p += x[r * in + k] * w1[j * in + k];
+                s1 += fabs(x[r * in + k] * w1[j * in + k]);
+            }
+            const int64_t i = r * hid + j;
+            double d;
+            P[i] = p;
+            eP[i] = product_gamma(b, (double)in + 1) * s1 + ui * fabs(p);
+            H[i] = 0.5 * p * (1 + tanh(sqrt(2.0 / M_PI) * (p + 0.044715 * p * p * p)));
+            eH[i] = 1.13 * eP[i] + u * gelu_tanh_err(p, false, &d) + ui * fabs(H[i]);
+            if (!b->grad) continue;
+            double gh = 0, g1 = 0;
+            for (int64_t o = 0; o < out; o++) {
+                gh += gy[r * out + o] * w2[o * hid + j];
+                g1 += fabs(gy[r * out + o] * w2[o * hid + j]);
+            }
+            const double egh = product_gamma(b, (double)out) * g1 + ui * fabs(gh);
+            GP[i] = gh * d;
+            eGP[i] = 1.13 * egh + g1 * (0.80 * eP[i] + u * gelu_tanh_err(p, true, NULL)) +
+                     ui * fabs(GP[i]);
+        }
+    for (int64_t i = 0; ok && i < b->n; i++) {
+        double e = 0, m = 0;   // the propagated error, and the product's magnitude
+        if (!b->grad) {        // y (rows, out)
+            const int64_t r = i / out, o = i % out;
+            m = b2 ? fabs(b2[o]) : 0;
+            for (int64_t j = 0; j < hid; j++) {
+                e += fabs(w2[o * hid + j]) * eH[r * hid + j];
+                m += fabs(H[r * hid + j] * w2[o * hid + j]);
+            }
+            b->err[i] = e + product_gamma(b, (double)hid + 1) * m;
+            continue;
+        }
+        switch (b->k) {
+        case 0: {   // gx (rows, in) = GP w1
+            const int64_t r = i / in, k = i % in;
+            for (int64_t j = 0; j < hid; j++) {
+                e += eGP[r * hid + j] * fabs(w1[j * in + k]);
+                m += fabs(GP[r * hid + j] * w1[j * in + k]);
+            }
+            b->err[i] = e + product_gamma(b, (double)hid) * m;
+            break;
+        }
+        case 1: case 2: {   // gw1 (hid, in) = GP^T x; gb1 (hid) = sum over rows of GP
+            const int64_t j = b->k == 1 ? i / in : i, k = b->k == 1 ? i % in : -1;
+            for (int64_t r = 0; r < rows; r++) {
+                const double xv = k >= 0 ? fabs(x[r * in + k]) : 1.0;
+                e += eGP[r * hid + j] * xv;
+                m += fabs(GP[r * hid + j]) * xv;
+            }
+            b->err[i] = e + product_gamma(b, (double)rows) * m;
+            break;
+        }
+        default: {   // gw2 (out, hid) = gy^T H; gb2 (out) = sum over rows of gy
+            const int64_t o = b->k == 3 ? i / hid : i, j = b->k == 3 ? i % hid : -1;
+            for (int64_t r = 0; r < rows; r++) {
+                const double g = fabs(gy[r * out + o]);
+                e += j >= 0 ? g * eH[r * hid + j] : 0;
+                m += j >= 0 ? g * fabs(H[r * hid + j]) : g;
+            }
+            b->err[i] = e + product_gamma(b, (double)rows) * m;
+        }
+        }
+    }
+    for (size_t q = 0; q < sizeof all / sizeof *all; q++) free(all[q]);
+    return ok ? TDM_OK : bound_oom();
 }
 
 static tdm_status bound_conv2d(bctx *b) {
@@ -313,7 +431,7 @@ static tdm_status bound_unary(bctx *b) {
     const char *op = b->c->op;
     char approx[64] = "none";
     if (!strcmp(op, "gelu")) TDM_TRY(tdm_attr_string(b->c, "approximate", "none", approx));
-    const double u = b->u, kk = sqrt(2.0 / M_PI);
+    const double u = b->u;
     for (int64_t i = 0; i < b->n; i++) {
         double xi = x[i], g = b->grad ? fabs(gy[i]) : 1.0, err;
         if (!strcmp(op, "tanh")) {
@@ -325,18 +443,7 @@ static tdm_status bound_unary(bctx *b) {
             // s = 1/(1+exp(-x)): exp 4u, + and / one each: 6u relative.
             err = b->grad ? u * g * s * (9 * fabs(1 - s) + 6 * s) : 6 * u * s;
         } else if (!strcmp(approx, "tanh")) {
-            double w = kk * (xi + 0.044715 * xi * xi * xi), t = tanh(w);
-            double dw = 4 * kk * (fabs(xi) + 0.044715 * fabs(xi * xi * xi));   // inner, units of u
-            double dt = FN_ERR * fabs(t) + (1 - t * t) * dw;
-            if (!b->grad) {
-                double y = 0.5 * xi * (1 + t);
-                err = u * (0.5 * fabs(xi) * (dt + 1 + fabs(t)) + 2 * fabs(y));
-            } else {
-                double q = kk * (1 + 3 * 0.044715 * xi * xi);
-                double d = 0.5 * (1 + t) + 0.5 * xi * (1 - t * t) * q;
-                err = u * g * (0.5 * (1 + fabs(t)) + 0.5 * dt +
-                               0.5 * fabs(xi) * q * (2 * fabs(t) * dt + 6 * (1 - t * t)) + 2 * fabs(d));
-            }
+            err = u * g * gelu_tanh_err(xi, b->grad, NULL);
         } else {   // exact gelu: 0.5 x (1 + erf(x/sqrt2))
             double z = xi * M_SQRT1_2, ef = erf(z);
             double dphi2 = 5 * fabs(ef) + 1 + M_2_SQRTPI * fabs(z) * exp(-z * z);   // 1+erf, in u
@@ -1152,6 +1259,7 @@ static const struct {
     tdm_status (*rule)(bctx *b);
 } rules[] = {
     {"linear", bound_linear},       {"matmul", bound_matmul},
+    {"linear_gelu_linear", bound_linear_gelu_linear},
     {"conv2d", bound_conv2d},       {"max_pool2d", bound_max_pool2d},
     {"avg_pool2d", bound_avg_pool2d}, {"relu", bound_exact},
     {"gelu", bound_unary},          {"tanh", bound_unary},
@@ -1180,7 +1288,8 @@ tdm_status tdm_case_bounds(const tdm_case *c, bool grad, int k, tdm_device dev, 
     // while tdm_tf32_allowed(TDM_TF32_MATMUL) and f32 conv2d while TDM_TF32_CONV may round their
     // product's inputs to TF32 (the reference computes in double whatever the switches say).
     const bool tf32_op = !strcmp(c->op, "conv2d") ? tdm_tf32_allowed(TDM_TF32_CONV)
-                         : !strcmp(c->op, "linear") || !strcmp(c->op, "matmul")
+                         : !strcmp(c->op, "linear") || !strcmp(c->op, "matmul") ||
+                                 !strcmp(c->op, "linear_gelu_linear")
                              ? tdm_tf32_allowed(TDM_TF32_MATMUL)
                              : false;
     const bool tf32 = dev.type == TDM_DEVICE_CUDA && c->dtype == TDM_DTYPE_F32 && tf32_op;

@@ -41,7 +41,8 @@ typedef struct {
 } tdm_case_op;
 
 // Each group of ops defines a table ending in {NULL}; case_ops.c joins them.
-extern const tdm_case_op tdm_case_ops_linalg[];     // linear matmul conv2d max_pool2d avg_pool2d
+extern const tdm_case_op tdm_case_ops_linalg[];     // linear matmul linear_gelu_linear conv2d
+                                                    // max_pool2d avg_pool2d
 extern const tdm_case_op tdm_case_ops_pointwise[];  // relu gelu tanh sigmoid add mul dropout sum
                                                     // mean softmax log_softmax cross_entropy mse_loss
 extern const tdm_case_op tdm_case_ops_misc[];       // layer_norm batch_norm embedding sgd_step

@@ -1,5 +1,5 @@
-/* case_linalg.c — the conformance case entries of linear, matmul, conv2d, max_pool2d and
- * avg_pool2d: attrs parsed with PyTorch's defaults (docs/CASE_FORMAT.md), the forward run, and
+/* case_linalg.c — the conformance case entries of linear, matmul, linear_gelu_linear, conv2d,
+ * max_pool2d and avg_pool2d: attrs parsed with PyTorch's defaults (docs/CASE_FORMAT.md), the forward run, and
  * with grad_output the backward, each gradient stored at its input's position. Results go into
  * r only when every call succeeded; on failure nothing is left allocated. */
 #include <string.h>
@@ -55,6 +55,35 @@ static tdm_status run_linear(const tdm_case *c, tdm_tensor *const *in,
         s = tdm_linear_backward(grad_output, in[0], in[1], grad_slot(in, 0, g),
                                 grad_slot(in, 1, g), grad_slot(in, 2, g));
     return finish(s, y, g, 3, r);
+}
+
+// ----------------------------------------------------------------------------
+// linear_gelu_linear: input, fc weight, fc bias?, proj weight, proj bias?. The op has no
+// backward of its own in the API: its backward runs through autograd (the inputs as leaves),
+// which is what a model uses.
+
+static tdm_status run_linear_gelu_linear(const tdm_case *c, tdm_tensor *const *in,
+                                         const tdm_tensor *grad_output, tdm_case_result *r) {
+    (void)c;
+    tdm_tensor *x[5] = {NULL}, *g[5] = {NULL};
+    tdm_status s = TDM_OK;
+    for (int i = 0; i < 5 && s == TDM_OK; i++) {
+        if (!in[i]) continue;
+        if (!(x[i] = tdm_tensor_detach(in[i]))) s = tdm_last_status();
+        else if (grad_output) tdm_tensor_set_requires_grad(x[i], true);
+    }
+    bool grad = tdm_grad_set_enabled(grad_output != NULL);
+    tdm_tensor *y = s == TDM_OK ? tdm_linear_gelu_linear(x[0], x[1], x[2], x[3], x[4]) : NULL;
+    tdm_grad_set_enabled(grad);
+    if (s == TDM_OK && !y) s = tdm_last_status();
+    if (s == TDM_OK && grad_output) s = tdm_backward(y, grad_output);
+    for (int i = 0; i < 5 && s == TDM_OK; i++)
+        if (grad_output && x[i] && tdm_tensor_grad(x[i]))
+            g[i] = tdm_tensor_retain(tdm_tensor_grad(x[i]));
+    tdm_tensor *out = y && s == TDM_OK ? tdm_tensor_detach(y) : NULL;
+    tdm_tensor_free(y);
+    for (int i = 0; i < 5; i++) tdm_tensor_free(x[i]);
+    return finish(s, out, g, 5, r);
 }
 
 // ----------------------------------------------------------------------------
@@ -226,6 +255,7 @@ static tdm_status run_avg_pool2d(const tdm_case *c, tdm_tensor *const *in,
 const tdm_case_op tdm_case_ops_linalg[] = {
     {"linear", run_linear, ""},
     {"matmul", run_matmul, ""},
+    {"linear_gelu_linear", run_linear_gelu_linear, ""},
     {"conv2d", run_conv2d, "stride padding dilation groups memory_format"},
     {"max_pool2d", run_max_pool2d, "kernel_size stride padding dilation ceil_mode return_indices"},
     {"avg_pool2d", run_avg_pool2d,

@@ -170,6 +170,21 @@ static tdm_status gen_linear(gen *g) {
     return coin(g) ? randn_in(g, 2, 1, (int64_t[]){out}) : TDM_OK;
 }
 
+// The transformer MLP: x (..., in), w1 (hid, in), b1?, w2 (out, hid), b2?; hid a multiple of 8
+// (the CUDA backend's epilogues) or not (its fallback).
+static tdm_status gen_linear_gelu_linear(gen *g) {
+    int64_t in = any_size(g), hid = coin(g) ? 8 * (1 + pick(g, 4)) : small(g), out = small(g);
+    int64_t sh[3];
+    int nd = 1 + pick(g, 3);
+    for (int i = 0; i < nd - 1; i++) sh[i] = small(g);
+    sh[nd - 1] = in;
+    TDM_TRY(randn_in(g, 0, nd, sh));
+    TDM_TRY(randn_in(g, 1, 2, (int64_t[]){hid, in}));
+    if (coin(g)) TDM_TRY(randn_in(g, 2, 1, (int64_t[]){hid}));
+    TDM_TRY(randn_in(g, 3, 2, (int64_t[]){out, hid}));
+    return coin(g) ? randn_in(g, 4, 1, (int64_t[]){out}) : TDM_OK;
+}
+
 // torch.matmul's forms: the 4 the backends take, 1-D operands, and broadcast batch dims.
 static tdm_status gen_matmul(gen *g) {
     int64_t n = small(g), k = any_size(g), m = coin(g) ? small(g) : any_size(g), b = small(g);
@@ -505,6 +520,7 @@ static const struct {
     bool backward;
 } GENERATORS[] = {
     {"linear", gen_linear, true},         {"matmul", gen_matmul, true},
+    {"linear_gelu_linear", gen_linear_gelu_linear, true},
     {"conv2d", gen_conv2d, true},         {"max_pool2d", gen_pool, true},
     {"avg_pool2d", gen_pool, true},       {"relu", gen_unary, true},
     {"gelu", gen_unary, true},            {"tanh", gen_unary, true},

@@ -228,6 +228,22 @@ def cases_linear(R):
     ]
 
 
+def cases_linear_gelu_linear(R):
+    """The transformer MLP: c_fc, the tanh GELU, c_proj (inputs x, w1, b1, w2, b2). Hidden
+    widths a multiple of 8 (the CUDA backend's cuBLASLt GELU_AUX_BIAS / DGELU epilogues) and not
+    (its unfused fallback)."""
+    return [
+        case("basic", lambda: [R.randn(4, 8), R.randn(16, 8, scale=0.5), R.randn(16),
+                               R.randn(8, 16, scale=0.3), R.randn(8)]),
+        case("gpt3d", lambda: [R.randn(2, 3, 8), R.randn(32, 8, scale=0.4), R.randn(32),
+                               R.randn(8, 32, scale=0.2), R.randn(8)]),
+        case("hid12", lambda: [R.randn(5, 7), R.randn(12, 7, scale=0.5), R.randn(12),
+                               R.randn(3, 12, scale=0.3), R.randn(3)]),
+        case("nobias", lambda: [R.randn(3, 6), R.randn(8, 6, scale=0.5), None,
+                                R.randn(5, 8, scale=0.3), None]),
+    ]
+
+
 def cases_matmul(R):
     return [
         case("mm", lambda: [R.randn(7, 13), R.randn(13, 5, scale=0.3)]),
@@ -981,6 +997,10 @@ def _clip_grad_norm(xs, a):
 OPS = {
     "linear": (cases_linear, lambda xs, a: (F.linear(*xs),), set(), set(), 3, (), True),
     "matmul": (cases_matmul, lambda xs, a: (torch.matmul(*xs),), set(), set(), 2, (), True),
+    "linear_gelu_linear": (cases_linear_gelu_linear,
+                           lambda xs, a: (F.linear(F.gelu(F.linear(xs[0], xs[1], xs[2]),
+                                                          approximate="tanh"), xs[3], xs[4]),),
+                           set(), set(), 5, (), True),
     "conv2d": (cases_conv2d, _conv2d,
                {"stride", "padding", "dilation", "groups", "memory_format"}, set(), 3, (), True),
     "max_pool2d": (cases_max_pool2d, lambda xs, a: (F.max_pool2d(xs[0], **a),),
