@@ -1,7 +1,8 @@
 /* check.h — the parts of `bench check` (docs/CHECK.md): the expectations file (check_expect.c),
  * the judging of measured figures against it (check_judge.c: a pure function of two JSON
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
- * trajectory rule (check_train.c) and the verdict table of `bench report` (check_report.c).
+ * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c) and a
+ * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):
