@@ -75,7 +75,8 @@ static void check_usage(FILE *f) {
             "  the GPU's physical limit is one; or a results file that could not be written),\n"
             "  2 bad input, 3 no GPU was judged (none, or only the emulated device) and nothing\n"
             "  failed, 4 incomplete: a check every GPU gets was not measured (absent from the\n"
-            "  figures, or not run) and nothing failed.\n");
+            "  figures, or not run) and nothing failed. --rules: 0 every node accepted, 1 any\n"
+            "  node rejected, 2 bad input (the file and field named).\n");
 }
 
 // ---- files ------------------------------------------------------------------------------------
