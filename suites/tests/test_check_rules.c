@@ -285,6 +285,18 @@ static void test_missing(void) {
                   strstr(fstr(failure(row, 0), "why"), "failed"),
               "failed gemm.tf32: %s", fstr(failure(row, 0), "why"));
     cJSON_Delete(row);
+    // null without an error: not run (bench check counts it incomplete), a failure too
+    f = node_figures(250);
+    x = figure(f, 1, "gemm.f16");
+    cJSON_DeleteItemFromObject(x, "value");
+    cJSON_DeleteItemFromObject(x, "samples");
+    cJSON_AddNullToObject(x, "value");
+    row = judge(f, mf);
+    CHECK_MSG(row && !accepted(row) && !strcmp(fstr(failure(row, 0), "metric"), "gemm.f16") &&
+                  !strcmp(fstr(failure(row, 0), "device"), "cuda:1") &&
+                  strstr(fstr(failure(row, 0), "why"), "not run"),
+              "null gemm.f16: %s", fstr(failure(row, 0), "why"));
+    cJSON_Delete(row);
     // the healthy node passes it
     row = judge(node_figures(250), mf);
     CHECK(accepted(row));
