@@ -1,7 +1,8 @@
 /* check.h — the parts of `bench check` (docs/CHECK.md): the expectations file (check_expect.c),
  * the judging of measured figures against it (check_judge.c: a pure function of two JSON
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
- * trajectory rule (check_train.c) and the verdict table of `bench report` (check_report.c).
+ * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c) and a
+ * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):
@@ -24,6 +25,8 @@
 #define CHECK_EXPECT_FORMAT "tandem-check-expectations/1"
 #define CHECK_FIGURES_FORMAT "tandem-check-figures/1"
 #define CHECK_SECTION_FORMAT "tandem-check/1"
+#define CHECK_BASELINE_FORMAT "tandem-check-baseline/1"
+#define CHECK_RULES_FORMAT "tandem-check-rules/1"
 
 // Exit codes of `bench check` (bench.h: 0, 1, 2), the one of a check that judged no GPU, and the
 // one of a check that misses an expected check of a GPU (absent or not run) while nothing failed.
@@ -93,6 +96,27 @@ bool check_find_source_path(const char *rel, char *out, size_t len);
 // input.
 cJSON *check_expect_from_runs(const cJSON *base, char **dirs, int n, char *err, size_t err_len);
 
+// A results directory of `bench check --out` as --write-expect and the fleet's baseline and rules
+// (check_rules.c) read it: status.json (strict JSON, with a "check" section), that section judged
+// again against BASE (a figure that cannot be true is bad input), whether the run is on the
+// emulated device (bench_dir_emulated; why says which file said so), why the run as a whole gives
+// no healthy figure (skip: emulated, incomplete, write_errors, a host FAIL; NULL when none) and
+// the host name its context.json records ("" when none). False with err on bad input.
+typedef struct {
+    cJSON *status;        // status.json
+    cJSON *judged;        // its "check" section judged again
+    bool emulated;
+    const char *skip;
+    char why[1200];
+    char host[256];
+} check_run_dir;
+bool check_run_read(const cJSON *base, const char *dir, check_run_dir *r, char *err, size_t len);
+void check_run_dir_free(check_run_dir *r);
+// Why a GPU of a read run gives no healthy figure (RECORDED: its entry in status.json, JUDGED:
+// the same GPU judged again): emulated, no model name, a FAIL, an expected check not measured;
+// NULL when it is healthy. The reason is written to why.
+const char *check_gpu_excluded(const cJSON *recorded, const cJSON *judged, char *why, size_t n);
+
 // --from-figures: the figures in text (len bytes, from the file path), as strict JSON
 // (json_strict.h): a figures file as it is, or a status.json's "check" section, whose GPUs are
 // marked emulated when the status.json says "emulated" or, for a file named status.json, its
@@ -112,6 +136,45 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
 int check_exit_code(const cJSON *judged);
 // One line per check, per GPU, then the node's outliers and the summary.
 void check_print_text(FILE *f, const cJSON *judged);
+
+// ---- a fleet's baseline and rules (check_rules.c, docs/CHECK.md) -------------------------------
+
+// The metrics of a judged GPU (an entry of check_judge's "gpus"), by name: each figure
+// ("gemm.bf16"), NVML reading ("nvml.temperature_c") and link field ("link.pcie_width") that is a
+// number or null, as {"value": number or null, "unit", "state"}: "ok"; "failed" (bench check's
+// verdict on it is FAIL); "not run" (a figure of null); "missing" (an expected performance check
+// the figures lack, a reading NVML did not give). The caller deletes it.
+cJSON *check_gpu_metrics(const cJSON *judged_gpu);
+// --write-baseline: per model (the expectations' model name, else the device name without
+// "NVIDIA ") and metric, the median, min, max and count of the healthy GPUs' values in the results
+// ARGS (directories of `bench check --out`, or their status.json), and the nodes they came from
+// (context.json's host, else the path). A run on the emulated device is bad input; runs and GPUs
+// --write-expect leaves out are left out here too, said in note. The result passes
+// check_baseline_parse or is not returned; NULL with err on bad input.
+cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int n, char *note,
+                                size_t note_len, char *err, size_t err_len);
+// A baseline file (CHECK_BASELINE_FORMAT), strictly: NULL with err naming NAME and the field.
+cJSON *check_baseline_parse(const char *text, size_t n, const char *name, char *err,
+                            size_t err_len);
+// A rules file (CHECK_RULES_FORMAT) against BASELINE: every rule named once, a pattern matching a
+// metric of the baseline, exactly one criterion; NULL with err naming NAME and the field.
+cJSON *check_rules_parse(const char *text, size_t n, const char *name, const cJSON *baseline,
+                         char *err, size_t err_len);
+// One node by every rule (pure): {"node", "verdict": "accepted" | "rejected", "gpus",
+// "failures": [{"rule", "device", "metric", "value", "limit", "ratio", "why"}]}. JUDGED is a
+// check_judge result; EMULATED and RUN_PROBLEM (a reason the run is not whole, or NULL) reject it,
+// as a node without a GPU is.
+cJSON *check_rules_judge_node(const char *node, const cJSON *judged, bool emulated,
+                              const char *run_problem, const cJSON *baseline, const cJSON *rules);
+// The rows of the results ARGS (as above, "results" the path given); NULL with err on bad input.
+cJSON *check_rules_judge_runs(const cJSON *expect, const cJSON *baseline, const cJSON *rules,
+                              char **args, int n, char *err, size_t err_len);
+
+// The rows as FORMAT: "text" (a table, then a summary line), "jsonl" (a JSON object a line),
+// "md" or "html" (check_rules_print.c). Returns CHECK_EXIT_PASS when every node was accepted,
+// CHECK_EXIT_FAIL when one was rejected or the output could not be written.
+bool check_rules_format_known(const char *format);
+int check_rules_print(FILE *f, const cJSON *rows, const char *format);
 
 // ---- the report's verdict table (bench report) ------------------------------------------------
 

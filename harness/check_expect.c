@@ -465,82 +465,121 @@ static bool push(name_figures *f, int k, double v) {
     return true;
 }
 
-// One results directory's GPUs into nf: true, or false with err said (bad input).
-static bool take_run(const cJSON *base, const char *dir, name_figures **nf, int *nn, int *used,
-                     int *left_out, char *note, size_t note_len, char *err, size_t len) {
-    char path[4200], why[1200];
+// The host name a results directory's context.json records (env.host), "" when it has none.
+static void run_host(const char *dir, char *host, size_t n) {
+    char path[4200], why[300];
+    snprintf(path, sizeof path, "%s/context.json", dir);
+    host[0] = 0;
+    if (access(path, F_OK) != 0) return;
+    size_t len = 0;
+    char *text = bench_read_file_max(path, 256u << 20, &len);
+    cJSON *c = text ? bench_json_parse_strict(text, len, false, why, sizeof why) : NULL;
+    free(text);
+    const char *h = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "env"), "host"));
+    if (h && check_name_valid(h, NULL, 0)) snprintf(host, n, "%s", h);
+    cJSON_Delete(c);
+}
+
+bool check_run_read(const cJSON *base, const char *dir, check_run_dir *r, char *err, size_t len) {
+    memset(r, 0, sizeof *r);
+    char path[4200];
     snprintf(path, sizeof path, "%s/status.json", dir);
     size_t n = 0;
     char *text = bench_read_file_max(path, 256u << 20, &n);  // no status.json is this big
     if (!text) return bad(err, len, "%s: cannot read: %s", path, bench_strerror(errno));
-    cJSON *st = bench_json_parse_strict(text, n, false, why, sizeof why);
+    r->status = bench_json_parse_strict(text, n, false, r->why, sizeof r->why);
     free(text);
-    if (!st) return bad(err, len, "%s: %s", path, why);
-    const cJSON *sec = cJSON_GetObjectItemCaseSensitive(st, "check");
+    if (!r->status) return bad(err, len, "%s: %s", path, r->why);
+    const cJSON *st = r->status, *sec = cJSON_GetObjectItemCaseSensitive(st, "check");
     if (!cJSON_IsObject(sec)) {
-        cJSON_Delete(st);
+        check_run_dir_free(r);
         return bad(err, len,
                    "%s: has no \"check\" section: not a results directory of `bench "
                    "check --out`",
                    path);
     }
     // the run as a whole: emulated, incomplete or failed runs give no figure
-    const char *skip = NULL;
-    int emu = bench_dir_emulated(dir, why, sizeof why);
+    int emu = bench_dir_emulated(dir, r->why, sizeof r->why);
     const cJSON *we = cJSON_GetObjectItemCaseSensitive(st, "write_errors");
     if (emu < 0) {
-        cJSON_Delete(st);
-        return bad(err, len, "%s", why);
+        bad(err, len, "%s", r->why);
+        check_run_dir_free(r);
+        return false;
     }
+    r->emulated = emu == 1;
     char jerr[600];
-    cJSON *judged = check_judge(sec, base, jerr, sizeof jerr);  // the figures, judged again
-    if (!judged) {
-        cJSON_Delete(st);
+    r->judged = check_judge(sec, base, jerr, sizeof jerr);  // the figures, judged again
+    if (!r->judged) {
+        check_run_dir_free(r);
         return bad(err, len, "%s: \"check\": %s", path, jerr);
     }
     const cJSON *host = cJSON_GetObjectItemCaseSensitive(sec, "host");
-    if (emu == 1)
-        skip = "a run on the emulated device";
+    if (r->emulated)
+        r->skip = "a run on the emulated device";
     else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "complete")))
-        skip = "incomplete: its status.json does not say \"complete\": true";
+        r->skip = "incomplete: its status.json does not say \"complete\": true";
     else if (we && !(cJSON_IsArray(we) && cJSON_GetArraySize(we) == 0))
-        skip = "incomplete: it has write_errors";
+        r->skip = "incomplete: it has write_errors";
     else if (has_verdict(cJSON_GetObjectItemCaseSensitive(host, "checks"), CHECK_FAIL) ||
              has_verdict(cJSON_GetObjectItemCaseSensitive(
-                             cJSON_GetObjectItemCaseSensitive(judged, "host"), "checks"),
+                             cJSON_GetObjectItemCaseSensitive(r->judged, "host"), "checks"),
                          CHECK_FAIL))
-        skip = "failed: the host's check failed";
-    if (skip) {
+        r->skip = "failed: the host's check failed";
+    run_host(dir, r->host, sizeof r->host);
+    return true;
+}
+
+void check_run_dir_free(check_run_dir *r) {
+    cJSON_Delete(r->status);
+    cJSON_Delete(r->judged);
+    r->status = r->judged = NULL;
+}
+
+const char *check_gpu_excluded(const cJSON *recorded, const cJSON *judged, char *why, size_t n) {
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(recorded, "name"));
+    const char *bare = name && !strncasecmp(name, "NVIDIA ", 7) ? name + 7 : name;
+    const cJSON *jcheck = cJSON_GetObjectItemCaseSensitive(judged, "checks");
+    char nwhy[64] = "";
+    const char *out = NULL;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(judged, "emulated")))
+        out = "emulated";
+    else if (!check_name_valid(bare, nwhy, sizeof nwhy))
+        out = "its name is not a model name: it ";
+    else if (has_verdict(cJSON_GetObjectItemCaseSensitive(recorded, "checks"), CHECK_FAIL) ||
+             has_verdict(jcheck, CHECK_FAIL))
+        out = "it had a FAIL";
+    else if (has_verdict(jcheck, CHECK_ABSENT) || has_verdict(jcheck, CHECK_NOT_RUN))
+        out = "a check of it was not measured";
+    if (out) snprintf(why, n, "%s%s", out, nwhy);
+    return out ? why : NULL;
+}
+
+// One results directory's GPUs into nf: true, or false with err said (bad input).
+static bool take_run(const cJSON *base, const char *dir, name_figures **nf, int *nn, int *used,
+                     int *left_out, char *note, size_t note_len, char *err, size_t len) {
+    check_run_dir run;
+    if (!check_run_read(base, dir, &run, err, len)) return false;
+    const cJSON *sec = cJSON_GetObjectItemCaseSensitive(run.status, "check");
+    const cJSON *judged = run.judged;
+    if (run.skip) {
         (*left_out)++;
-        note_add(note, note_len, "%s (%s%s%s)", dir, skip, emu == 1 ? ": " : "",
-                 emu == 1 ? why : "");
-        cJSON_Delete(judged);
-        cJSON_Delete(st);
+        note_add(note, note_len, "%s (%s%s%s)", dir, run.skip, run.emulated ? ": " : "",
+                 run.emulated ? run.why : "");
+        check_run_dir_free(&run);
         return true;
     }
     const cJSON *g, *jg = cJSON_GetObjectItemCaseSensitive(judged, "gpus")->child;
     bool ok = true;
     cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(sec, "gpus")) {
-        const cJSON *jcheck = cJSON_GetObjectItemCaseSensitive(jg, "checks");
         const char *dev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "device"));
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "name"));
-        const char *bare = name && !strncasecmp(name, "NVIDIA ", 7) ? name + 7 : name;
-        char nwhy[64] = "";
-        const char *out = NULL, *detail = "";
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jg, "emulated")))
-            out = "emulated";
-        else if (!check_name_valid(bare, nwhy, sizeof nwhy)) {
-            out = "its name is not a model name: it ";
-            detail = nwhy;
-        } else if (has_verdict(cJSON_GetObjectItemCaseSensitive(g, "checks"), CHECK_FAIL) ||
-                   has_verdict(jcheck, CHECK_FAIL))
-            out = "it had a FAIL";
-        else if (has_verdict(jcheck, CHECK_ABSENT) || has_verdict(jcheck, CHECK_NOT_RUN))
-            out = "a check of it was not measured";
+        char why[200];
+        const char *out = check_gpu_excluded(g, jg, why, sizeof why);
         jg = jg->next;
         if (out) {
             (*left_out)++;
-            note_add(note, note_len, "%s %s (%s%s)", dir, dev ? dev : "?", out, detail);
+            note_add(note, note_len, "%s %s (%s)", dir, dev ? dev : "?", out);
             continue;
         }
         int i = group_of(nf, nn, base, name);
@@ -559,8 +598,7 @@ static bool take_run(const cJSON *base, const char *dir, name_figures **nf, int 
                 ok = bad(err, len, "out of memory");
         }
     }
-    cJSON_Delete(judged);
-    cJSON_Delete(st);
+    check_run_dir_free(&run);
     return ok;
 }
 

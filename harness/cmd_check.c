@@ -35,6 +35,9 @@ static void check_usage(FILE *f) {
             "                   [--seed S]\n"
             "       bench check --from-figures FILE [--expect FILE] [--json]\n"
             "       bench check --write-expect DIR... [--expect FILE]   (JSON on stdout)\n"
+            "       bench check --write-baseline DIR... [--expect FILE]   (JSON on stdout)\n"
+            "       bench check --baseline FILE --rules FILE [--format text|jsonl|md|html]\n"
+            "                   [--expect FILE] RESULTS...\n"
             "  Is each GPU of this node fit to train on? Per GPU: the golden cases and a seeded\n"
             "  random conformance run against the reference, short training runs (MLP, CNN, a small\n"
             "  GPT-2; f32, TF32, fp16 with the scaler, bf16) against PyTorch's, device memory\n"
@@ -56,6 +59,15 @@ static void check_usage(FILE *f) {
             "  --write-expect DIR...  a fleet's own expectations: per model the medians of the\n"
             "             GPUs recorded by `bench check --out` in DIR... (emulated GPUs and GPUs\n"
             "             with a FAIL left out)\n"
+            "  --write-baseline DIR...  a fleet's baseline: per model and metric (each figure,\n"
+            "             NVML reading and link field) the median, min, max, count and nodes of the\n"
+            "             healthy GPUs in DIR... (or their status.json); an emulated run is refused\n"
+            "  --baseline FILE --rules FILE RESULTS...  judge each node's results (directories of\n"
+            "             `bench check --out`, or their status.json) by the rules (a metric pattern;\n"
+            "             relative to the baseline's median, absolute, or missing_fails): a row per\n"
+            "             node, accepted or rejected, each failing rule and by how much; exit 1 when\n"
+            "             any node is rejected (suites/check/rules.example.json)\n"
+            "  --format   text (default), jsonl, md or html: how --rules prints its rows\n"
             "  Without a GPU the host's check runs (the reference against the golden cases) and\n"
             "  every GPU check says \"needs a GPU\"; on the emulated device (a -DTDM_CUDA_EMU=ON\n"
             "  build) numerics are judged and every speed is labelled EMULATED, not judged.\n"
@@ -63,7 +75,8 @@ static void check_usage(FILE *f) {
             "  the GPU's physical limit is one; or a results file that could not be written),\n"
             "  2 bad input, 3 no GPU was judged (none, or only the emulated device) and nothing\n"
             "  failed, 4 incomplete: a check every GPU gets was not measured (absent from the\n"
-            "  figures, or not run) and nothing failed.\n");
+            "  figures, or not run) and nothing failed. --rules: 0 every node accepted, 1 any\n"
+            "  node rejected, 2 bad input (the file and field named).\n");
 }
 
 // ---- files ------------------------------------------------------------------------------------
@@ -327,6 +340,49 @@ static int judge_and_print(const cJSON *figures, const cJSON *expect, bool json,
     return rc;
 }
 
+// A baseline or rules file, read whole and checked; NULL after saying why (bad input).
+static cJSON *load_fleet_file(const char *opt, const char *path, const cJSON *baseline) {
+    size_t n = 0;
+    char err[900];
+    char *text = bench_read_file_max(path, 64u << 20, &n);  // no such file is this big
+    if (!text) {
+        bench_bad("check", "%s %s: cannot read: %s", opt, path, bench_strerror(errno ? errno : EIO));
+        return NULL;
+    }
+    cJSON *j = baseline ? check_rules_parse(text, n, path, baseline, err, sizeof err)
+                        : check_baseline_parse(text, n, path, err, sizeof err);
+    free(text);
+    if (!j) bench_bad("check", "%s %s", opt, err);
+    return j;
+}
+
+// --write-baseline (baseline_path NULL) or --baseline FILE --rules FILE: docs/CHECK.md "A fleet's
+// baseline and rules".
+static int fleet_rules(const cJSON *expect, const char *baseline_path, const char *rules_path,
+                       const char *format, char **args, int n) {
+    char err[2200], note[2048];
+    if (!baseline_path) {
+        cJSON *b = check_baseline_from_runs(expect, args, n, note, sizeof note, err, sizeof err);
+        if (!b) return bench_bad("check", "--write-baseline: %s", err);
+        if (note[0]) fprintf(stderr, "bench check: left out: %s\n", note);
+        char *s = cJSON_Print(b);
+        if (s) printf("%s\n", s);
+        free(s);
+        cJSON_Delete(b);
+        return s && fflush(stdout) == 0 && !ferror(stdout) ? CHECK_EXIT_PASS : CHECK_EXIT_FAIL;
+    }
+    cJSON *baseline = load_fleet_file("--baseline", baseline_path, NULL);
+    cJSON *rules = baseline ? load_fleet_file("--rules", rules_path, baseline) : NULL;
+    cJSON *rows = rules ? check_rules_judge_runs(expect, baseline, rules, args, n, err, sizeof err) : NULL;
+    int rc = CHECK_EXIT_BAD;
+    if (rules && !rows) bench_bad("check", "--rules: %s", err);
+    if (rows) rc = check_rules_print(stdout, rows, format);
+    cJSON_Delete(rows);
+    cJSON_Delete(rules);
+    cJSON_Delete(baseline);
+    return rc;
+}
+
 int bench_check(int argc, char **argv) {
     static const struct option opts[] = {{"device", required_argument, 0, 'd'},
                                          {"quick", no_argument, 0, 'q'},
@@ -336,14 +392,19 @@ int bench_check(int argc, char **argv) {
                                          {"seed", required_argument, 0, 's'},
                                          {"from-figures", required_argument, 0, 'f'},
                                          {"write-expect", no_argument, 0, 'w'},
+                                         {"write-baseline", no_argument, 0, 'W'},
+                                         {"baseline", required_argument, 0, 'b'},
+                                         {"rules", required_argument, 0, 'r'},
+                                         {"format", required_argument, 0, 'F'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *device = "all", *expect_path = NULL, *out = NULL, *from = NULL;
-    bool quick = false, json = false, write_expect = false;
+    const char *baseline_path = NULL, *rules_path = NULL, *format = NULL;
+    bool quick = false, json = false, write_expect = false, write_baseline = false;
     unsigned seed = 1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wWb:r:F:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'q': quick = true; break;
@@ -361,11 +422,32 @@ int bench_check(int argc, char **argv) {
         }
         case 'f': from = optarg; break;
         case 'w': write_expect = true; break;
+        case 'W': write_baseline = true; break;
+        case 'b': baseline_path = optarg; break;
+        case 'r': rules_path = optarg; break;
+        case 'F': format = optarg; break;
         case 'h': check_usage(stdout); return 0;
         default: check_usage(stderr); return 2;
         }
     }
-    if (optind < argc && !write_expect)
+    bool judge_rules = baseline_path || rules_path;
+    if (write_baseline || judge_rules || format) {
+        const char *what = write_baseline ? "--write-baseline" : "--rules";
+        if (write_baseline && judge_rules)
+            return bench_bad("check", "--write-baseline and --baseline/--rules exclude each other");
+        if (judge_rules && !(baseline_path && rules_path))
+            return bench_bad("check", "--baseline and --rules go together (bench check --help)");
+        if (format && !judge_rules) return bench_bad("check", "--format applies to --rules only");
+        if (format && !check_rules_format_known(format))
+            return bench_bad("check", "--format %s: give text, jsonl, md or html", format);
+        if (from || write_expect || out || json || strcmp(device, "all") || quick)
+            return bench_bad("check", "%s measures nothing: --from-figures, --write-expect, --out, "
+                                      "--json, --device and --quick do not apply", what);
+        if (optind == argc)
+            return bench_bad("check", "%s needs one or more results of `bench check --out` (a "
+                                      "directory or its status.json)", what);
+    }
+    if (optind < argc && !write_expect && !write_baseline && !judge_rules)
         return bench_bad("check", "unexpected argument '%s' (bench check --help)", argv[optind]);
     if (write_expect && optind == argc)
         return bench_bad("check", "--write-expect needs one or more results directories of `bench check --out`");
@@ -384,6 +466,12 @@ int bench_check(int argc, char **argv) {
     cJSON *expect = check_expect_load(expect_path, err, sizeof err);
     if (!expect) return bench_bad("check", "--expect %s", err);
 
+    if (write_baseline || judge_rules) {
+        int rc = fleet_rules(expect, baseline_path, rules_path, format ? format : "text",
+                             argv + optind, argc - optind);
+        cJSON_Delete(expect);
+        return rc;
+    }
     if (write_expect) {
         cJSON *e = check_expect_from_runs(expect, argv + optind, argc - optind, err, sizeof err);
         cJSON_Delete(expect);

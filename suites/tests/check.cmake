@@ -2,10 +2,12 @@
 # (test_check.c links harness/check_judge.c and check_expect.c), recorded figures judged through the
 # CLI (a healthy node, a planted slow GPU, a planted PCIe link at half width, the emulated device),
 # malformed expectations files (exit 2), the GPU-less run (every GPU check "needs a GPU", exit 3),
-# and on cuda:0 — the emulated device in the emu preset — the quick check itself.
+# and on cuda:0 — the emulated device in the emu preset — the quick check itself; at the end, a
+# fleet's baseline and rules (check.rules.*).
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                                  ${PROJECT_SOURCE_DIR}/harness/check_rules.c
                                   ${PROJECT_SOURCE_DIR}/harness/emulated.c
                                   ${PROJECT_SOURCE_DIR}/harness/json_strict.c
                                   ${PROJECT_SOURCE_DIR}/harness/fileio.c
@@ -54,3 +56,48 @@ set_tests_properties(gpu.check.quick_cuda0 PROPERTIES LABELS gpu SKIP_RETURN_COD
 set(CHECK_INST ${TEST_TMP}/check/install)
 add_test(NAME check.installed_uses_its_files COMMAND sh -c
   "rm -rf ${CHECK_INST} && ${CMAKE_COMMAND} --install ${PROJECT_BINARY_DIR} --prefix ${CHECK_INST} >/dev/null || exit 1; s=${CHECK_INST}/share/tandem; ls $s/golden/cases/*.safetensors >/dev/null && test -f $s/plots/lines.gp && ls $s/docs/suites/*.md >/dev/null || { echo 'missing from the install'; exit 1; }; ${CHECK_INST}/bin/bench check --from-figures ${CHECK_DATA}/healthy-2xa100.json 2>&1 >/dev/null | grep -F 'against the expectations ${CHECK_INST}/bin/../share/tandem/check/expectations.json'")
+
+# A fleet's baseline and rules (harness/check_rules.c, docs/CHECK.md "A fleet's baseline and
+# rules"): test_check_rules judges planted nodes (the recorded healthy node with a figure changed)
+# by each kind of rule and refuses malformed files; it leaves the nodes, the baseline and the rules
+# files under ${TEST_TMP}/check/rules for the CLI tests below (text, JSON lines, Markdown, HTML).
+tdm_test_executable(check_rules)
+target_sources(test_check_rules PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                        ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                                        ${PROJECT_SOURCE_DIR}/harness/check_rules.c
+                                        ${PROJECT_SOURCE_DIR}/harness/emulated.c
+                                        ${PROJECT_SOURCE_DIR}/harness/json_strict.c
+                                        ${PROJECT_SOURCE_DIR}/harness/fileio.c
+                                        ${PROJECT_SOURCE_DIR}/harness/stats.c)
+set(R ${TEST_TMP}/check/rules)
+set(BR "$<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --baseline ${R}/baseline.json")
+add_test(NAME check.rules.unit COMMAND test_check_rules ${CHECK_EXPECT} ${CHECK_DATA}/healthy-2xa100.json ${TEST_TMP}/check)
+set_tests_properties(check.rules.unit PROPERTIES FIXTURES_SETUP check_rules_nodes)
+# cuda:1's bf16 10 % below the fleet's median: rejected at 0.95 x (the rule, the GPU, by how much)
+add_test(NAME check.rules.relative_rejects_exit_1 COMMAND sh -c
+  "out=$(${BR} --rules ${R}/rules-95.json ${R}/cli-healthy ${R}/cli-slow); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^node-ok +accepted +2  -$' && echo \"$out\" | grep -E '^node-slow +rejected +2  gemm-95: cuda:1 gemm.bf16: 225 TFLOP/s is 0.9 x the fleet.s median 250, below 0.95 x \\(237.5\\)$' && echo \"$out\" | grep -E '^REJECTED: 1 of 2 nodes: node-slow$'")
+# ... and accepted at 0.85 x (with a missing_fails rule that the complete nodes pass)
+add_test(NAME check.rules.relative_085_accepts_exit_0 COMMAND sh -c
+  "out=$(${BR} --rules ${R}/rules-85.json ${R}/cli-healthy ${R}/cli-slow/status.json); rc=$?; echo \"$out\"; [ $rc -eq 0 ] || { echo \"exit $rc, want 0\"; exit 1; }; echo \"$out\" | grep -E '^ACCEPTED: 2 nodes'")
+add_test(NAME check.rules.missing_fails_exit_1 COMMAND sh -c
+  "out=$(${BR} --rules ${R}/rules-85.json ${R}/cli-missing ${R}/cli-emulated); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; echo \"$out\" | grep -E '^node-missing +rejected +2  gemm-measured: cuda:1 gemm.f64: missing' && echo \"$out\" | grep -E '^node-emu +rejected +.*\\(emulated\\): a run on the emulated device'")
+# JSON lines: one object per node, parsed back; the hostile name comes back as it was
+add_test(NAME check.rules.jsonl_parses COMMAND sh -c
+  "${BR} --rules ${R}/rules-95.json --format jsonl ${R}/cli-healthy ${R}/cli-slow ${R}/cli-hostile > ${R}/out.jsonl; rc=$?; cat ${R}/out.jsonl; [ $rc -eq 1 ] || exit 1; python3 -c \"import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert [r['verdict'] for r in rows]==['accepted','rejected','rejected'], rows; assert rows[2]['node']=='<script>alert(1)</script>&'+chr(34)+'|x*', rows[2]['node']; f=rows[1]['failures'][0]; assert (f['rule'],f['device'],f['metric'],f['value'],f['limit'])==('gemm-95','cuda:1','gemm.bf16',225,237.5), f; assert abs(f['ratio']-0.9)<1e-12\" ${R}/out.jsonl")
+add_test(NAME check.rules.html_escapes COMMAND sh -c
+  "out=$(${BR} --rules ${R}/rules-95.json --format html ${R}/cli-healthy ${R}/cli-hostile); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; echo \"$out\" | grep -F '<tr><td>&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;|x*</td><td class=\"rejected\">rejected</td>' && ! echo \"$out\" | grep -F '<script>' && echo \"$out\" | grep -F '<td class=\"accepted\">accepted</td>'")
+add_test(NAME check.rules.markdown_escapes COMMAND sh -c
+  "out=$(${BR} --rules ${R}/rules-95.json --format md ${R}/cli-healthy ${R}/cli-hostile); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; echo \"$out\" | grep -F '| \\<script\\>alert(1)\\</script\\>\\&\"\\|x\\* | **rejected** | 2 | gemm-95: cuda:0 gemm.bf16: 200 TFLOP/s' && echo \"$out\" | grep -F '| node-ok | accepted | 2 |  |'")
+# Malformed rules and baselines (test_check_rules writes them): exit 2, the file and field named.
+add_test(NAME check.rules.bad_files_exit_2 COMMAND sh -c
+  "n=0; for f in ${R}/bad-rules-*.json; do out=$(${BR} --rules $f ${R}/cli-healthy 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] || { echo \"$f: exit $rc, want 2\"; exit 1; }; echo \"$out\" | grep -qF \"bench check: --rules $f: \" || exit 1; n=$((n+1)); done; for f in ${R}/bad-baseline-*.json; do out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --baseline $f --rules ${R}/rules-95.json ${R}/cli-healthy 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] || { echo \"$f: exit $rc, want 2\"; exit 1; }; echo \"$out\" | grep -qF \"bench check: --baseline $f: models.\" || exit 1; n=$((n+1)); done; [ $n -eq 24 ] || { echo \"$n files, want 24\"; exit 1; }")
+# --write-baseline from three planted nodes: the medians; the example rules file accepts a healthy
+# node against it; an emulated run is refused as a source
+add_test(NAME check.rules.write_baseline_cli COMMAND sh -c
+  "$<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --write-baseline ${R}/n1 ${R}/n2 ${R}/n3/status.json > ${R}/b3.json || exit 1; python3 -c \"import json,sys; b=json.load(open(sys.argv[1])); m=b['models']['A100 SXM4 80GB']['gemm.bf16']; assert (m['median'],m['min'],m['max'],m['count'],m['nodes'])==(250,240,260,6,['node01','node02','node03']), m\" ${R}/b3.json || exit 1; $<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --baseline ${R}/b3.json --rules ${PROJECT_SOURCE_DIR}/suites/check/rules.example.json ${R}/cli-healthy || exit 1; out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --write-baseline ${R}/n1 ${R}/cli-emulated 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] && echo \"$out\" | grep -q 'cli-emulated: a run on the emulated device'")
+add_test(NAME check.rules.bad_arguments_exit_2 COMMAND sh -c
+  "for a in '--baseline ${R}/baseline.json ${R}/cli-healthy' '--rules ${R}/rules-95.json ${R}/cli-healthy' '--baseline ${R}/baseline.json --rules ${R}/rules-95.json' '--baseline ${R}/baseline.json --rules ${R}/rules-95.json --format xml ${R}/cli-healthy' '--format md ${R}/cli-healthy' '--write-baseline' '--write-baseline --baseline ${R}/baseline.json --rules ${R}/rules-95.json ${R}/n1' '--baseline ${R}/baseline.json --rules ${R}/rules-95.json --quick ${R}/cli-healthy' '--baseline ${R}/baseline.json --rules ${R}/rules-95.json /nonexistent' '--baseline ${R}/baseline.json --rules ${R}/rules-95.json ${R}'; do $<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} $a; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $a\"; exit 1; }; done")
+set_tests_properties(check.rules.relative_rejects_exit_1 check.rules.relative_085_accepts_exit_0
+  check.rules.missing_fails_exit_1 check.rules.jsonl_parses check.rules.html_escapes
+  check.rules.markdown_escapes check.rules.bad_files_exit_2 check.rules.write_baseline_cli
+  check.rules.bad_arguments_exit_2 PROPERTIES FIXTURES_REQUIRED check_rules_nodes)
