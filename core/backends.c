@@ -116,7 +116,7 @@ bool tdm_attn_fused_applies(tdm_device device, tdm_dtype dtype, int64_t E, int64
     const struct tdm_backend_ops *be = tdm_backend_get(device.type);
     return be && be->sdpa_fused && be->sdpa_fused_backward &&
            tdm_attn_mode_get() != TDM_ATTN_CONFORMANCE &&
-           (dtype == TDM_DTYPE_F16 || dtype == TDM_DTYPE_BF16) && E >= 1 && Ev >= 1 &&
+           (dtype == TDM_DTYPE_F16 || dtype == TDM_DTYPE_BF16 || dtype == TDM_DTYPE_F32) && E >= 1 && Ev >= 1 &&
            E <= TDM_ATTN_FUSED_MAX_HEAD && Ev <= TDM_ATTN_FUSED_MAX_HEAD && !has_mask &&
            !(dropout_p > 0);
 }

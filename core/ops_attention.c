@@ -13,7 +13,7 @@
  * grad mode off. The backward recomputes the weights from q, k and the mask.
  *
  * The fused path: where tdm_attn_fused_applies (tandem/backends.h: a backend with the sdpa_fused
- * slots, the attention mode not conformance, f16/bf16, no mask, no dropout) and no operand
+ * slots, the attention mode not conformance, f16/bf16/f32, no mask, no dropout) and no operand
  * broadcasts over the batch, the forward runs the backend's fused kernel, which also gives each
  * row's log-sum-exp; the node saves the output and that (B, L) f32 vector, and the backward runs
  * the fused backward from them. Otherwise (and always on the reference backend) the plain path. */

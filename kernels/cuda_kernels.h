@@ -127,13 +127,22 @@ tdm_status cuda_mse_loss_backward(const tdm_tensor *gloss, const tdm_tensor *a,
 // k_attention.cu
 tdm_status cuda_sdpa(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
                      const tdm_tensor *mask, const tdm_sdpa_params *p, tdm_tensor *y);
-// kernels/k_flash_attention.cu: the fused attention (FlashAttention-2 on the tensor cores)
+// kernels/k_flash_attention.cu: the fused attention (FlashAttention-2 on the tensor cores; f32
+// handed to k_flash_attention_f32.cu)
 tdm_status cuda_sdpa_fused(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
                            const tdm_sdpa_params *p, tdm_tensor *y, tdm_tensor *lse);
 tdm_status cuda_sdpa_fused_backward(const tdm_tensor *gy, const tdm_tensor *q,
                                     const tdm_tensor *k, const tdm_tensor *v, const tdm_tensor *y,
                                     const tdm_tensor *lse, const tdm_sdpa_params *p,
                                     tdm_tensor *gq, tdm_tensor *gk, tdm_tensor *gv);
+// kernels/k_flash_attention_f32.cu: its f32 operands (the same algorithm in f32 FMA)
+tdm_status cuda_sdpa_fused_f32(const tdm_tensor *q, const tdm_tensor *k, const tdm_tensor *v,
+                               const tdm_sdpa_params *p, tdm_tensor *y, tdm_tensor *lse);
+tdm_status cuda_sdpa_fused_backward_f32(const tdm_tensor *gy, const tdm_tensor *q,
+                                        const tdm_tensor *k, const tdm_tensor *v,
+                                        const tdm_tensor *y, const tdm_tensor *lse,
+                                        const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,
+                                        tdm_tensor *gv);
 tdm_status cuda_sdpa_backward(const tdm_tensor *gy, const tdm_tensor *q, const tdm_tensor *k,
                               const tdm_tensor *v, const tdm_tensor *mask,
                               const tdm_sdpa_params *p, tdm_tensor *gq, tdm_tensor *gk,

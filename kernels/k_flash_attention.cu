@@ -1,6 +1,7 @@
 /* k_flash_attention.cu — the fused attention (core/backend.h's sdpa_fused slots): FlashAttention-2
  * (Dao, 2023) on the tensor cores, f16/bf16 operands, f32 accumulation, no mask but is_causal, no
- * dropout, head sizes up to 256 (q, k, v contiguous (B,L,E), (B,S,E), (B,S,Ev)).
+ * dropout, head sizes up to 256 (q, k, v contiguous (B,L,E), (B,S,E), (B,S,Ev)). f32 operands go
+ * to k_flash_attention_f32.cu (the same algorithm in f32 FMA, no tensor cores).
  *
  * Nothing of size L x S reaches device memory. A block of 4 warps owns 64 query rows, each warp
  * 16 of them; tiles of keys and values are streamed through shared memory, and per tile a warp
@@ -517,10 +518,10 @@ static tdm_status launch(int which, tdm_dtype dt, const fa_args &a, int64_t B) {
 }
 
 static tdm_status fused_check(const tdm_tensor *q, const tdm_tensor *v) {
-    if ((q->dtype != TDM_DTYPE_F16 && q->dtype != TDM_DTYPE_BF16) ||
+    if ((q->dtype != TDM_DTYPE_F16 && q->dtype != TDM_DTYPE_BF16 && q->dtype != TDM_DTYPE_F32) ||
         q->shape[2] > TDM_ATTN_FUSED_MAX_HEAD || v->shape[2] > TDM_ATTN_FUSED_MAX_HEAD)
-        return tdm_error_set(TDM_ERR_UNSUPPORTED, "scaled_dot_product_attention (fused): f16 or "
-                             "bf16 with head sizes up to %d only", TDM_ATTN_FUSED_MAX_HEAD);
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "scaled_dot_product_attention (fused): f16, "
+                             "bf16 or f32 with head sizes up to %d only", TDM_ATTN_FUSED_MAX_HEAD);
     return TDM_OK;
 }
 
@@ -528,6 +529,7 @@ tdm_status cuda_sdpa_fused(const tdm_tensor *q, const tdm_tensor *k, const tdm_t
                            const tdm_sdpa_params *p, tdm_tensor *y, tdm_tensor *lse) {
     TDM_TRY(cuda_use_device(q));
     TDM_TRY(fused_check(q, v));
+    if (q->dtype == TDM_DTYPE_F32) return cuda_sdpa_fused_f32(q, k, v, p, y, lse);
     fa_args a = args_of(q, k, v, p);
     a.out = (uint16_t *)tdm_data(y);
     a.lse = (float *)tdm_data(lse);
@@ -541,6 +543,8 @@ tdm_status cuda_sdpa_fused_backward(const tdm_tensor *gy, const tdm_tensor *q,
                                     tdm_tensor *gq, tdm_tensor *gk, tdm_tensor *gv) {
     TDM_TRY(cuda_use_device(q));
     TDM_TRY(fused_check(q, v));
+    if (q->dtype == TDM_DTYPE_F32)
+        return cuda_sdpa_fused_backward_f32(gy, q, k, v, y, lse, p, gq, gk, gv);
     const int64_t B = q->shape[0];
     fa_args a = args_of(q, k, v, p);
     a.gy = (const uint16_t *)tdm_data_c(gy);

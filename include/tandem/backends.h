@@ -40,9 +40,10 @@ const char *tdm_conv_algo_mode_name(tdm_conv_algo_mode mode);   // "heuristic", 
 // are. The reference backend has none: it always runs the plain loops.
 typedef enum {
     TDM_ATTN_HEURISTIC = 0,      // fused where it applies (tdm_attn_fused_applies), else unfused:
-                                 // PyTorch's default choice of SDPA backend; for head sizes up to
-                                 // 64 the fused backward adds gq up with f32 atomics (one kernel
-                                 // less, no recomputed scores; its last bits vary run to run)
+                                 // PyTorch's default choice of SDPA backend; for f16/bf16 head
+                                 // sizes up to 64 the fused backward adds gq up with f32 atomics
+                                 // (one kernel less, no recomputed scores; its last bits vary run
+                                 // to run); f32's fused backward is the deterministic one
     TDM_ATTN_DETERMINISTIC = 1,  // the same, with a bit-reproducible backward (torch's
                                  // use_deterministic_algorithms): gq in a kernel of its own, no
                                  // atomics
@@ -53,8 +54,9 @@ void tdm_attn_mode_set(tdm_attn_mode mode);
 tdm_attn_mode tdm_attn_mode_get(void);
 const char *tdm_attn_mode_name(tdm_attn_mode mode);   // "heuristic", "deterministic", ...
 // Whether an attention with these settings on `device` runs fused in the current mode: its
-// backend has the fused kernel, the mode is not conformance, q is f16 or bf16, E and Ev are at
-// most 256, there is no attn_mask (is_causal is fine) and no dropout.
+// backend has the fused kernel, the mode is not conformance, q is f16, bf16 or f32 (f32: in full
+// f32, never TF32; f64 is never fused), E and Ev are at most 256, there is no attn_mask
+// (is_causal is fine) and no dropout.
 bool tdm_attn_fused_applies(tdm_device device, tdm_dtype dtype, int64_t E, int64_t Ev,
                             bool has_mask, double dropout_p);
 #define TDM_ATTN_FUSED_MAX_HEAD 256

@@ -656,15 +656,17 @@ static tdm_status bound_cross_entropy(bctx *b) {
 //   gv_j = sum_i p'_ij gy_i:  gamma_L sum_i p'_ij |gy_i| + sum_i dp'_ij |gy_i|
 // An input broadcast over c > 1 copies of the batch sums c per-copy gradients, each rounded to
 // the accumulation type: + gamma_{c+1} sum |copy|.
-// The fused path (tdm_attn_fused_applies on a CUDA device; kernels/k_flash_attention.cu) adds,
-// with u_T the operands' unit roundoff and n_t = ceil(S / 16) key tiles at most:
+// The fused path (tdm_attn_fused_applies on a CUDA device; kernels/k_flash_attention.cu and, for
+// f32, k_flash_attention_f32.cu) adds, with u_T the operands' unit roundoff, u_P the rounding of
+// the weights and ds to T for their products (u_T for f16/bf16; 0 for f32, where T is the f32
+// the kernel computes in: nothing is rounded) and n_t = ceil(S / 16) key tiles at most:
 //   weights  rounded to T for the product with v, and rescaled once per tile in f32 (the online
-//            softmax: e^(m - m') and the products): dp'_j += p_j (u_T + (3 n_t + 2) u)
+//            softmax: e^(m - m') and the products): dp'_j += p_j (u_P + (3 n_t + 2) u)
 //   recomputed from lse (backward): p_j = exp2(x_j - lse_2), lse_2 = m + log2 l rounded, x_j
 //            rounded: dp_j += p_j u (S + 6 + 3 log2(e) (|s_j| + |M| + log S + 1))
 //   D from the rounded output y (not the exact weights): dD += sum_j (u_T p_j + gamma_S p_j +
 //            dp'_j) sum_e |gy_e v_je|  (|y| and its forward error, through gy)
-//   ds_j rounded to T for the products with k and q: dg_j += u_T |g_j|
+//   ds_j rounded to T for the products with k and q: dg_j += u_P |g_j|
 
 // Offset in t (row-major) of the element at index idx of the nd-dim shape t broadcasts to
 // (right-aligned; t's size-1 dims read index 0).
@@ -685,8 +687,8 @@ typedef struct {
     int64_t bs[TDM_MAX_DIMS];
     double scale, dropout_p;
     bool causal;
-    bool fused;        // the fused path runs it (see above); u_T its operands' unit roundoff
-    double u_t;
+    bool fused;        // the fused path runs it (see above); u_T its operands' unit roundoff,
+    double u_t, u_p;   // u_P the weights' and ds's rounding to T (0 when T is f32)
     uint64_t seed, offset;
     const double *q, *k, *v, *m, *gy;
     const tdm_tensor *Q, *K, *V, *M;
@@ -741,7 +743,7 @@ static void sdpa_row(const sdpa_b *a, double u, int64_t bi, int64_t i, int64_t *
         dpd[j] = kf[j] * (dp[j] + 2 * u * p[j]);
         if (a->fused && p[j] > 0) {
             const double nt = ceil((double)a->S / 16.0);
-            dpd[j] += p[j] * (a->u_t + (3 * nt + 2) * u);
+            dpd[j] += p[j] * (a->u_p + (3 * nt + 2) * u);
             dp[j] += p[j] * u * ((double)a->S + 6 +
                                  3 * M_LOG2E * (fabs(s[j]) + fabs(M) + log((double)a->S) + 1));
         }
@@ -788,6 +790,7 @@ static tdm_status bound_sdpa(bctx *b) {
     a.fused = b->dev.type == TDM_DEVICE_CUDA && whole && a.L > 0 && a.S > 0 && a.batch > 0 &&
               tdm_attn_fused_applies(b->dev, c->dtype, a.E, a.Ev, a.M != NULL, a.dropout_p);
     a.u_t = b->u_in;
+    a.u_p = b->u_in > b->u ? b->u_in : 0.0;   // f16/bf16 round p and ds; f32 keeps them
     double *q = load(a.Q), *k = load(a.K), *v = load(a.V), *m = load(a.M);
     double *gy = b->grad ? load(c->grad_output[0]) : NULL;
     const int64_t S = a.S;
@@ -858,7 +861,7 @@ static tdm_status bound_sdpa(bctx *b) {
                 const double t = r[j] - D, dt = dr[j] + dD + u * fabs(r[j] - D);
                 r[j] = p[j] * t;
                 dr[j] = dp[j] * fabs(t) + p[j] * dt + u * p[j] * fabs(t);
-                if (a.fused) dr[j] += a.u_t * fabs(r[j]);
+                if (a.fused) dr[j] += a.u_p * fabs(r[j]);
             }
             if (b->k == 3) {   // the mask's gradient: g_j itself
                 for (int64_t j = 0; j < S; j++) {

@@ -23,7 +23,7 @@ add_test(NAME gpu.attention.fused_fewer_launches
 set_tests_properties(gpu.attention.fused_fewer_launches PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 
 # The attention golden cases on cuda:0 on the plain path too (TANDEM_ATTN=conformance): the
-# default run (gpu.golden.cuda0) takes the fused path for f16/bf16 without mask or dropout.
+# default run (gpu.golden.cuda0) takes the fused path for f16/bf16/f32 without mask or dropout.
 file(GLOB SDPA_CASES ${CASES_DIR}/scaled_dot_product_attention-*.safetensors)
 string(JOIN " " SDPA_CASES_SH ${SDPA_CASES})
 add_test(NAME gpu.golden.cuda0.attn_conformance

@@ -5,7 +5,7 @@
  *                          tokens/s, time, FLOP/token and peak_bytes rows, and in the JSON a label
  *                          naming its attention mode and whether the fused path applied, which
  *                          the counter attn_fused agrees with (on cuda: fused exactly for
- *                          heuristic/deterministic in fp16/bf16; on the cpu never); every
+ *                          heuristic/deterministic, f32 and tf32 too; on the cpu never); every
  *                          attention benchmark has GFLOP/s = FLOP/iteration / time and
  *                          call_peak_bytes; on cuda the fused (heuristic) call's peak memory is
  *                          below the unfused (conformance) one's at every shared T — recorded
@@ -204,8 +204,8 @@ static int test_results(const char *dir, bool cuda) {
         const char *mode = mode_of(name);
         if (!mode) continue;
         n_labelled++;
-        bool half = strstr(name, "_bf16_") || strstr(name, "_fp16_") || strstr(name, "_f16_");
-        bool want_fused = cuda && half && strcmp(mode, "conformance");
+        // every precision the suite runs (fp16, bf16, f32, tf32: f32 fused in full f32) fuses
+        bool want_fused = cuda && strcmp(mode, "conformance");
         char want[96];
         snprintf(want, sizeof want, "attention %s (fused FlashAttention-2: %s)", mode,
                  want_fused ? "yes" : "no");
