@@ -6,6 +6,7 @@
 # fleet's baseline and rules (check.rules.*).
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                  ${PROJECT_SOURCE_DIR}/harness/check_levels.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_expect.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_rules.c
                                   ${PROJECT_SOURCE_DIR}/harness/emulated.c
@@ -25,7 +26,7 @@ add_test(NAME check.figures_healthy_exit_0 COMMAND sh -c
 set_tests_properties(check.figures_healthy_exit_0 PROPERTIES PASS_REGULAR_EXPRESSION "PASS: 2 GPUs, every check passed")
 # A GPU far below its siblings is named, though it passes its model's threshold.
 add_test(NAME check.figures_slow_gpu_named COMMAND sh -c
-  "out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --from-figures ${CHECK_DATA}/slow-gpu-4xh100.json); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^cuda:2 +gemm.bf16 .* PASS' && echo \"$out\" | grep -E '^cuda:2 +outlier.gemm.bf16 .* FAIL +cuda:2 is 0.73 x the median of its 3 siblings' && echo \"$out\" | grep -E '^node: OUTLIER cuda:3 outlier.memory.d2d'")
+  "out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --from-figures ${CHECK_DATA}/slow-gpu-4xh100.json); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^cuda:2 +gemm.bf16 .* PASS' && echo \"$out\" | grep -E '^cuda:2 +outlier.gemm.bf16 .* FAIL +TDM-F024 +cuda:2 is 0.73 x the median of its 3 siblings' && echo \"$out\" | grep -E '^node: OUTLIER cuda:3 outlier.memory.d2d'")
 # A link trained at half width while copying: pcie.link FAIL, and the bandwidth it costs.
 add_test(NAME check.figures_half_width_link_fails COMMAND sh -c
   "out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --from-figures ${CHECK_DATA}/half-width-link.json); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; echo \"$out\" | grep -E '^cuda:0 +pcie.link +gen4 x8 +gen4 x16 +0.50  FAIL' && echo \"$out\" | grep -E '^cuda:0 +pcie.h2d .* FAIL' && ! echo \"$out\" | grep -E '^cuda:1 .*  FAIL '")
@@ -39,7 +40,7 @@ add_test(NAME check.bad_arguments_exit_2 COMMAND sh -c
 # Without a GPU: the host's check runs, every GPU check says "needs a GPU", exit 3 with a NO GPU
 # line (never a silent PASS). Skipped where a CUDA device (real or emulated) is present.
 add_test(NAME check.no_gpu_needs_a_gpu_exit_3 COMMAND sh -c
-  "out=$($<TARGET_FILE:bench> check --quick 2>&1); rc=$?; echo \"$out\"; case \"$out\" in 'bench check: no GPU'*) ;; *) echo 'SKIP: a CUDA device is present'; exit 77;; esac; [ $rc -eq 3 ] || { echo \"exit $rc, want 3\"; exit 1; }; [ $(echo \"$out\" | grep -cE '^cuda +[a-z0-9._]+ .* needs a GPU') -eq 19 ] && echo \"$out\" | grep -E '^host +reference.golden .* PASS' && echo \"$out\" | grep -q '^NO GPU: nothing on a GPU was judged'")
+  "out=$($<TARGET_FILE:bench> check --quick 2>&1); rc=$?; echo \"$out\"; case \"$out\" in 'bench check: no GPU'*) ;; *) echo 'SKIP: a CUDA device is present'; exit 77;; esac; [ $rc -eq 3 ] || { echo \"exit $rc, want 3\"; exit 1; }; [ $(echo \"$out\" | grep -cE '^cuda +[a-z0-9._]+ .* needs a GPU') -eq 25 ] && echo \"$out\" | grep -E '^host +reference.golden .* PASS' && echo \"$out\" | grep -q '^NO GPU: nothing on a GPU was judged'")
 set_tests_properties(check.no_gpu_needs_a_gpu_exit_3 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
 # GPU: the quick check on cuda:0 into a results directory that `bench report` has written. On a GPU
@@ -63,6 +64,7 @@ add_test(NAME check.installed_uses_its_files COMMAND sh -c
 # files under ${TEST_TMP}/check/rules for the CLI tests below (text, JSON lines, Markdown, HTML).
 tdm_test_executable(check_rules)
 target_sources(test_check_rules PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                        ${PROJECT_SOURCE_DIR}/harness/check_levels.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_expect.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_rules.c
                                         ${PROJECT_SOURCE_DIR}/harness/emulated.c
