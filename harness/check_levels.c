@@ -24,6 +24,7 @@ static const check_level_row level_rows[] = {
     {"nvml.pcie_replay", 1, true, "PCIe replays during the run (counter delta)"},
     {"nvml.nvlink", 1, true, "NVLink CRC, replay and recovery errors during the run (deltas)"},
     {"nvml.ecc_delta", 1, true, "volatile ECC errors during the run (deltas)"},
+    {"reference.golden", 2, true, "the host's CPU reference against the golden cases (host)"},
     {"numerics.golden", 2, true, "the golden cases on the GPU"},
     {"numerics.conform", 2, true, "a seeded random conformance run"},
     {"train.*", 2, true, "training trajectories against PyTorch's"},

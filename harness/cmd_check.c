@@ -628,7 +628,10 @@ int bench_check(int argc, char **argv) {
     FILE *say = json ? stderr : stdout;
     double budget = check_level_budget_s(level, quick, n, duration);
     if (n) fprintf(say, "bench check: %d GPU%s, %s check, expectations %s\n", n, n == 1 ? "" : "s",
-                   quick ? "quick" : "full", expect_path);
+                   level != 2 ? (level == 1 ? "level 1" : level == 3 ? "level 3" : "level 4")
+                   : quick    ? "quick"
+                              : "full",
+                   expect_path);
     else fprintf(say, "bench check: no GPU (%s): only the host's check runs; every GPU check needs a GPU\n", no_gpu);
     // the level and its budget, before anything runs; what the level lacks, said now
     fprintf(say, "bench check: level %d%s, budget %.0f s%s\n", level,
