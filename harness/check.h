@@ -1,8 +1,9 @@
 /* check.h — the parts of `bench check` (docs/CHECK.md): the expectations file (check_expect.c),
  * the judging of measured figures against it (check_judge.c: a pure function of two JSON
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
- * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c) and a
- * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c).
+ * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c), a
+ * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), and the levels and
+ * fault codes (check_levels.c).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):
@@ -10,8 +11,12 @@
  *              "figures": {"memory.d2d": {"value", "unit", "samples": [...]}, "gemm.tf32": ...},
  *              "link": {"pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "under_load"},
  *              "health": {"throttle_reasons", "temperature_c", ... null when not read, "nvml"},
- *              "numerics": {"numerics.golden": {"result": "pass"|"fail"|"error", "detail"}, ...}}],
- *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent}
+ *              "numerics": {"numerics.golden": {"result": "pass"|"fail"|"error", "detail"}, ...},
+ *              "driver": {"driver_version", "cuda_driver_version", "cuda_runtime_version", ...},
+ *              "counters": {"seconds", "start": {"pcie_replay", ...}, "end": {...}, "xid": [...]}}],
+ *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent,
+ *    "level": 1..4, "budget_s", "elapsed_s"}
+ * The judged lines of a FAIL or WARN carry "code" (TDM-Fnnn) and "remedy" (check_levels.c).
  * A value that was not measured is absent or null: it is reported, never guessed. */
 #ifndef TANDEM_BENCH_CHECK_H
 #define TANDEM_BENCH_CHECK_H

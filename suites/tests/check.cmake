@@ -2,8 +2,9 @@
 # (test_check.c links harness/check_judge.c and check_expect.c), recorded figures judged through the
 # CLI (a healthy node, a planted slow GPU, a planted PCIe link at half width, the emulated device),
 # malformed expectations files (exit 2), the GPU-less run (every GPU check "needs a GPU", exit 3),
-# and on cuda:0 — the emulated device in the emu preset — the quick check itself; at the end, a
-# fleet's baseline and rules (check.rules.*).
+# and on cuda:0 — the emulated device in the emu preset — the quick check itself; then a fleet's
+# baseline and rules (check.rules.*); at the end the levels and fault codes (check.levels.*, and the
+# levels end to end: gpu.check.level*).
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_levels.c

@@ -3,7 +3,8 @@
 # version it fills as NVML wants, and the deprecated nvmlDeviceGetTemperature only from a driver
 # without the V form. On the emulated device (label emu), `bench env --json` against a stand-in
 # libnvidia-ml.so.1 (fake_nvml.c) found first on LD_LIBRARY_PATH: 61 C from the V form when the
-# library has it, 17 C from the old one when it has only that.
+# library has it, 17 C from the old one when it has only that. Then bench check's error counters
+# and Xid events through the same stand-in, with faults planted by the environment.
 if(TDM_CUDA_EMU)
   foreach(kind v old)
     add_library(fake_nvml_${kind} SHARED fake_nvml.c)

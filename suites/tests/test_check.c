@@ -3,7 +3,10 @@
  * the outlier rule, the emulated device and no GPU, the expectations file's validation, and
  * --write-expect's medians (recorded check results in temporary directories); issue 21: the
  * physical limits, absent checks (incomplete), figures that cannot be true, strict JSON, the
- * outlier rule against a brute-force median, and --write-expect's refusals.
+ * outlier rule against a brute-force median, and --write-expect's refusals; issue 25: the level
+ * and fault-code tables (check_levels.c) and planted error-counter series (PCIe replays at the
+ * 80 edge, NVLink CRC and recovery, ECC deltas, an Xid), figures with and without a level, the
+ * level's budget at and past its edge.
  * usage: test_check EXPECTATIONS_JSON TMPDIR */
 #include <math.h>
 #include <stdio.h>
