@@ -475,7 +475,7 @@ int bench_check(int argc, char **argv) {
         if (from || write_expect || out || json || strcmp(device, "all") || quick || level ||
             isfinite(duration))
             return bench_bad("check", "%s measures nothing: --from-figures, --write-expect, --out, "
-                                      "--json, --device and --quick do not apply", what);
+                                      "--json, --device, --level, --duration and --quick do not apply", what);
         if (optind == argc)
             return bench_bad("check", "%s needs one or more results of `bench check --out` (a "
                                       "directory or its status.json)", what);
@@ -632,7 +632,9 @@ int bench_check(int argc, char **argv) {
                    : quick    ? "quick"
                               : "full",
                    expect_path);
-    else fprintf(say, "bench check: no GPU (%s): only the host's check runs; every GPU check needs a GPU\n", no_gpu);
+    else fprintf(say, "bench check: no GPU (%s): %s; every GPU check needs a GPU\n", no_gpu,
+                 check_level_runs(level, "reference.golden") ? "only the host's check runs"
+                                                             : "level 1 has no host check");
     // the level and its budget, before anything runs; what the level lacks, said now
     fprintf(say, "bench check: level %d%s, budget %.0f s%s\n", level,
             level == 1 ? " (driver, NVML health, link, error counters: no load)"
