@@ -63,3 +63,15 @@ tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out) {
                              tdm_device_str(d, name, sizeof name));
     return be->device_props(d.index, out);
 }
+
+tdm_status tdm_device_xid_events(tdm_device d, uint64_t *xids, int max, int *n) {
+    if (!n || (max > 0 && !xids)) return tdm_error_set(TDM_ERR_ARG, "xid events: n or xids is NULL");
+    *n = 0;
+    if (!tdm_device_available(d)) return tdm_last_status();
+    const struct tdm_backend_ops *be = tdm_backend_get(d.type);
+    char name[32];
+    if (!be->device_xid_events)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "the %s backend has no Xid events for %s",
+                             be->name, tdm_device_str(d, name, sizeof name));
+    return be->device_xid_events(d.index, xids, max, n);
+}

@@ -1,8 +1,9 @@
 /* check.h — the parts of `bench check` (docs/CHECK.md): the expectations file (check_expect.c),
  * the judging of measured figures against it (check_judge.c: a pure function of two JSON
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
- * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c) and a
- * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c).
+ * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c), a
+ * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), and the levels and
+ * fault codes (check_levels.c).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):
@@ -10,8 +11,12 @@
  *              "figures": {"memory.d2d": {"value", "unit", "samples": [...]}, "gemm.tf32": ...},
  *              "link": {"pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "under_load"},
  *              "health": {"throttle_reasons", "temperature_c", ... null when not read, "nvml"},
- *              "numerics": {"numerics.golden": {"result": "pass"|"fail"|"error", "detail"}, ...}}],
- *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent}
+ *              "numerics": {"numerics.golden": {"result": "pass"|"fail"|"error", "detail"}, ...},
+ *              "driver": {"driver_version", "cuda_driver_version", "cuda_runtime_version", ...},
+ *              "counters": {"seconds", "start": {"pcie_replay", ...}, "end": {...}, "xid": [...]}}],
+ *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent,
+ *    "level": 1..4, "budget_s", "elapsed_s"}
+ * The judged lines of a FAIL or WARN carry "code" (TDM-Fnnn) and "remedy" (check_levels.c).
  * A value that was not measured is absent or null: it is reported, never guessed. */
 #ifndef TANDEM_BENCH_CHECK_H
 #define TANDEM_BENCH_CHECK_H
@@ -55,9 +60,43 @@ enum {
 #define CHECK_LIMIT_MARGIN 1.10
 #define CHECK_UNKNOWN_FACTOR 10.0
 #define CHECK_FIGURE_CAP 1e5  // GB/s or TFLOP/s: no GPU is within a factor of 10 of it
+// PCIe replays in one run from which nvml.pcie_replay FAILs (any growth is a WARN): DCGM's
+// diagnostic PCIe test's default limit (pcie.max_pcie_replays).
+#define CHECK_PCIE_REPLAY_FAIL 80
 
 // The checks whose figures are performance (judged against the model, and across siblings).
 extern const char *const check_perf_names[];   // NULL-terminated: "memory.d2d", "gemm.tf32", ...
+
+// ---- levels and fault codes (check_levels.c) -------------------------------------------------
+
+// The level a check starts at (docs/CHECK.md "Levels"): the one table the measurements and the
+// judge read. A check whose name ends in ".*" stands for its family (train.*). implemented false:
+// listed at its level as not run (incomplete) until its work item lands.
+typedef struct {
+    const char *check;
+    int level;
+    bool implemented;
+    const char *what;
+} check_level_row;
+#define CHECK_LEVEL_MIN 1
+#define CHECK_LEVEL_MAX 4
+const check_level_row *check_level_rows(void);   // ended by a row with check NULL
+const check_level_row *check_level_row_of(const char *check);   // NULL: not in the table
+bool check_level_runs(int level, const char *check);   // a check the table lacks: every level's
+// The level's time budget, seconds: the whole node's (n_gpus GPUs, checked one after another);
+// duration_s (levels 3 and 4; NaN or 0: the default) is the sustained part's.
+double check_level_budget_s(int level, bool quick, int n_gpus, double duration_s);
+
+// A fault code: every FAIL and WARN of the judge carries one ("code", "remedy" in its line).
+typedef struct {
+    const char *code;     // "TDM-F051"
+    const char *title;    // "a row remap is pending"
+    const char *remedy;   // "reset the GPU ..."
+    const char *source;   // what the rule and the remedy follow
+} check_code;
+const check_code *check_codes(void);   // ended by a row with code NULL
+const check_code *check_code_of(const char *code);
+const char *check_xid_remedy(unsigned long long xid);   // NVIDIA's Xid catalog, in short
 
 // ---- the expectations file -----------------------------------------------------------------
 
@@ -219,6 +258,7 @@ typedef struct {
     unsigned seed;          // bench conform's seed
     char logdir[4096];      // where the runs' outputs and dumps go
     double timeout_s;       // each child run's limit
+    int level;              // 1 to 4 (check_levels.c): which checks run
 } check_run_opts;
 
 // Children and signals: check_signals_install() makes SIGINT, SIGTERM and SIGHUP kill the running
@@ -234,8 +274,14 @@ int check_run_child(char *const argv[], const char *log, double timeout_s, char 
 
 // The host's checks: the reference against the golden cases ({"numerics": {...}}).
 cJSON *check_run_host(const check_run_opts *o);
-// One GPU's entry (index, device, name, emulated, figures, link, health, numerics).
+// One GPU's entry (index, device, name, emulated, driver, figures, link, health, numerics): the
+// checks of o->level.
 cJSON *check_run_gpu(int index, const check_run_opts *o);
+// The run's error counters of GPU index: check_counters_begin reads them (NVML) and registers
+// the GPU for Xid events at the start of the run; check_counters_end reads them again and adds
+// "counters" ({"seconds", "start", "end", "xid", "xid_why"}) to the GPU's entry. begin is freed.
+cJSON *check_counters_begin(int index);
+void check_counters_end(cJSON *gpu, cJSON *begin, int index);
 // With two or more GPUs: adds multi.allreduce and multi.peer to each entry of gpus.
 void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts *o);
 

@@ -66,6 +66,19 @@ static cJSON *add_line(cJSON *arr, const char *check, double measured, const cha
     return c;
 }
 
+// A FAIL or WARN line gets its fault code and remediation (check_levels.c); REMEDY (may be NULL)
+// replaces the code's own (an Xid's). Other verdicts are left as they are.
+static cJSON *coded(cJSON *line, const char *code, const char *remedy) {
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(line, "verdict"));
+    const check_code *c = check_code_of(code);
+    if (!v || (strcmp(v, CHECK_FAIL) && strcmp(v, CHECK_WARN)) || !c) return line;
+    cJSON_DeleteItemFromObjectCaseSensitive(line, "code");
+    cJSON_DeleteItemFromObjectCaseSensitive(line, "remedy");
+    cJSON_AddStringToObject(line, "code", c->code);
+    cJSON_AddStringToObject(line, "remedy", remedy ? remedy : c->remedy);
+    return line;
+}
+
 static const char *by_threshold(double ratio, const cJSON *t) {
     if (!isfinite(ratio)) return CHECK_MISSING;
     if (ratio < num(t, "fail")) return CHECK_FAIL;
@@ -76,7 +89,7 @@ static const char *by_threshold(double ratio, const cJSON *t) {
 // ---- numerics and training: the runs said pass or fail -------------------------------------------
 
 // A result other than pass, fail or error (the three a run gives) was not run: incomplete.
-static void judge_runs(cJSON *checks, const cJSON *numerics) {
+static void judge_runs(cJSON *checks, const cJSON *numerics, bool host) {
     const cJSON *r;
     cJSON_ArrayForEach(r, numerics) {
         const char *res = str(r, "result");
@@ -85,10 +98,15 @@ static void judge_runs(cJSON *checks, const cJSON *numerics) {
                               : !strcmp(res, "fail") || !strcmp(res, "error") ? CHECK_FAIL
                                                                               : CHECK_NOT_RUN;
         const char *detail = str(r, "detail");
-        add_line(checks, r->string, NAN, str(r, "measured") ? str(r, "measured") : res ? res : "?",
+        const char *code = res && !strcmp(res, "error")      ? "TDM-F002"
+                           : host                            ? "TDM-F004"
+                           : !strncmp(r->string, "train.", 6) ? "TDM-F003"
+                                                             : "TDM-F001";
+        cJSON *line = add_line(checks, r->string, NAN, str(r, "measured") ? str(r, "measured") : res ? res : "?",
                  NULL, NAN, str(r, "expected") ? str(r, "expected") : "within the bounds", NAN,
                  verdict, "%s%s%s", res && !strcmp(res, "error") ? "could not run: " : "",
                  detail ? detail : "", "");
+        coded(line, code, NULL);
     }
 }
 
@@ -159,14 +177,22 @@ static bool perf_expected(const char *name, int n) {
     return strncmp(name, "multi.", 6) || (n >= 2 && n <= 16);
 }
 
+// The fault code of a performance check below its threshold.
+static const char *perf_code(const char *name) {
+    return !strncmp(name, "gemm.", 5)   ? "TDM-F021"
+           : !strncmp(name, "pcie.", 5) ? "TDM-F022"
+           : !strncmp(name, "multi.", 6) ? "TDM-F023"
+                                        : "TDM-F020";
+}
+
 static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, const cJSON *expect,
-                       bool emulated, int n_gpus) {
+                       bool emulated, int n_gpus, int level) {
     const cJSON *figs = item(gpu, "figures");
     for (int k = 0; check_perf_names[k]; k++) {
         const char *name = check_perf_names[k];
         const cJSON *f = item(figs, name);
         if (!f) {
-            if (!emulated && perf_expected(name, n_gpus))
+            if (!emulated && perf_expected(name, n_gpus) && check_level_runs(level, name))
                 add_line(checks, name, NAN, NULL, perf_unit(name), NAN, NULL, NAN, CHECK_ABSENT,
                          "expected, absent from the figures: not measured");
             continue;  // else not applicable here (one GPU: no multi.*)
@@ -176,7 +202,7 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
         const char *extra = str(f, "note") ? str(f, "note") : "";
         if (!isfinite(v)) {  // a failed measurement is a FAIL; one that did not happen, incomplete
             const char *error = str(f, "error"), *why = str(f, "why");
-            add_line(checks, name, NAN, NULL, unit, NAN, NULL, NAN,
+            cJSON *line = add_line(checks, name, NAN, NULL, unit, NAN, NULL, NAN,
                      error      ? CHECK_FAIL
                      : emulated ? CHECK_EMULATED
                                 : CHECK_NOT_RUN,
@@ -187,6 +213,7 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
                      error ? error
                      : why ? why
                            : "");
+            coded(line, "TDM-F010", NULL);
             continue;
         }
         if (emulated) {
@@ -208,9 +235,9 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
         }
         double limit = check_expect_limit(expect, model, name, lwhy, sizeof lwhy);
         if (v > limit) {  // no healthy part, however good, measures this: the timing is wrong
-            add_line(checks, name, v, NULL, unit, expected, NULL, v / expected, CHECK_FAIL,
+            coded(add_line(checks, name, v, NULL, unit, expected, NULL, v / expected, CHECK_FAIL,
                      "faster than this GPU can be: a timing bug? (the physical limit is %s)%s%s",
-                     lwhy, extra[0] ? "; " : "", extra);
+                     lwhy, extra[0] ? "; " : "", extra), "TDM-F011", NULL);
             continue;
         }
         if (!model) {
@@ -225,9 +252,9 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
             continue;
         }
         double ratio = v / expected;
-        add_line(checks, name, v, NULL, unit, expected, NULL, ratio, by_threshold(ratio, thr),
+        coded(add_line(checks, name, v, NULL, unit, expected, NULL, ratio, by_threshold(ratio, thr),
                  "%s; FAIL below %g, WARN below %g%s%s", why, num(thr, "fail"), num(thr, "warn"),
-                 extra[0] ? "; " : "", extra);
+                 extra[0] ? "; " : "", extra), perf_code(name), NULL);
     }
 }
 
@@ -261,16 +288,18 @@ static void judge_link(cJSON *checks, const cJSON *gpu, const cJSON *model, bool
     double ratio = check_pcie_gbps(g, w) / check_pcie_gbps(gm, wm);
     bool under_load = cJSON_IsTrue(item(link, "under_load"));
     if (g < gm || w < wm) {
-        add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, under_load ? CHECK_FAIL : CHECK_WARN,
+        coded(add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, under_load ? CHECK_FAIL : CHECK_WARN,
                  "the link trained below its maximum (%s%s%s)%s",
                  g < gm ? "generation" : "", g < gm && w < wm ? " and " : "", w < wm ? "width" : "",
-                 under_load ? ", read while copying" : "; read at idle, when links train down");
+                 under_load ? ", read while copying" : "; read at idle, when links train down"),
+              "TDM-F030", NULL);
         return;
     }
     double mg = num(model, "pcie_gen"), mw = num(model, "pcie_width");
     if (model && isfinite(mg) && isfinite(mw) && (gm < mg || wm < mw)) {
-        add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, CHECK_WARN,
-                 "the slot allows less than the model's gen%g x%g (a riser, a switch or the BIOS)", mg, mw);
+        coded(add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, CHECK_WARN,
+                 "the slot allows less than the model's gen%g x%g (a riser, a switch or the BIOS)", mg, mw),
+              "TDM-F031", NULL);
         return;
     }
     add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, CHECK_PASS, "%s",
@@ -293,15 +322,18 @@ static void throttle_names(double r, char *buf, size_t n) {
                                     b < 9 ? names[b] : "other");
 }
 
-static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
+static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int level, bool leveled) {
     static const char *const nvml_names[] = {"nvml.throttle",      "nvml.temperature",
                                              "nvml.remapped_rows", "nvml.retired_pages",
-                                             "nvml.ecc",           "nvml.clocks"};
+                                             "nvml.ecc",           "nvml.clocks",
+                                             "nvml.persistence"};
+    const size_t nn = sizeof nvml_names / sizeof *nvml_names;
     const cJSON *h = item(gpu, "health");
     if ((!h || cJSON_IsNull(h)) && !emulated) {
-        for (size_t k = 0; k < sizeof nvml_names / sizeof *nvml_names; k++)
-            add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
-                     "expected, absent from the figures (no \"health\"): not read");
+        for (size_t k = 0; k < nn; k++)
+            if (check_level_runs(level, nvml_names[k]) && (leveled || k < nn - 1))
+                add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                         "expected, absent from the figures (no \"health\"): not read");
         return;
     }
     if (!h) return;
@@ -311,8 +343,9 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
     if (emulated) snprintf(miss, sizeof miss, "the emulated device has no NVML");
     const char *missing = emulated ? CHECK_EMULATED : CHECK_MISSING;
     if (emulated) {   // no NVML there: whatever the emulator's properties say is not a GPU's
-        for (size_t k = 0; k < sizeof nvml_names / sizeof *nvml_names; k++)
-            add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+        for (size_t k = 0; k < nn; k++)
+            if (check_level_runs(level, nvml_names[k]))
+                add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
         return;
     }
 
@@ -323,10 +356,12 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
         throttle_names(r, names, sizeof names);
         unsigned long long bits = (unsigned long long)r;
         const unsigned long long bad = (1ULL << 3) | (1ULL << 5) | (1ULL << 6) | (1ULL << 7);
-        add_line(checks, "nvml.throttle", NAN, names, NULL, NAN,
+        coded(add_line(checks, "nvml.throttle", NAN, names, NULL, NAN,
                  "no hw slowdown, thermal or power brake", NAN, bits & bad ? CHECK_FAIL : CHECK_PASS,
-                 "%s%s", bits & bad ? "clocks held down by the hardware or by heat during the load" : "read during the load",
-                 bits & (1ULL << 2) ? "; at its power cap (expected at full load)" : "");
+                 "%s%s%s", bits & bad ? "clocks held down by the hardware or by heat" : "",
+                 !cJSON_IsFalse(item(h, "under_load")) ? (bits & bad ? " during the load" : "read during the load")
+                                                      : (bits & bad ? ", read at idle" : "read at idle (no load)"),
+                 bits & (1ULL << 2) ? "; at its power cap (expected at full load)" : ""), "TDM-F040", NULL);
     }
 
     double t = num(h, "temperature_c"), ts = num(h, "temperature_slowdown_c");
@@ -335,9 +370,9 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
         add_line(checks, "nvml.temperature", t, NULL, "C", NAN, NULL, NAN, CHECK_MISSING,
                  "no slowdown threshold reported to judge it against");
     else
-        add_line(checks, "nvml.temperature", t, NULL, "C", ts, NULL, t / ts,
+        coded(add_line(checks, "nvml.temperature", t, NULL, "C", ts, NULL, t / ts,
                  t >= ts ? CHECK_FAIL : t >= ts - 5 ? CHECK_WARN : CHECK_PASS,
-                 "expected below the slowdown threshold (WARN within 5 C of it)");
+                 "expected below the slowdown threshold (WARN within 5 C of it)"), "TDM-F041", NULL);
 
     double rc = num(h, "remapped_rows_correctable"), ru = num(h, "remapped_rows_uncorrectable");
     double rp = num(h, "remapped_rows_pending"), rf = num(h, "remapped_rows_failed");
@@ -345,11 +380,11 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
     else {
         char m[96];
         snprintf(m, sizeof m, "%g correctable, %g uncorrectable", rc, ru);
-        add_line(checks, "nvml.remapped_rows", NAN, m, NULL, NAN, "no failed or pending remap", NAN,
+        coded(add_line(checks, "nvml.remapped_rows", NAN, m, NULL, NAN, "no failed or pending remap", NAN,
                  rf == 1 ? CHECK_FAIL : rp == 1 ? CHECK_WARN : CHECK_PASS, "%s",
                  rf == 1 ? "a row remap failed: the GPU cannot repair its memory (NVIDIA: RMA)"
                  : rp == 1 ? "a remap waits for a GPU reset"
-                           : "");
+                           : ""), rf == 1 ? "TDM-F050" : "TDM-F051", NULL);
     }
 
     double ps = num(h, "retired_pages_sbe"), pd = num(h, "retired_pages_dbe"), pp = num(h, "retired_pages_pending");
@@ -359,8 +394,9 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
     else {
         char m[96];
         snprintf(m, sizeof m, "%g single-bit, %g double-bit", ps, pd);
-        add_line(checks, "nvml.retired_pages", NAN, m, NULL, NAN, "no retirement pending", NAN,
-                 pp == 1 ? CHECK_WARN : CHECK_PASS, "%s", pp == 1 ? "a retirement waits for a reset" : "");
+        coded(add_line(checks, "nvml.retired_pages", NAN, m, NULL, NAN, "no retirement pending", NAN,
+                 pp == 1 ? CHECK_WARN : CHECK_PASS, "%s", pp == 1 ? "a retirement waits for a reset" : ""),
+              "TDM-F052", NULL);
     }
 
     double ecc = num(h, "ecc"), ev = num(h, "ecc_uncorrected_volatile"), ea = num(h, "ecc_uncorrected_aggregate");
@@ -378,20 +414,207 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated) {
                      ecc == 1 ? "on" : ecc == 0 ? "off" : "?", a, b);
         }
         const char *v = ev > 0 ? CHECK_FAIL : (ecc == 0 || ea > 0) ? CHECK_WARN : CHECK_PASS;
-        add_line(checks, "nvml.ecc", NAN, m, NULL, NAN, "on, no uncorrected errors", NAN, v, "%s",
+        coded(add_line(checks, "nvml.ecc", NAN, m, NULL, NAN, "on, no uncorrected errors", NAN, v, "%s",
                  ev > 0 ? "uncorrected memory errors since boot: results may be wrong"
                  : ecc == 0 ? "ECC is off: memory errors go unnoticed"
                  : ea > 0 ? "uncorrected errors in an earlier life (counted ever, none since boot)"
-                          : "");
+                          : ""), ev > 0 ? "TDM-F053" : ecc == 0 ? "TDM-F054" : "TDM-F055", NULL);
     }
 
     double c = num(h, "clock_sm_mhz"), cm = num(h, "clock_sm_max_mhz");
-    if (!isfinite(c) || !isfinite(cm) || cm <= 0)
+    if (!check_level_runs(level, "nvml.clocks"))
+        ;   // level 1: no load, and clocks at idle are low by design
+    else if (!isfinite(c) || !isfinite(cm) || cm <= 0)
         add_line(checks, "nvml.clocks", c, NULL, "MHz", cm, NULL, NAN, missing, "%s", miss);
     else
-        add_line(checks, "nvml.clocks", c, NULL, "MHz", cm, NULL, c / cm,
+        coded(add_line(checks, "nvml.clocks", c, NULL, "MHz", cm, NULL, c / cm,
                  c / cm < 0.6 ? CHECK_WARN : CHECK_PASS,
-                 "SM clock during the load against its maximum (WARN below 0.6)");
+                 "SM clock during the load against its maximum (WARN below 0.6)"), "TDM-F042", NULL);
+
+    double pm = num(h, "persistence");
+    if (!isfinite(pm) && !leveled)
+        ;   // figures from before the levels do not record it
+    else if (!isfinite(pm))
+        add_line(checks, "nvml.persistence", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+    else
+        coded(add_line(checks, "nvml.persistence", NAN, pm == 1 ? "on" : "off", NULL, NAN, "on", NAN,
+                       pm == 1 ? CHECK_PASS : CHECK_WARN, "%s",
+                       pm == 1 ? "" : "persistence mode off: the driver unloads between jobs (slow starts, lost state)"),
+              "TDM-F080", NULL);
+}
+
+// An expected check the figures lack: absent (incomplete) in figures of the levels, or missing
+// (reported, not counted) in figures recorded before it existed.
+static void not_recorded(cJSON *checks, const char *name, bool emulated, bool leveled) {
+    if (emulated)
+        add_line(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_EMULATED,
+                 "the emulated device has no NVML or driver");
+    else if (leveled)
+        add_line(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                 "expected, absent from the figures: not read");
+    else
+        add_line(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_MISSING,
+                 "not recorded (figures from before this check)");
+}
+
+// ---- the driver, the CUDA runtime and the libraries ------------------------------------------------
+
+static void cuda_version(double v, char *buf, size_t n) {
+    if (isfinite(v)) snprintf(buf, n, "%d.%d", (int)v / 1000, (int)v % 1000 / 10);
+    else snprintf(buf, n, "?");
+}
+
+static void judge_driver(cJSON *checks, const cJSON *gpu, bool emulated, bool leveled) {
+    const cJSON *d = item(gpu, "driver");
+    if (!cJSON_IsObject(d)) {
+        if (leveled || emulated) not_recorded(checks, "driver", emulated, leveled);
+        return;
+    }
+    double dv = num(d, "cuda_driver_version"), rv = num(d, "cuda_runtime_version");
+    const char *ver = str(d, "driver_version");
+    char a[16], b[16], m[300];
+    cuda_version(dv, a, sizeof a);
+    cuda_version(rv, b, sizeof b);
+    snprintf(m, sizeof m, "driver %s, CUDA %s, runtime %s", ver && ver[0] ? ver : "?", a, b);
+    char libs[300];
+    snprintf(libs, sizeof libs, "cuBLAS %s, cuDNN %s, NCCL %s", str(d, "cublas_version") ? str(d, "cublas_version") : "?",
+             str(d, "cudnn_version") ? str(d, "cudnn_version") : "?",
+             str(d, "nccl_version") ? str(d, "nccl_version") : "?");
+    if (emulated)
+        add_line(checks, "driver", NAN, m, NULL, NAN, NULL, NAN, CHECK_EMULATED,
+                 "the emulated device's runtime (suites/emu); %s", libs);
+    else if (!isfinite(dv) || !isfinite(rv))
+        add_line(checks, "driver", NAN, m, NULL, NAN, "driver >= runtime", NAN, CHECK_MISSING,
+                 "the CUDA driver or runtime version was not read; %s", libs);
+    else
+        coded(add_line(checks, "driver", NAN, m, NULL, NAN, "driver >= runtime", NAN,
+                       dv < rv ? CHECK_FAIL : CHECK_PASS, "%s%s",
+                       dv < rv ? "the driver is older than the CUDA runtime this build uses; " : "", libs),
+              "TDM-F081", NULL);
+}
+
+// ---- the run's error counters: deltas from its start to its end, and Xid events ----------------------
+
+// end - start of a counter, NaN when either was not read; *a, *b the readings.
+static double delta(const cJSON *cn, const char *key, double *a, double *b) {
+    *a = num(item(cn, "start"), key);
+    *b = num(item(cn, "end"), key);
+    return isfinite(*a) && isfinite(*b) ? *b - *a : NAN;
+}
+
+static void judge_counters(cJSON *checks, const cJSON *gpu, bool emulated, bool leveled) {
+    static const char *const names[] = {"nvml.xid", "nvml.pcie_replay", "nvml.nvlink", "nvml.ecc_delta"};
+    const cJSON *cn = item(gpu, "counters");
+    if (!cJSON_IsObject(cn)) {
+        if (leveled || emulated)
+            for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+                not_recorded(checks, names[k], emulated, leveled);
+        return;
+    }
+    // A reading there is judged, on the emulated device too (a stand-in NVML's planted fault is
+    // a fault); one not there is missing, or EMULATED there.
+    const char *missing = emulated ? CHECK_EMULATED : CHECK_MISSING;
+    const char *nvml = str(item(gpu, "health"), "nvml");
+    char miss[300];
+    snprintf(miss, sizeof miss, "%s%s", emulated ? "the emulated device has no NVML" : "not read",
+             !emulated && nvml && nvml[0] ? ": " : "");
+    if (!emulated && nvml && nvml[0]) snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s", nvml);
+    double secs = num(cn, "seconds");
+
+    const cJSON *x = item(cn, "xid");
+    if (!cJSON_IsArray(x)) {
+        const char *why = str(cn, "xid_why");
+        add_line(checks, "nvml.xid", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s%s",
+                 emulated ? miss : "no Xid event set", why ? ": " : "", why ? why : "");
+    } else {
+        int k = cJSON_GetArraySize(x), len = 0;
+        char m[200] = "none";
+        const cJSON *e;
+        cJSON_ArrayForEach(e, x) if (len < (int)sizeof m - 24) len += snprintf(m + len, sizeof m - (size_t)len,
+                                                                    "%sXid %.0f", len ? ", " : "", e->valuedouble);
+        unsigned long long first = k ? (unsigned long long)cJSON_GetArrayItem(x, 0)->valuedouble : 0;
+        coded(add_line(checks, "nvml.xid", NAN, m, NULL, NAN, "no critical Xid", NAN, k ? CHECK_FAIL : CHECK_PASS,
+                       "%d critical Xid event%s in the run's %.0f s (NVML event set)%s%s", k, k == 1 ? "" : "s",
+                       isfinite(secs) ? secs : 0.0, k ? ": " : "", k ? check_xid_remedy(first) : ""),
+              "TDM-F060", k ? check_xid_remedy(first) : NULL);
+    }
+
+    double a, b, d = delta(cn, "pcie_replay", &a, &b);
+    if (!isfinite(d))
+        add_line(checks, "nvml.pcie_replay", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+    else {
+        char m[96];
+        snprintf(m, sizeof m, "+%.0f (%.0f -> %.0f)", d, a, b);
+        coded(add_line(checks, "nvml.pcie_replay", d, m, NULL, 0, "+0", NAN,
+                       d >= CHECK_PCIE_REPLAY_FAIL ? CHECK_FAIL : d > 0 ? CHECK_WARN : CHECK_PASS,
+                       "PCIe replays in the run's %.0f s; WARN above 0, FAIL from %d (DCGM's PCIe test)",
+                       isfinite(secs) ? secs : 0.0, CHECK_PCIE_REPLAY_FAIL),
+              "TDM-F032", NULL);
+    }
+
+    double links = num(item(cn, "end"), "nvlink_links_active");
+    double ac, bc, crc = delta(cn, "nvlink_crc", &ac, &bc), ar, br, rep = delta(cn, "nvlink_replay", &ar, &br);
+    double aq, bq, rec = delta(cn, "nvlink_recovery", &aq, &bq);
+    if (!isfinite(links))
+        add_line(checks, "nvml.nvlink", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s", miss,
+                 emulated ? "" : " (or no NVLink on this part)");
+    else if (links == 0)
+        add_line(checks, "nvml.nvlink", NAN, "no active link", NULL, NAN, NULL, NAN, CHECK_PASS,
+                 "no NVLink is up (a PCIe part, or its links are down: see multi.peer)");
+    else {
+        char m[160];
+        snprintf(m, sizeof m, "%.0f links: CRC +%.0f, replay +%.0f, recovery +%.0f", links,
+                 isfinite(crc) ? crc : 0, isfinite(rep) ? rep : 0, isfinite(rec) ? rec : 0);
+        bool bad_rec = rec > 0, bad = crc > 0 || rep > 0;
+        coded(add_line(checks, "nvml.nvlink", NAN, m, NULL, NAN, "+0", NAN,
+                       bad_rec ? CHECK_FAIL : bad ? CHECK_WARN : CHECK_PASS,
+                       "NVLink errors in the run's %.0f s, over the active links%s",
+                       isfinite(secs) ? secs : 0.0,
+                       bad_rec ? ": a link recovered from a fault" : bad ? ": link errors retried" : ""),
+              bad_rec ? "TDM-F071" : "TDM-F070", NULL);
+    }
+
+    double ca, cb, corr = delta(cn, "ecc_corrected_volatile", &ca, &cb);
+    double ua, ub, unc = delta(cn, "ecc_uncorrected_volatile", &ua, &ub);
+    if (!isfinite(corr) && !isfinite(unc))
+        add_line(checks, "nvml.ecc_delta", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+    else {
+        char m[160];
+        snprintf(m, sizeof m, "uncorrected +%.0f, corrected +%.0f", isfinite(unc) ? unc : 0,
+                 isfinite(corr) ? corr : 0);
+        coded(add_line(checks, "nvml.ecc_delta", NAN, m, NULL, NAN, "+0", NAN,
+                       unc > 0 ? CHECK_FAIL : corr > 0 ? CHECK_WARN : CHECK_PASS,
+                       "volatile ECC errors in the run's %.0f s%s", isfinite(secs) ? secs : 0.0,
+                       unc > 0 ? ": uncorrected, the run's results may be wrong"
+                       : corr > 0 ? ": corrected by ECC" : ""),
+              unc > 0 ? "TDM-F056" : "TDM-F057", NULL);
+    }
+}
+
+// The level's checks that are not implemented yet: listed as not run, so never a silent PASS.
+static void not_implemented(cJSON *checks, int level) {
+    for (const check_level_row *r = check_level_rows(); r->check; r++)
+        if (r->level <= level && !r->implemented)
+            add_line(checks, r->check, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_NOT_RUN,
+                     "level %d: %s: not implemented yet, not measured", r->level, r->what);
+}
+
+// The level's time budget (host line level.budget): past it is a WARN, said and counted.
+static void judge_budget(cJSON *checks, const cJSON *figures, bool emulated) {
+    double budget = num(figures, "budget_s"), el = num(figures, "elapsed_s"), lv = num(figures, "level");
+    if (!isfinite(budget) || !isfinite(el)) return;
+    char m[32], e[32];
+    snprintf(m, sizeof m, "%.1f s", el);
+    snprintf(e, sizeof e, "%.0f s", budget);
+    if (emulated) {
+        add_line(checks, "level.budget", NAN, m, NULL, NAN, e, el / budget, CHECK_EMULATED,
+                 "level %.0f timed on the emulated device: not a GPU's time, not judged", lv);
+        return;
+    }
+    coded(add_line(checks, "level.budget", NAN, m, NULL, NAN, e, el / budget,
+                   el > budget ? CHECK_WARN : CHECK_PASS, "level %.0f%s", lv,
+                   el > budget ? ": ran past its budget" : ": within its budget"),
+          "TDM-F090", NULL);
 }
 
 // ---- the outlier rule: each figure against the GPU's siblings ------------------------------------
@@ -463,6 +686,7 @@ static void judge_outliers(cJSON **gp, int n, const bool *limit_ok, const cJSON 
                                    "%g, WARN below %g",
                                    dev, ratio, ns[i], ns[i] == 1 ? "" : "s", ni, num(o, "fail"),
                                    num(o, "warn"));
+            coded(line, "TDM-F024", NULL);
             cJSON *copy = cJSON_Duplicate(line, true);
             cJSON_AddStringToObject(copy, "device", dev);
             cJSON_AddItemToArray(outliers, copy);
@@ -520,7 +744,62 @@ static const struct {
     {"clock_sm_max_mhz", 0, 10000, false, "a clock (0 to 10000 MHz)"},
     {"clock_mem_mhz", 0, 50000, false, "a clock (0 to 50000 MHz)"},
     {"power_limit_w", 0, 10000, false, "a power limit (0 to 10000 W)"},
+    {"persistence", 0, 1, true, "the persistence mode: 0 (off) or 1 (on)"},
 };
+
+// The run's error counters (check_measure.c check_counters_end): counts that only grow.
+static bool valid_counters(const cJSON *c, int i, char *err, size_t len) {
+    if (!c || cJSON_IsNull(c)) return true;
+    if (!cJSON_IsObject(c)) return bad_in(err, len, "gpus[%d].counters: must be an object", i);
+    static const char *const keys[] = {"pcie_replay", "nvlink_links_active", "nvlink_crc", "nvlink_replay",
+                                       "nvlink_recovery", "ecc_corrected_volatile", "ecc_uncorrected_volatile"};
+    static const char *const ends[] = {"start", "end"};
+    for (int e = 0; e < 2; e++) {
+        const cJSON *o = item(c, ends[e]);
+        if (o && !cJSON_IsNull(o) && !cJSON_IsObject(o))
+            return bad_in(err, len, "gpus[%d].counters.%s: must be an object", i, ends[e]);
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+            if (!reading_ok(item(o, keys[k]), 0, 9007199254740992.0, true))
+                return bad_in(err, len, "gpus[%d].counters.%s.%s: not a count (a whole number from 0)", i,
+                              ends[e], keys[k]);
+    }
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        double a = num(item(c, "start"), keys[k]), b = num(item(c, "end"), keys[k]);
+        if (k != 1 && b < a)   // the links' count may change; the error counters only grow
+            return bad_in(err, len, "gpus[%d].counters.%s: the end (%g) is below the start (%g): "
+                                    "not one counter", i, keys[k], b, a);
+    }
+    if (!reading_ok(item(c, "seconds"), 0, 1e7, false))
+        return bad_in(err, len, "gpus[%d].counters.seconds: not a duration (0 to 1e7 s)", i);
+    const cJSON *x = item(c, "xid"), *e;
+    if (x && !cJSON_IsNull(x) && !cJSON_IsArray(x))
+        return bad_in(err, len, "gpus[%d].counters.xid: must be an array of Xids or null", i);
+    int k = 0;
+    const cJSON *xs = cJSON_IsArray(x) ? x : NULL;
+    cJSON_ArrayForEach(e, xs) {
+        if (!cJSON_IsNumber(e) || !reading_ok(e, 0, 4294967295.0, true))
+            return bad_in(err, len, "gpus[%d].counters.xid[%d]: not an Xid (a whole number from 0)", i, k);
+        k++;
+    }
+    const cJSON *w = item(c, "xid_why");
+    if (w && !cJSON_IsString(w) && !cJSON_IsNull(w))
+        return bad_in(err, len, "gpus[%d].counters.xid_why: must be a string", i);
+    return true;
+}
+
+static bool valid_driver(const cJSON *d, int i, char *err, size_t len) {
+    if (!d || cJSON_IsNull(d)) return true;
+    if (!cJSON_IsObject(d)) return bad_in(err, len, "gpus[%d].driver: must be an object", i);
+    static const char *const vers[] = {"cuda_driver_version", "cuda_runtime_version"};
+    for (int k = 0; k < 2; k++)
+        if (!reading_ok(item(d, vers[k]), 1000, 1000000, true))
+            return bad_in(err, len, "gpus[%d].driver.%s: not a CUDA version (12040 = 12.4)", i, vers[k]);
+    static const char *const texts[] = {"driver_version", "cublas_version", "cudnn_version", "nccl_version"};
+    for (int k = 0; k < 4; k++)
+        if (item(d, texts[k]) && !cJSON_IsString(item(d, texts[k])) && !cJSON_IsNull(item(d, texts[k])))
+            return bad_in(err, len, "gpus[%d].driver.%s: must be a string", i, texts[k]);
+    return true;
+}
 
 static bool valid_link(const cJSON *l, int i, char *err, size_t len) {
     if (!l || cJSON_IsNull(l)) return true;
@@ -665,6 +944,8 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
             ok = valid_figures(item(g, "figures"), i, err, len) &&
                  valid_link(item(g, "link"), i, err, len) &&
                  valid_health(item(g, "health"), i, err, len) &&
+                 valid_counters(item(g, "counters"), i, err, len) &&
+                 valid_driver(item(g, "driver"), i, err, len) &&
                  valid_runs(item(g, "numerics"), where, err, len);
         if (!ok) break;
         devs[i++] = str(g, "device");
@@ -680,6 +961,12 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
     if (ok && host && !cJSON_IsNull(host) && !cJSON_IsObject(host))
         ok = bad_in(err, len, "host: must be an object");
     if (ok) ok = valid_runs(item(host, "numerics"), "host", err, len);
+    if (ok && !reading_ok(item(figures, "level"), CHECK_LEVEL_MIN, CHECK_LEVEL_MAX, true))
+        ok = bad_in(err, len, "level: not a level (1, 2, 3 or 4)");
+    if (ok && (!reading_ok(item(figures, "budget_s"), 1, 1e7, false) ||
+               !reading_ok(item(figures, "elapsed_s"), 0, 1e7, false)))
+        ok = bad_in(err, len, "%s: not a duration (seconds, up to 1e7)",
+                    reading_ok(item(figures, "budget_s"), 1, 1e7, false) ? "elapsed_s" : "budget_s");
     const cJSON *ng = item(figures, "no_gpu");
     if (ok && ng && !cJSON_IsString(ng) && !cJSON_IsNull(ng))
         ok = bad_in(err, len, "no_gpu: must be a string");
@@ -688,11 +975,7 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
 
 // ---- the whole ---------------------------------------------------------------------------------------
 
-static const char *gpu_check_names[] = {
-    "numerics.golden", "numerics.conform", "train", "memory.d2d", "gemm.tf32", "gemm.f16",
-    "gemm.bf16", "gemm.f64", "pcie.h2d", "pcie.d2h", "pcie.link", "multi.allreduce", "multi.peer",
-    "nvml.throttle", "nvml.temperature", "nvml.remapped_rows", "nvml.retired_pages", "nvml.ecc",
-    "nvml.clocks", NULL};
+
 
 // c: PASS, WARN, FAIL, not judged, incomplete (absent or not run).
 static void count(const cJSON *checks, int *c) {
@@ -746,6 +1029,9 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
         return NULL;
     }
     int c[5] = {0}, judged_gpus = 0, emulated_gpus = 0, gi = 0;
+    // figures of a level say which; figures from before the levels are level 2's (quick or full)
+    bool leveled = cJSON_IsNumber(item(figures, "level"));
+    int level = leveled ? (int)num(figures, "level") : 2;
     cJSON *go;
     cJSON_ArrayForEach(go, gpus_out) {
         gp[gi] = go;
@@ -763,11 +1049,14 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
                 !(v > check_expect_limit(expect, model, check_perf_names[k], why, sizeof why));
         }
         cJSON *checks = cJSON_AddArrayToObject(go, "checks");
-        judge_runs(checks, item(go, "numerics"));
-        absent_runs(checks, item(go, "numerics"));
-        judge_perf(checks, go, model, expect, emulated, n);
+        judge_runs(checks, item(go, "numerics"), false);
+        if (level >= 2) absent_runs(checks, item(go, "numerics"));
+        judge_driver(checks, go, emulated, leveled);
+        judge_perf(checks, go, model, expect, emulated, n, level);
         judge_link(checks, go, model, emulated);
-        judge_health(checks, go, emulated);
+        judge_health(checks, go, emulated, level, leveled);
+        judge_counters(checks, go, emulated, leveled);
+        not_implemented(checks, level);
         gi++;
     }
     cJSON *outliers = cJSON_AddArrayToObject(out, "outliers");
@@ -780,17 +1069,23 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
         if (!cJSON_IsTrue(item(go, "emulated")) && gc[0] + gc[1] + gc[2] > 0) judged_gpus++;
     }
     cJSON *host = cJSON_GetObjectItemCaseSensitive(out, "host");
+    if (!host && cJSON_IsNumber(item(figures, "budget_s")))   // level 1: no host check, a budget
+        host = cJSON_AddObjectToObject(out, "host");
     if (cJSON_IsObject(host)) {
         cJSON_DeleteItemFromObjectCaseSensitive(host, "checks");
         cJSON *hc = cJSON_AddArrayToObject(host, "checks");
-        judge_runs(hc, item(host, "numerics"));
+        judge_runs(hc, item(host, "numerics"), true);
+        judge_budget(hc, figures, emulated_gpus > 0);
         count(hc, c);
     }
     if (n == 0) {  // say what a GPU would have been checked for
         cJSON *ng = cJSON_AddArrayToObject(out, "needs_gpu");
-        for (int k = 0; gpu_check_names[k]; k++)
-            add_line(ng, gpu_check_names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_NEEDS_GPU, "%s",
-                     k ? "" : str(figures, "no_gpu") ? str(figures, "no_gpu") : "no GPU");
+        int k = 0;   // the level's GPU checks (check_levels.c), "train" for the family
+        for (const check_level_row *r = check_level_rows(); r->check; r++, k++)
+            if (r->level <= level && strcmp(r->check, "reference.golden"))   // the host's own
+                add_line(ng, strcmp(r->check, "train.*") ? r->check : "train", NAN, NULL, NULL, NAN,
+                         NULL, NAN, CHECK_NEEDS_GPU, "%s",
+                         k ? "" : str(figures, "no_gpu") ? str(figures, "no_gpu") : "no GPU");
         c[3] += cJSON_GetArraySize(ng);
     }
     // a FAIL first; then what was expected and not measured (never a PASS); then no GPU at all
@@ -878,9 +1173,31 @@ static void print_line(FILE *f, const char *dev, const cJSON *c) {
     fmt_value(c, "expected", e, sizeof e);
     double ratio = num(c, "ratio");
     if (isfinite(ratio)) snprintf(r, sizeof r, fabs(ratio) < 1000 ? "%.2f" : "%.3g", ratio);
-    const char *note = str(c, "note");
-    emit(f, "%-7s %-22s %-24s %-24s %5s  %-14s%s%s\n", dev, str_p(c, "check"), m, e, r,
-         str_p(c, "verdict"), note && note[0] ? "  " : "", note ? note : "");
+    const char *note = str(c, "note"), *code = str(c, "code");
+    emit(f, "%-7s %-22s %-24s %-24s %5s  %-14s%s%s%s%s\n", dev, str_p(c, "check"), m, e, r,
+         str_p(c, "verdict"), code ? "  " : "", code ? code : "", note && note[0] ? "  " : "",
+         note ? note : "");
+}
+
+// Each FAIL and WARN's fault code and what to do about it, after the table.
+static void print_remedies(FILE *f, const cJSON *j) {
+    const cJSON *g, *c;
+    bool any = false;
+    cJSON_ArrayForEach(c, item(item(j, "host"), "checks")) {
+        if (!str(c, "code")) continue;
+        if (!any) fprintf(f, "what to do:\n");
+        any = true;
+        emit(f, "  host %s %s: %s\n", str_p(c, "code"), str_p(c, "check"), str_p(c, "remedy"));
+    }
+    cJSON_ArrayForEach(g, item(j, "gpus")) {
+        cJSON_ArrayForEach(c, item(g, "checks")) {
+            if (!str(c, "code")) continue;
+            if (!any) fprintf(f, "what to do:\n");
+            any = true;
+            emit(f, "  %s %s %s: %s\n", str_p(g, "device"), str_p(c, "code"), str_p(c, "check"),
+                 str_p(c, "remedy"));
+        }
+    }
 }
 
 void check_print_text(FILE *f, const cJSON *j) {
@@ -910,5 +1227,6 @@ void check_print_text(FILE *f, const cJSON *j) {
             emit(f, "node: OUTLIER %s %s: %s\n", str_p(c, "device"), str_p(c, "check"),
                  str_p(c, "note"));
     }
+    print_remedies(f, j);
     emit(f, "%s\n", str_p(item(j, "summary"), "line"));
 }

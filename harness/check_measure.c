@@ -305,6 +305,7 @@ static void props_health(cJSON *gpu, const tdm_device_props *p, bool under_load)
     H_INT(clock_sm_max_mhz);
     H_INT(clock_mem_mhz);
     H_INT(power_limit_w);
+    H_INT(persistence);
 #undef H_INT
     cJSON_AddStringToObject(h, "nvml", p->nvml);
     cJSON_AddBoolToObject(h, "under_load", under_load);
@@ -613,6 +614,32 @@ cJSON *check_run_gpu(int index, const check_run_opts *o) {
     cJSON_AddBoolToObject(g, "emulated", emu);
     tdm_error_clear();
 
+    if (props) {   // the driver, the runtime and the libraries this build loads
+        cJSON *dr = cJSON_AddObjectToObject(g, "driver");
+        cJSON_AddStringToObject(dr, "driver_version", p.driver_version);
+        if (p.cuda_driver_version > 0) cJSON_AddNumberToObject(dr, "cuda_driver_version", p.cuda_driver_version);
+        else cJSON_AddNullToObject(dr, "cuda_driver_version");
+        if (p.cuda_runtime_version > 0) cJSON_AddNumberToObject(dr, "cuda_runtime_version", p.cuda_runtime_version);
+        else cJSON_AddNullToObject(dr, "cuda_runtime_version");
+        cJSON_AddStringToObject(dr, "cublas_version", p.cublas_version);
+        cJSON_AddStringToObject(dr, "cudnn_version", p.cudnn_version);
+        cJSON_AddStringToObject(dr, "nccl_version", p.nccl_version);
+    }
+    if (o->level <= 1) {   // the fast checks only: NVML and the link at idle, no load
+        if (props) props_health(g, &p, false);
+        cJSON *l = cJSON_AddObjectToObject(g, "link");
+#define L_INT(field)                                                         \
+    if (props && p.field > 0) cJSON_AddNumberToObject(l, #field, p.field); \
+    else cJSON_AddNullToObject(l, #field)
+        L_INT(pcie_gen);
+        L_INT(pcie_width);
+        L_INT(pcie_gen_max);
+        L_INT(pcie_width_max);
+#undef L_INT
+        cJSON_AddBoolToObject(l, "under_load", false);
+        tdm_error_clear();
+        return g;
+    }
     cJSON *numerics = cJSON_AddObjectToObject(g, "numerics");
     replay_check(numerics, "numerics.golden", dev, o);
     conform_check(numerics, dev, o);
@@ -635,6 +662,68 @@ cJSON *check_run_gpu(int index, const check_run_opts *o) {
     (void)tdm_memory_empty_cache(d);
     tdm_error_clear();
     return g;
+}
+
+// ---- the run's error counters: read at its start and its end, Xid events in between -------------
+
+static cJSON *counter_sample(const tdm_device_props *p) {
+    cJSON *c = cJSON_CreateObject();
+#define C_INT(key, v)                                          \
+    if ((v) >= 0) cJSON_AddNumberToObject(c, key, (double)(v)); \
+    else cJSON_AddNullToObject(c, key)
+    C_INT("pcie_replay", p->pcie_replay_count);
+    C_INT("nvlink_links_active", p->nvlink_links_active);
+    C_INT("nvlink_crc", p->nvlink_crc_errors);
+    C_INT("nvlink_replay", p->nvlink_replay_errors);
+    C_INT("nvlink_recovery", p->nvlink_recovery_errors);
+    C_INT("ecc_corrected_volatile", p->ecc_corrected_volatile);
+    C_INT("ecc_uncorrected_volatile", p->ecc_uncorrected_volatile);
+#undef C_INT
+    return c;
+}
+
+cJSON *check_counters_begin(int index) {
+    tdm_device d = {TDM_DEVICE_CUDA, index};
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddNumberToObject(b, "t0", now_s());
+    tdm_device_props p;
+    if (tdm_device_props_get(d, &p) == TDM_OK) cJSON_AddItemToObject(b, "start", counter_sample(&p));
+    else cJSON_AddNullToObject(b, "start");
+    tdm_error_clear();
+    int n = 0;
+    uint64_t none[1];
+    if (tdm_device_xid_events(d, none, 0, &n) != TDM_OK)   // registers the device
+        cJSON_AddStringToObject(b, "xid_why", tdm_last_error());
+    tdm_error_clear();
+    return b;
+}
+
+void check_counters_end(cJSON *gpu, cJSON *begin, int index) {
+    tdm_device d = {TDM_DEVICE_CUDA, index};
+    cJSON *c = cJSON_AddObjectToObject(gpu, "counters");
+    const cJSON *t0 = cJSON_GetObjectItemCaseSensitive(begin, "t0");
+    cJSON_AddNumberToObject(c, "seconds", cJSON_IsNumber(t0) ? now_s() - t0->valuedouble : 0);
+    cJSON *start = cJSON_DetachItemFromObjectCaseSensitive(begin, "start");
+    cJSON_AddItemToObject(c, "start", start ? start : cJSON_CreateNull());
+    tdm_device_props p;
+    if (tdm_device_props_get(d, &p) == TDM_OK) cJSON_AddItemToObject(c, "end", counter_sample(&p));
+    else cJSON_AddNullToObject(c, "end");
+    tdm_error_clear();
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(begin, "xid_why");
+    uint64_t xids[64];
+    int n = 0;
+    if (cJSON_IsString(why)) {
+        cJSON_AddNullToObject(c, "xid");
+        cJSON_AddStringToObject(c, "xid_why", why->valuestring);
+    } else if (tdm_device_xid_events(d, xids, 64, &n) != TDM_OK) {
+        cJSON_AddNullToObject(c, "xid");
+        cJSON_AddStringToObject(c, "xid_why", tdm_last_error());
+    } else {
+        cJSON *a = cJSON_AddArrayToObject(c, "xid");
+        for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)xids[i]));
+    }
+    tdm_error_clear();
+    cJSON_Delete(begin);
 }
 
 // ---- two or more GPUs: all-reduce and peer copies ----------------------------------------------------------

@@ -92,6 +92,9 @@ static void cell(FILE *f, const cJSON *c, bool as_html) {
     const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "verdict"));
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "measured");
     const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "unit"));
+    // a FAIL's or WARN's fault code, and what to do (docs/CHECK.md "Fault codes")
+    const char *code = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "code"));
+    const char *remedy = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "remedy"));
     char mb[128] = "";
     if (cJSON_IsNumber(m))
         snprintf(mb, sizeof mb, "%.4g%s%s", m->valuedouble, unit ? " " : "", unit ? unit : "");
@@ -105,9 +108,19 @@ static void cell(FILE *f, const cJSON *c, bool as_html) {
     if (as_html) {
         fprintf(f, "<td class=\"chk-%s\" title=\"", cls);
         esc(f, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "note")), true);
+        if (code && remedy) {
+            fputs(" | ", f);
+            esc(f, code, true);
+            fputs(": ", f);
+            esc(f, remedy, true);
+        }
         fputs("\"><b>", f);
         esc(f, v, true);
         fputs("</b>", f);
+        if (code) {
+            fputs(" ", f);
+            esc(f, code, true);
+        }
         if (mb[0]) {
             fputs("<br>", f);
             esc(f, mb, true);
@@ -118,6 +131,10 @@ static void cell(FILE *f, const cJSON *c, bool as_html) {
         if (!strcmp(cls, "fail") || !strcmp(cls, "warn")) fputs("**", f);
         esc(f, v, false);
         if (!strcmp(cls, "fail") || !strcmp(cls, "warn")) fputs("**", f);
+        if (code) {
+            fputs(" ", f);
+            esc(f, code, false);
+        }
         if (mb[0]) {
             fputs(" ", f);
             esc(f, mb, false);

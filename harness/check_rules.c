@@ -95,6 +95,28 @@ cJSON *check_gpu_metrics(const cJSON *g) {
         snprintf(name, sizeof name, "nvml.%s", f->string);
         add_metric(out, name, f, reading_unit(f->string), cJSON_IsNumber(f) ? "ok" : "missing");
     }
+    // the run's error counters (docs/CHECK.md "Error counters"): each at the run's end as
+    // nvml.<counter>, its growth during the run as nvml.<counter>_delta, Xid events as
+    // nvml.xid_events
+    const cJSON *cn = item(g, "counters");
+    cJSON_ArrayForEach(f, item(cn, "end")) {
+        if (!cJSON_IsNumber(f) && !cJSON_IsNull(f)) continue;
+        snprintf(name, sizeof name, "nvml.%s", f->string);
+        add_metric(out, name, f, "", cJSON_IsNumber(f) ? "ok" : "missing");
+        if (!strcmp(f->string, "nvlink_links_active")) continue;   // a count of links, no delta
+        const cJSON *a = item(item(cn, "start"), f->string);
+        cJSON *d = cJSON_IsNumber(f) && cJSON_IsNumber(a) ? cJSON_CreateNumber(f->valuedouble - a->valuedouble)
+                                                          : cJSON_CreateNull();
+        snprintf(name, sizeof name, "nvml.%s_delta", f->string);
+        add_metric(out, name, d, "", cJSON_IsNumber(d) ? "ok" : "missing");
+        cJSON_Delete(d);
+    }
+    if (cn) {
+        const cJSON *x = item(cn, "xid");
+        cJSON *k = cJSON_IsArray(x) ? cJSON_CreateNumber(cJSON_GetArraySize(x)) : cJSON_CreateNull();
+        add_metric(out, "nvml.xid_events", k, "", cJSON_IsNumber(k) ? "ok" : "missing");
+        cJSON_Delete(k);
+    }
     cJSON_ArrayForEach(f, item(g, "link")) {
         if (!cJSON_IsNumber(f) && !cJSON_IsNull(f)) continue;  // under_load: a flag
         snprintf(name, sizeof name, "link.%s", f->string);

@@ -31,8 +31,8 @@
 
 static void check_usage(FILE *f) {
     fprintf(f,
-            "usage: bench check [--device cuda:N|all] [--quick] [--expect FILE] [--out DIR] [--json]\n"
-            "                   [--seed S]\n"
+            "usage: bench check [--device cuda:N|all] [--level 1|2|3|4] [--duration S] [--quick]\n"
+            "                   [--expect FILE] [--out DIR] [--json] [--seed S]\n"
             "       bench check --from-figures FILE [--expect FILE] [--json]\n"
             "       bench check --write-expect DIR... [--expect FILE]   (JSON on stdout)\n"
             "       bench check --write-baseline DIR... [--expect FILE]   (JSON on stdout)\n"
@@ -46,9 +46,18 @@ static void check_usage(FILE *f) {
             "  temperature, remapped rows, retired pages, ECC and clocks; with two or more GPUs,\n"
             "  all-reduce bus bandwidth and peer copies. Each figure against its model's datasheet\n"
             "  (suites/check/expectations.json) and against its sibling GPUs (the outlier rule).\n"
-            "  One line per check: device, check, measured, expected, ratio, verdict, note.\n"
+            "  One line per check: device, check, measured, expected, ratio, verdict, note; each\n"
+            "  FAIL and WARN carries a fault code (TDM-Fnnn) and what to do (docs/CHECK.md).\n"
             "  --device   cuda:N, or all (default): every GPU of the node\n"
-            "  --quick    smaller sizes, a case per op, 8 training runs (docs/CHECK.md: cost)\n"
+            "  --level N  1: seconds: driver, libraries, NVML health, the link, persistence,\n"
+            "             remapped rows, retired pages and the error counters (no load);\n"
+            "             2: about 2 minutes a GPU (= --quick); 3: about 15 minutes, + the sustained\n"
+            "             checks; 4: an hour, + the memory test and pulsed load. Each level's time\n"
+            "             budget is printed before it starts; a run past it is a WARN (TDM-F090).\n"
+            "             Checks of levels 3 and 4 not yet implemented are listed as not run\n"
+            "             (exit 4). Without --level and --quick: level 2's checks at full sizes\n"
+            "  --duration S  levels 3 and 4: seconds of their sustained part (default 780, 3300)\n"
+            "  --quick    level 2: smaller sizes, a case per op, 8 training runs (docs/CHECK.md)\n"
             "  --expect   an expectations file (default: suites/check/expectations.json)\n"
             "  --out DIR  also write a results directory (bench run's format, a \"check\" section\n"
             "             in status.json, check.csv; report.html/md with the verdict table)\n"
@@ -77,6 +86,12 @@ static void check_usage(FILE *f) {
             "  failed, 4 incomplete: a check every GPU gets was not measured (absent from the\n"
             "  figures, or not run) and nothing failed. --rules: 0 every node accepted, 1 any\n"
             "  node rejected, 2 bad input (the file and field named).\n");
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 // ---- files ------------------------------------------------------------------------------------
@@ -396,15 +411,18 @@ int bench_check(int argc, char **argv) {
                                          {"baseline", required_argument, 0, 'b'},
                                          {"rules", required_argument, 0, 'r'},
                                          {"format", required_argument, 0, 'F'},
+                                         {"level", required_argument, 0, 'L'},
+                                         {"duration", required_argument, 0, 'D'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *device = "all", *expect_path = NULL, *out = NULL, *from = NULL;
     const char *baseline_path = NULL, *rules_path = NULL, *format = NULL;
     bool quick = false, json = false, write_expect = false, write_baseline = false;
     unsigned seed = 1;
-    int c;
+    int c, level = 0;
+    double duration = NAN;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wWb:r:F:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wWb:r:F:L:D:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'q': quick = true; break;
@@ -418,6 +436,20 @@ int bench_check(int argc, char **argv) {
             if (!*optarg || *end || errno || v > 0xffffffffUL || optarg[0] == '-')
                 return bench_bad("check", "--seed %s: not a number from 0 to 4294967295", optarg);
             seed = (unsigned)v;
+            break;
+        }
+        case 'L':
+            if (strlen(optarg) != 1 || optarg[0] < '0' + CHECK_LEVEL_MIN || optarg[0] > '0' + CHECK_LEVEL_MAX)
+                return bench_bad("check", "--level %s: give 1, 2, 3 or 4", optarg);
+            level = optarg[0] - '0';
+            break;
+        case 'D': {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (!*optarg || *end || errno || !isfinite(v) || v < 1 || v > 7 * 86400)
+                return bench_bad("check", "--duration %s: give seconds from 1 to 604800", optarg);
+            duration = v;
             break;
         }
         case 'f': from = optarg; break;
@@ -440,9 +472,10 @@ int bench_check(int argc, char **argv) {
         if (format && !judge_rules) return bench_bad("check", "--format applies to --rules only");
         if (format && !check_rules_format_known(format))
             return bench_bad("check", "--format %s: give text, jsonl, md or html", format);
-        if (from || write_expect || out || json || strcmp(device, "all") || quick)
+        if (from || write_expect || out || json || strcmp(device, "all") || quick || level ||
+            isfinite(duration))
             return bench_bad("check", "%s measures nothing: --from-figures, --write-expect, --out, "
-                                      "--json, --device and --quick do not apply", what);
+                                      "--json, --device, --level, --duration and --quick do not apply", what);
         if (optind == argc)
             return bench_bad("check", "%s needs one or more results of `bench check --out` (a "
                                       "directory or its status.json)", what);
@@ -451,9 +484,16 @@ int bench_check(int argc, char **argv) {
         return bench_bad("check", "unexpected argument '%s' (bench check --help)", argv[optind]);
     if (write_expect && optind == argc)
         return bench_bad("check", "--write-expect needs one or more results directories of `bench check --out`");
-    if ((from || write_expect) && (out || strcmp(device, "all") || quick))
-        return bench_bad("check", "--%s measures nothing: --out, --device and --quick do not apply",
+    if ((from || write_expect) && (out || strcmp(device, "all") || quick || level || isfinite(duration)))
+        return bench_bad("check", "--%s measures nothing: --out, --device, --level, --duration and --quick do not apply",
                          from ? "from-figures" : "write-expect");
+    if (quick && level && level != 2)
+        return bench_bad("check", "--quick is level 2: it does not go with --level %d", level);
+    if (isfinite(duration) && level < 3)
+        return bench_bad("check", "--duration is the sustained part of levels 3 and 4: give --level 3 or 4");
+    if (quick) level = 2;
+    if (level >= 2) quick = true;   // level 2 is today's --quick; 3 and 4 build on it
+    if (!level) level = 2;   // the full check without --level: level 2's checks, full sizes
     if (from && write_expect) return bench_bad("check", "--from-figures and --write-expect exclude each other");
 
     char path[4096], err[700];
@@ -558,7 +598,7 @@ int bench_check(int argc, char **argv) {
             }
         }
     }
-    check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200};
+    check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200, .level = level};
     check_signals_install();   // from here, an interruption kills the child and ends the check
     bool temp_logs = !out;
     if (out) {
@@ -586,10 +626,29 @@ int bench_check(int argc, char **argv) {
     char started[32];
     utc_now(started, sizeof started);
     FILE *say = json ? stderr : stdout;
+    double budget = check_level_budget_s(level, quick, n, duration);
     if (n) fprintf(say, "bench check: %d GPU%s, %s check, expectations %s\n", n, n == 1 ? "" : "s",
-                   quick ? "quick" : "full", expect_path);
-    else fprintf(say, "bench check: no GPU (%s): only the host's check runs; every GPU check needs a GPU\n", no_gpu);
+                   level != 2 ? (level == 1 ? "level 1" : level == 3 ? "level 3" : "level 4")
+                   : quick    ? "quick"
+                              : "full",
+                   expect_path);
+    else fprintf(say, "bench check: no GPU (%s): %s; every GPU check needs a GPU\n", no_gpu,
+                 check_level_runs(level, "reference.golden") ? "only the host's check runs"
+                                                             : "level 1 has no host check");
+    // the level and its budget, before anything runs; what the level lacks, said now
+    fprintf(say, "bench check: level %d%s, budget %.0f s%s\n", level,
+            level == 1 ? " (driver, NVML health, link, error counters: no load)"
+            : level == 2 ? (quick ? " (quick)" : " (full sizes)")
+                         : "",
+            budget, n > 1 ? " for the node" : "");
+    for (const check_level_row *r = check_level_rows(); r->check; r++)
+        if (r->level <= level && !r->implemented)
+            fprintf(say, "bench check: level %d: %s (%s) is not implemented yet: not run, the verdict "
+                         "cannot be PASS\n", r->level, r->check, r->what);
     fflush(say);
+    double t_start = mono_s();
+    cJSON *counters[64] = {0};   // the run's error counters and Xid events, from its start
+    for (int i = 0; i < n; i++) counters[i] = check_counters_begin(index[i]);
 
     cJSON *fig = cJSON_CreateObject();
     cJSON_AddStringToObject(fig, "format", CHECK_FIGURES_FORMAT);
@@ -597,21 +656,32 @@ int bench_check(int argc, char **argv) {
     cJSON_AddNumberToObject(fig, "seed", seed);
     cJSON_AddStringToObject(fig, "expectations", expect_path);
     cJSON_AddStringToObject(fig, "started", started);
+    cJSON_AddNumberToObject(fig, "level", level);
+    cJSON_AddNumberToObject(fig, "budget_s", budget);
     if (!n) cJSON_AddStringToObject(fig, "no_gpu", no_gpu);
-    fprintf(stderr, "bench check: host: the reference against the golden cases ...\n");
-    cJSON_AddItemToObject(fig, "host", check_run_host(&o));
+    if (check_level_runs(level, "reference.golden")) {
+        fprintf(stderr, "bench check: host: the reference against the golden cases ...\n");
+        cJSON_AddItemToObject(fig, "host", check_run_host(&o));
+    }
     cJSON *gpus = cJSON_AddArrayToObject(fig, "gpus");
     bool emulated = false;
     for (int i = 0; i < n && !check_interrupted(); i++) {
-        fprintf(stderr, "bench check: cuda:%d: numerics, training, memory, GEMM, PCIe, NVML ...\n", index[i]);
+        fprintf(stderr, "bench check: cuda:%d: %s ...\n", index[i],
+                level == 1 ? "driver, NVML, link" : "numerics, training, memory, GEMM, PCIe, NVML");
         cJSON *g = check_run_gpu(index[i], &o);
         emulated = emulated || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "emulated"));
         cJSON_AddItemToArray(gpus, g);
     }
-    if (n >= 2 && !check_interrupted()) {
+    if (n >= 2 && !check_interrupted() && check_level_runs(level, "multi.allreduce")) {
         fprintf(stderr, "bench check: %d GPUs: all-reduce and peer copies ...\n", n);
         check_run_multi(gpus, index, n, &o);
     }
+    for (int i = 0; i < n; i++) {   // the counters' ends, and the Xids that came in between
+        cJSON *g = cJSON_GetArrayItem(gpus, i);
+        if (g && !check_interrupted()) check_counters_end(g, counters[i], index[i]);
+        else cJSON_Delete(counters[i]);
+    }
+    cJSON_AddNumberToObject(fig, "elapsed_s", mono_s() - t_start);
     cJSON *judged = NULL;
     int rc = check_interrupted() ? 128 + check_interrupted()
                                  : judge_and_print(fig, expect, json, &judged);

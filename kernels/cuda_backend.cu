@@ -51,6 +51,17 @@ struct nvml_temperature_v1 {
     int temperature;   // degrees C
 };
 enum { NVML_TEMPERATURE_V1 = (unsigned)sizeof(struct nvml_temperature_v1) | 1u << 24 };
+// nvmlEventData_t, as nvml.h declares it (the gpu/compute instance ids since r450).
+struct nvml_event_data {
+    nvml_device device;
+    unsigned long long event_type;   // nvmlEventTypeXidCriticalError = 0x8
+    unsigned long long event_data;   // the Xid
+    unsigned gpu_instance_id, compute_instance_id;
+};
+enum { NVML_EVENT_XID = 0x8, NVML_ERROR_TIMEOUT = 10, NVML_NVLINK_MAX_LINKS = 18 };
+// nvmlNvLinkErrorCounter_t: DL replay 0, DL recovery 1, CRC flit 2, CRC data 3
+enum { NVML_NVLINK_REPLAY = 0, NVML_NVLINK_RECOVERY = 1, NVML_NVLINK_CRC_FLIT = 2,
+       NVML_NVLINK_CRC_DATA = 3 };
 struct nvml_api {
     void *lib;
     char why[96];   // "" when loaded and initialized
@@ -74,6 +85,15 @@ struct nvml_api {
     int (*retired_pages)(nvml_device, int, unsigned *, unsigned long long *);
     int (*retired_pending)(nvml_device, int *);
     int (*ecc_errors)(nvml_device, int, int, unsigned long long *);
+    // error counters (bench check's deltas): PCIe replays, NVLink state and error counters
+    int (*pcie_replay)(nvml_device, unsigned *);
+    int (*nvlink_state)(nvml_device, unsigned, int *);   // nvmlEnableState_t: 1 active
+    int (*nvlink_errors)(nvml_device, unsigned, int, unsigned long long *);
+    // Xid events: an event set (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2)
+    int (*event_set_create)(void **);
+    int (*register_events)(nvml_device, unsigned long long, void *);
+    int (*event_set_wait)(void *, struct nvml_event_data *, unsigned);
+    int (*event_set_free)(void *);
 };
 enum { NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };
 
@@ -106,6 +126,13 @@ static void nvml_load(struct nvml_api *n) {
     NVML_SYM(retired_pages, "nvmlDeviceGetRetiredPages");
     NVML_SYM(retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus");
     NVML_SYM(ecc_errors, "nvmlDeviceGetTotalEccErrors");
+    NVML_SYM(pcie_replay, "nvmlDeviceGetPcieReplayCounter");
+    NVML_SYM(nvlink_state, "nvmlDeviceGetNvLinkState");
+    NVML_SYM(nvlink_errors, "nvmlDeviceGetNvLinkErrorCounter");
+    NVML_SYM(event_set_create, "nvmlEventSetCreate");
+    NVML_SYM(register_events, "nvmlDeviceRegisterEvents");
+    NVML_SYM(event_set_wait, "nvmlEventSetWait_v2");
+    NVML_SYM(event_set_free, "nvmlEventSetFree");
 #undef NVML_SYM
     if (!n->init || !n->handle_by_pci) {
         snprintf(n->why, sizeof n->why, "NVML too old (no nvmlInit_v2)");
@@ -196,6 +223,9 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
     out->remapped_rows_pending = out->remapped_rows_failed = -1;
     out->retired_pages_sbe = out->retired_pages_dbe = out->retired_pages_pending = -1;
     out->ecc_uncorrected_volatile = out->ecc_uncorrected_aggregate = -1;
+    out->ecc_corrected_volatile = out->pcie_replay_count = -1;
+    out->nvlink_links_active = -1;
+    out->nvlink_crc_errors = out->nvlink_replay_errors = out->nvlink_recovery_errors = -1;
     out->cuda_driver_version = out->cuda_runtime_version = -1;
     int v;
     if (cudaDriverGetVersion(&v) == cudaSuccess) out->cuda_driver_version = v;
@@ -269,8 +299,89 @@ static tdm_status cuda_device_props(int device_index, tdm_device_props *out) {
         unsigned long long errs;
         if (n->ecc_errors && n->ecc_errors(d, 1, 0, &errs) == 0) out->ecc_uncorrected_volatile = (int64_t)errs;
         if (n->ecc_errors && n->ecc_errors(d, 1, 1, &errs) == 0) out->ecc_uncorrected_aggregate = (int64_t)errs;
+        // corrected = 0, volatile = 0
+        if (n->ecc_errors && n->ecc_errors(d, 0, 0, &errs) == 0) out->ecc_corrected_volatile = (int64_t)errs;
+        unsigned replays;
+        if (n->pcie_replay && n->pcie_replay(d, &replays) == 0) out->pcie_replay_count = replays;
+        // NVLink: the error counters summed over the active links (a part without NVLink says
+        // NOT_SUPPORTED for link 0: -1, not read; a part whose links are all down: 0 links)
+        if (n->nvlink_state && n->nvlink_errors) {
+            int active = 0, state;
+            bool read = false;
+            int64_t crc = 0, replay = 0, recovery = 0;
+            for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; link++) {
+                if (n->nvlink_state(d, link, &state) != 0) continue;
+                read = true;
+                if (!state) continue;
+                active++;
+                unsigned long long c;
+                if (n->nvlink_errors(d, link, NVML_NVLINK_CRC_FLIT, &c) == 0) crc += (int64_t)c;
+                if (n->nvlink_errors(d, link, NVML_NVLINK_CRC_DATA, &c) == 0) crc += (int64_t)c;
+                if (n->nvlink_errors(d, link, NVML_NVLINK_REPLAY, &c) == 0) replay += (int64_t)c;
+                if (n->nvlink_errors(d, link, NVML_NVLINK_RECOVERY, &c) == 0) recovery += (int64_t)c;
+            }
+            if (read) {
+                out->nvlink_links_active = active;
+                out->nvlink_crc_errors = crc;
+                out->nvlink_replay_errors = replay;
+                out->nvlink_recovery_errors = recovery;
+            }
+        }
     }
     return TDM_OK;
+}
+
+// Xid events: one NVML event set per device, created and registered on the first call (which
+// returns none), drained by each later one (nvmlEventSetWait_v2 with no wait until it times out).
+static void *cuda_xid_sets[64];
+static pthread_mutex_t cuda_xid_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static tdm_status cuda_device_xid_events(int device_index, uint64_t *xids, int max, int *count) {
+    *count = 0;
+    if (device_index < 0 || device_index >= 64)
+        return tdm_error_set(TDM_ERR_DEVICE, "cuda:%d: Xid events for cuda:0..63 only", device_index);
+    const struct nvml_api *n = nvml_get();
+    if (n->why[0]) return tdm_error_set(TDM_ERR_UNSUPPORTED, "%s", n->why);
+    if (!n->event_set_create || !n->register_events || !n->event_set_wait)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "NVML has no event sets (nvmlEventSetWait_v2)");
+    tdm_status st = TDM_OK;
+    pthread_mutex_lock(&cuda_xid_lock);
+    if (!cuda_xid_sets[device_index]) {
+        cudaDeviceProp p;
+        char bus[32];
+        nvml_device d;
+        int rc;
+        void *set = NULL;
+        if (cudaGetDeviceProperties(&p, device_index) != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = tdm_error_set(TDM_ERR_DEVICE, "cuda:%d: no properties for NVML", device_index);
+        } else if (snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID,
+                            p.pciDeviceID) > 0 &&
+                   (rc = n->handle_by_pci(bus, &d)) != 0) {
+            st = tdm_error_set(TDM_ERR_UNSUPPORTED, "NVML does not know %s: %s", bus,
+                               n->error_string ? n->error_string(rc) : "error");
+        } else if ((rc = n->event_set_create(&set)) != 0 ||
+                   (rc = n->register_events(d, NVML_EVENT_XID, set)) != 0) {
+            if (set && n->event_set_free) n->event_set_free(set);
+            st = tdm_error_set(TDM_ERR_UNSUPPORTED, "NVML's Xid events: %s",
+                               n->error_string ? n->error_string(rc) : "error");
+        } else {
+            cuda_xid_sets[device_index] = set;   // kept for the process's life
+        }
+    } else {
+        struct nvml_event_data e;
+        int rc;
+        while ((rc = n->event_set_wait(cuda_xid_sets[device_index], &e, 0)) == 0) {
+            if (!(e.event_type & NVML_EVENT_XID)) continue;
+            if (*count < max) xids[*count] = e.event_data;
+            if (*count < max) ++*count;
+        }
+        if (rc != NVML_ERROR_TIMEOUT)
+            st = tdm_error_set(TDM_ERR_DEVICE, "NVML's Xid events: %s",
+                               n->error_string ? n->error_string(rc) : "error");
+    }
+    pthread_mutex_unlock(&cuda_xid_lock);
+    return st;
 }
 
 // ---- memory: one caching allocator per device (kernels/caching_allocator.h, PyTorch's design),
@@ -497,6 +608,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .name = "cuda",
     .device_count = cuda_device_count,
     .device_props = cuda_device_props,
+    .device_xid_events = cuda_device_xid_events,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .memory_stats = cuda_memory_stats,

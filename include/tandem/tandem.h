@@ -112,9 +112,22 @@ typedef struct {
     int remapped_rows_pending, remapped_rows_failed;   // 1: a remap waits for a reset; one failed
     int retired_pages_sbe, retired_pages_dbe, retired_pages_pending;   // page retirement (Volta)
     int64_t ecc_uncorrected_volatile, ecc_uncorrected_aggregate;   // since boot; over its life
+    // Error counters (bench check samples them at the start and the end of a run: the deltas):
+    int64_t ecc_corrected_volatile;   // corrected ECC errors since boot
+    int64_t pcie_replay_count;        // PCIe link-level replays since boot
+    int nvlink_links_active;          // NVLinks up (0: none; -1: NVML does not say)
+    int64_t nvlink_crc_errors;        // over the active links: CRC flit + CRC data errors
+    int64_t nvlink_replay_errors, nvlink_recovery_errors;   // data-link replays, recoveries
 } tdm_device_props;
 
 tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
+
+// NVML's critical Xid events of a device (an NVML event set, nvmlEventTypeXidCriticalError):
+// the first call registers the device and returns none; each later call returns (up to max, in
+// xids) the Xids that arrived since the one before, *n their count. TDM_ERR_UNSUPPORTED, with
+// tdm_last_error() saying why, where NVML or its events are not there (no NVML, a container,
+// the CPU backend).
+tdm_status tdm_device_xid_events(tdm_device d, uint64_t *xids, int max, int *n);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,22 @@
-/* fake_nvml.c — a stand-in libnvidia-ml.so.1 for the emulated build's NVML tests (nvml.cmake):
- * the few entry points kernels/cuda_backend.cu needs to reach a device's health, answering
- * fixed values. nvmlDeviceGetTemperatureV (built with FAKE_NVML_V) reports 61 C when given
- * NVML_STRUCT_VERSION(Temperature, 1) and the GPU sensor, and refuses anything else as NVML does
- * (NVML_ERROR_ARGUMENT_VERSION_MISMATCH); the deprecated nvmlDeviceGetTemperature reports 17 C,
- * so which entry point the backend called shows in `bench env`'s temperature. */
+/* fake_nvml.c — a stand-in libnvidia-ml.so.1 for the emulated build's NVML tests (nvml.cmake,
+ * check.cmake's levels): the entry points kernels/cuda_backend.cu needs to reach a device's health
+ * and its error counters, answering fixed values. nvmlDeviceGetTemperatureV (built with
+ * FAKE_NVML_V) reports 61 C when given NVML_STRUCT_VERSION(Temperature, 1) and the GPU sensor, and
+ * refuses anything else as NVML does (NVML_ERROR_ARGUMENT_VERSION_MISMATCH); the deprecated
+ * nvmlDeviceGetTemperature reports 17 C, so which entry point the backend called shows in
+ * `bench env`'s temperature.
+ * Faults are planted by the environment, so that a test can make a counter grow during a run or an
+ * Xid arrive: each counter answers its base value on its first read and base + growth after it
+ * (the start and the end of `bench check`'s run):
+ *   FAKE_NVML_XID=N                 one critical Xid event N, at the first wait on an event set
+ *   FAKE_NVML_PCIE_REPLAY_GROWTH=N  PCIe replays (base 3)
+ *   FAKE_NVML_NVLINK_CRC_GROWTH=N   CRC flit errors of NVLink 0 (base 0; 2 links, both active)
+ *   FAKE_NVML_NVLINK_RECOVERY_GROWTH=N
+ *   FAKE_NVML_ECC_CORRECTED_GROWTH=N, FAKE_NVML_ECC_UNCORRECTED_GROWTH=N   volatile ECC counts
+ *   FAKE_NVML_REMAPPED_PENDING=1, FAKE_NVML_REMAPPED_FAILED=1   a remap pending, one failed
+ *   FAKE_NVML_PERSISTENCE=0         persistence mode off (default on) */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -12,6 +24,23 @@ typedef struct {
     int sensor_type;
     int temperature;
 } fake_temperature_v1;
+
+typedef struct {   // nvmlEventData_t
+    void *device;
+    unsigned long long event_type, event_data;
+    unsigned gpu_instance_id, compute_instance_id;
+} fake_event_data;
+
+static unsigned long long env_u(const char *name, unsigned long long dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : dflt;
+}
+
+// base on the first read of counter k, base + the growth its variable plants after it
+static unsigned long long counter(int k, const char *growth, unsigned long long base) {
+    static int reads[8];
+    return base + (reads[k]++ ? env_u(growth, 0) : 0);
+}
 
 int nvmlInit_v2(void) { return 0; }
 
@@ -45,3 +74,79 @@ int nvmlDeviceGetTemperatureV(void *device, fake_temperature_v1 *t) {
     return 0;
 }
 #endif
+
+int nvmlDeviceGetPersistenceMode(void *device, int *mode) {
+    (void)device;
+    *mode = (int)env_u("FAKE_NVML_PERSISTENCE", 1);
+    return 0;
+}
+
+int nvmlDeviceGetRemappedRows(void *device, unsigned *corr, unsigned *unc, unsigned *pending,
+                              unsigned *failed) {
+    (void)device;
+    *corr = 0;
+    *unc = 0;
+    *pending = (unsigned)env_u("FAKE_NVML_REMAPPED_PENDING", 0);
+    *failed = (unsigned)env_u("FAKE_NVML_REMAPPED_FAILED", 0);
+    return 0;
+}
+
+// error type: 0 corrected, 1 uncorrected; counter type: 0 volatile, 1 aggregate
+int nvmlDeviceGetTotalEccErrors(void *device, int type, int counter_type, unsigned long long *count) {
+    (void)device;
+    if (counter_type == 1) *count = 0;
+    else if (type == 0) *count = counter(0, "FAKE_NVML_ECC_CORRECTED_GROWTH", 0);
+    else *count = counter(1, "FAKE_NVML_ECC_UNCORRECTED_GROWTH", 0);
+    return 0;
+}
+
+int nvmlDeviceGetPcieReplayCounter(void *device, unsigned *value) {
+    (void)device;
+    *value = (unsigned)counter(2, "FAKE_NVML_PCIE_REPLAY_GROWTH", 3);
+    return 0;
+}
+
+int nvmlDeviceGetNvLinkState(void *device, unsigned link, int *active) {
+    (void)device;
+    if (link >= 2) return 2;   // INVALID_ARGUMENT: this part has 2 links
+    *active = 1;
+    return 0;
+}
+
+// counter: 0 DL replay, 1 DL recovery, 2 CRC flit, 3 CRC data
+int nvmlDeviceGetNvLinkErrorCounter(void *device, unsigned link, int c, unsigned long long *value) {
+    (void)device;
+    if (link >= 2) return 2;
+    *value = 0;
+    if (link == 0 && c == 2) *value = counter(3, "FAKE_NVML_NVLINK_CRC_GROWTH", 0);
+    if (link == 0 && c == 1) *value = counter(4, "FAKE_NVML_NVLINK_RECOVERY_GROWTH", 0);
+    return 0;
+}
+
+static int fake_set;   // the one event set's storage: its address is the handle
+
+int nvmlEventSetCreate(void **set) {
+    *set = &fake_set;
+    return 0;
+}
+
+int nvmlDeviceRegisterEvents(void *device, unsigned long long types, void *set) {
+    (void)device;
+    return set == &fake_set && (types & 0x8) ? 0 : 2;
+}
+
+int nvmlEventSetWait_v2(void *set, fake_event_data *data, unsigned timeout_ms) {
+    static int delivered;
+    (void)timeout_ms;
+    if (set != &fake_set) return 2;
+    unsigned long long xid = env_u("FAKE_NVML_XID", 0);
+    if (!xid || delivered) return 10;   // NVML_ERROR_TIMEOUT
+    delivered = 1;
+    memset(data, 0, sizeof *data);
+    data->device = (void *)(uintptr_t)1;
+    data->event_type = 0x8;   // nvmlEventTypeXidCriticalError
+    data->event_data = xid;
+    return 0;
+}
+
+int nvmlEventSetFree(void *set) { return set == &fake_set ? 0 : 2; }

@@ -3,7 +3,8 @@
 # version it fills as NVML wants, and the deprecated nvmlDeviceGetTemperature only from a driver
 # without the V form. On the emulated device (label emu), `bench env --json` against a stand-in
 # libnvidia-ml.so.1 (fake_nvml.c) found first on LD_LIBRARY_PATH: 61 C from the V form when the
-# library has it, 17 C from the old one when it has only that.
+# library has it, 17 C from the old one when it has only that. Then bench check's error counters
+# and Xid events through the same stand-in, with faults planted by the environment.
 if(TDM_CUDA_EMU)
   foreach(kind v old)
     add_library(fake_nvml_${kind} SHARED fake_nvml.c)
@@ -20,4 +21,17 @@ if(TDM_CUDA_EMU)
                        PASS_REGULAR_EXPRESSION "\"temperature_c\":[ \t]*61[,\n]")
   set_tests_properties(emu.nvml.temperature_old_driver PROPERTIES LABELS emu
                        PASS_REGULAR_EXPRESSION "\"temperature_c\":[ \t]*17[,\n]")
+endif()
+
+# The run's error counters and Xid events end to end (bench check --level 1, docs/CHECK.md "Error
+# counters and fault codes"): the stand-in NVML plants an Xid, a PCIe replay counter and an NVLink
+# CRC counter that grow, corrected ECC errors; each is judged with its code on cuda:0 (a planted
+# fault is a fault, on the emulated device too), and the same run without plants passes them.
+if(TDM_CUDA_EMU)
+  add_test(NAME emu.nvml.check_level1_planted_faults COMMAND sh -c
+    "out=$(LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml_v FAKE_NVML_XID=79 FAKE_NVML_PCIE_REPLAY_GROWTH=5 FAKE_NVML_NVLINK_CRC_GROWTH=3 FAKE_NVML_ECC_CORRECTED_GROWTH=2 $<TARGET_FILE:bench> check --level 1 --device cuda:0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^cuda:0 +nvml.xid +Xid 79 .* FAIL +TDM-F060' && echo \"$out\" | grep -E '^cuda:0 +nvml.pcie_replay +\\+5 \\(3 -> 8\\) .* WARN +TDM-F032' && echo \"$out\" | grep -E '^cuda:0 +nvml.nvlink +2 links: CRC \\+3, .* WARN +TDM-F070' && echo \"$out\" | grep -E '^cuda:0 +nvml.ecc_delta +uncorrected \\+0, corrected \\+2 .* WARN +TDM-F057' && echo \"$out\" | grep -E '^FAIL: 1 check failed: cuda:0 nvml.xid$'")
+  add_test(NAME emu.nvml.check_level1_no_fault COMMAND sh -c
+    "out=$(LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml_v $<TARGET_FILE:bench> check --level 1 --device cuda:0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 3 ] || { echo \"exit $rc, want 3\"; exit 1; }; [ $(echo \"$out\" | grep -cE '^cuda:0 +nvml.(xid|pcie_replay|nvlink|ecc_delta) .*  PASS ') -eq 4 ] && ! echo \"$out\" | grep -E 'TDM-F'")
+  set_tests_properties(emu.nvml.check_level1_planted_faults emu.nvml.check_level1_no_fault
+                       PROPERTIES LABELS emu TIMEOUT 300)
 endif()

@@ -3,7 +3,10 @@
  * the outlier rule, the emulated device and no GPU, the expectations file's validation, and
  * --write-expect's medians (recorded check results in temporary directories); issue 21: the
  * physical limits, absent checks (incomplete), figures that cannot be true, strict JSON, the
- * outlier rule against a brute-force median, and --write-expect's refusals.
+ * outlier rule against a brute-force median, and --write-expect's refusals; issue 25: the level
+ * and fault-code tables (check_levels.c) and planted error-counter series (PCIe replays at the
+ * 80 edge, NVLink CRC and recovery, ECC deltas, an Xid), figures with and without a level, the
+ * level's budget at and past its edge.
  * usage: test_check EXPECTATIONS_JSON TMPDIR */
 #include <math.h>
 #include <stdio.h>
@@ -690,6 +693,131 @@ static int write_many(int n, const char *path) {
     return ok ? 0 : 1;
 }
 
+// ---- issue 25: levels, error counters and fault codes (harness/check_levels.c) -------------------
+
+// The code of check NAME's line on GPU G ("" when none).
+static const char *code_of(const cJSON *j, int g, const char *name) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "gpus"), g), "checks"))
+        if (!strcmp(cJSON_GetObjectItem(c, "check")->valuestring, name)) {
+            const cJSON *k = cJSON_GetObjectItem(c, "code");
+            return cJSON_IsString(k) ? k->valuestring : "";
+        }
+    return "";
+}
+
+// A counter sample: every counter 0 but KEY at V (KEY NULL: none).
+static cJSON *sample(const char *key, double v) {
+    static const char *const keys[] = {"pcie_replay", "nvlink_links_active", "nvlink_crc", "nvlink_replay",
+                                       "nvlink_recovery", "ecc_corrected_volatile", "ecc_uncorrected_volatile"};
+    cJSON *o = cJSON_CreateObject();
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+        cJSON_AddNumberToObject(o, keys[k], key && !strcmp(key, keys[k]) ? v : k == 1 ? 4 : 0);
+    return o;
+}
+
+// GPU G's counters: KEY grows from 0 to V during the run; XID (0: none) arrives.
+static void plant_counters(cJSON *f, int g, const char *key, double v, int xid) {
+    cJSON *gp = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), g);
+    cJSON_DeleteItemFromObject(gp, "counters");
+    cJSON *c = cJSON_AddObjectToObject(gp, "counters");
+    cJSON_AddNumberToObject(c, "seconds", 60);
+    cJSON_AddItemToObject(c, "start", sample(NULL, 0));
+    cJSON_AddItemToObject(c, "end", sample(key, v));
+    cJSON *x = cJSON_AddArrayToObject(c, "xid");
+    if (xid) cJSON_AddItemToArray(x, cJSON_CreateNumber(xid));
+}
+
+static void test_levels_and_codes(void) {
+    // the code table: TDM-Fnnn, each once, with a fault, a remedy and a source
+    int n = 0;
+    for (const check_code *c = check_codes(); c->code; c++, n++) {
+        int d = -1;
+        CHECK_MSG(strlen(c->code) == 8 && sscanf(c->code, "TDM-F%3d", &d) == 1 && d >= 0, "%s", c->code);
+        CHECK(c->title[0] && c->remedy[0] && c->source[0]);
+        for (const check_code *o = check_codes(); o != c; o++) CHECK_MSG(strcmp(o->code, c->code), "%s twice", c->code);
+        CHECK(check_code_of(c->code) == c);
+    }
+    CHECK(n >= 30 && !check_code_of("TDM-F999"));
+    // the level table: levels 1 to 4; level 1 has no load
+    for (const check_level_row *r = check_level_rows(); r->check; r++) CHECK(r->level >= 1 && r->level <= 4);
+    static const char *const loads[] = {"gemm.bf16", "memory.d2d", "numerics.golden", "train.gpt.f32",
+                                        "pcie.h2d", "multi.peer", "nvml.clocks", "reference.golden"};
+    for (size_t k = 0; k < sizeof loads / sizeof *loads; k++)
+        CHECK_MSG(!check_level_runs(1, loads[k]) && check_level_runs(2, loads[k]), "%s", loads[k]);
+    CHECK(check_level_runs(1, "nvml.xid") && check_level_runs(1, "pcie.link") && !check_level_runs(2, "sustained.load") &&
+          check_level_runs(3, "sustained.load") && !check_level_runs(3, "memory.test"));
+    CHECK(check_level_budget_s(1, false, 8, NAN) == 30 && check_level_budget_s(2, true, 2, NAN) == 240 &&
+          check_level_budget_s(3, true, 1, 5) == 125 && check_level_budget_s(4, true, 1, NAN) == 3420 &&
+          check_level_budget_s(2, false, 1, NAN) == 600);
+
+    // planted series, judged: the rules at their edges, each FAIL and WARN with its code
+    cJSON *f = node(2, 1.0);
+    cJSON_AddNumberToObject(f, "level", 2);
+    plant_counters(f, 0, "pcie_replay", 79, 0);   // 79 replays: WARN; 80: FAIL
+    plant_counters(f, 1, NULL, 0, 48);
+    cJSON *j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "nvml.pcie_replay"), CHECK_WARN) && !strcmp(code_of(j, 0, "nvml.pcie_replay"), "TDM-F032"));
+    CHECK(!strcmp(verdict(j, 1, "nvml.xid"), CHECK_FAIL) && !strcmp(code_of(j, 1, "nvml.xid"), "TDM-F060"));
+    CHECK(!strcmp(verdict(j, 0, "nvml.xid"), CHECK_PASS) && !code_of(j, 0, "nvml.xid")[0]);
+    // a level's figures lack driver and persistence here: absent, counted (and the FAIL wins)
+    CHECK(!strcmp(verdict(j, 0, "driver"), CHECK_ABSENT) && check_exit_code(j) == CHECK_EXIT_FAIL);
+    cJSON_Delete(j);
+    plant_counters(f, 0, "pcie_replay", CHECK_PCIE_REPLAY_FAIL, 0);
+    plant_counters(f, 1, "nvlink_crc", 1, 0);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "nvml.pcie_replay"), CHECK_FAIL));
+    CHECK(!strcmp(verdict(j, 1, "nvml.nvlink"), CHECK_WARN) && !strcmp(code_of(j, 1, "nvml.nvlink"), "TDM-F070"));
+    cJSON_Delete(j);
+    plant_counters(f, 0, "nvlink_recovery", 1, 0);
+    plant_counters(f, 1, "ecc_uncorrected_volatile", 1, 0);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "nvml.nvlink"), CHECK_FAIL) && !strcmp(code_of(j, 0, "nvml.nvlink"), "TDM-F071"));
+    CHECK(!strcmp(verdict(j, 1, "nvml.ecc_delta"), CHECK_FAIL) && !strcmp(code_of(j, 1, "nvml.ecc_delta"), "TDM-F056"));
+    cJSON_Delete(j);
+    plant_counters(f, 0, "ecc_corrected_volatile", 1, 0);
+    plant_counters(f, 1, NULL, 0, 0);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "nvml.ecc_delta"), CHECK_WARN) && !strcmp(code_of(j, 0, "nvml.ecc_delta"), "TDM-F057"));
+    CHECK(!strcmp(verdict(j, 1, "nvml.pcie_replay"), CHECK_PASS) && !strcmp(verdict(j, 1, "nvml.ecc_delta"), CHECK_PASS));
+    cJSON_Delete(j);
+    // figures from before the levels: no counter lines (not recorded then); with a level: absent
+    cJSON_DeleteItemFromObject(f, "level");
+    cJSON *gs = cJSON_GetObjectItem(f, "gpus");
+    for (int g = 0; g < 2; g++) cJSON_DeleteItemFromObject(cJSON_GetArrayItem(gs, g), "counters");
+    j = judge(f);
+    CHECK(!verdict(j, 0, "nvml.xid")[0] && check_exit_code(j) == CHECK_EXIT_PASS);
+    cJSON_Delete(j);
+    cJSON_AddNumberToObject(f, "level", 2);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "nvml.xid"), CHECK_ABSENT) && check_exit_code(j) == CHECK_EXIT_INCOMPLETE);
+    cJSON_Delete(j);
+    // level 3: the sustained load not implemented yet: not run, incomplete; level 1: no numerics expected
+    set(f, "level", 3);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 1, "sustained.load"), CHECK_NOT_RUN) && check_exit_code(j) == CHECK_EXIT_INCOMPLETE);
+    cJSON_Delete(j);
+    // the budget: past it a WARN with its code, at it a PASS
+    set(f, "level", 2);
+    set(f, "budget_s", 240);
+    set(f, "elapsed_s", 240);
+    j = judge(f);
+    const cJSON *hc = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "host"), "checks"), 0);
+    CHECK(hc && !strcmp(cJSON_GetObjectItem(hc, "verdict")->valuestring, CHECK_PASS));
+    cJSON_Delete(j);
+    set(f, "elapsed_s", 240.5);
+    j = judge(f);
+    hc = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "host"), "checks"), 0);
+    CHECK(hc && !strcmp(cJSON_GetObjectItem(hc, "verdict")->valuestring, CHECK_WARN) &&
+          !strcmp(cJSON_GetObjectItem(hc, "code")->valuestring, "TDM-F090"));
+    cJSON_Delete(j);
+    // a level that is none, a counter that goes back: bad input
+    set(f, "level", 5);
+    char err[300];
+    CHECK(!check_judge(f, expect, err, sizeof err) && strstr(err, "level"));
+    cJSON_Delete(f);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[3], "--gpus")) return write_many(atoi(argv[4]), argv[2]);
     if (argc != 3) {
@@ -714,6 +842,7 @@ int main(int argc, char **argv) {
     test_outliers_brute_force();
     test_expect_file(argv[1]);
     test_write_expect_refusals(argv[2]);
+    test_levels_and_codes();
     cJSON_Delete(expect);
     CHECK_DONE("test_check");
 }
