@@ -151,6 +151,7 @@ static void run_item(Item &it, bool in_scope, int device) {
         tls_work = it.what.c_str();
         it.fn();
         tls_work = nullptr;
+        stuck_bit_apply(device);   // a stuck cell holds its value whatever the work wrote
     } else {
         it.fn();
     }
