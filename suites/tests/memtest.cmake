@@ -12,13 +12,14 @@ add_test(NAME gpu.memtest.clean COMMAND test_memtest clean)
 set_tests_properties(gpu.memtest.clean PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
                      ENVIRONMENT "TANDEM_EMU_MEM=4M")
 
-set(MEMTEST_BENCH $<TARGET_FILE:bench> check --memtest)
+set(MEMTEST_BENCH "$<TARGET_FILE:bench> check --memtest")
 add_test(NAME gpu.check.memtest_clean_exit_0 COMMAND sh -c
   "out=$(${MEMTEST_BENCH} --device cuda:0 2>&1); rc=$?; echo \"$out\"; case \"$out\" in *'bench check: no GPU'*) echo 'SKIP: no CUDA device'; exit 77;; esac; [ $rc -eq 0 ] || { echo \"exit $rc, want 0\"; exit 1; }; echo \"$out\" | grep -E '^cuda:0 +memory.test +0 errors in .* PASS' || exit 1; if echo \"$out\" | grep -q 'Emulated CUDA device'; then echo \"$out\" | grep -E '^cuda:0 +memory.test .* s  EMULATED' || exit 1; fi")
 set_tests_properties(gpu.check.memtest_clean_exit_0 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
                      ENVIRONMENT "TANDEM_EMU_MEM=4M")
+# (cuda:99: where a device is present, bad input at once, not a test of every device)
 add_test(NAME check.memtest_no_gpu_exit_3 COMMAND sh -c
-  "out=$(${MEMTEST_BENCH} 2>&1); rc=$?; echo \"$out\"; case \"$out\" in *'bench check: no GPU'*) ;; *) echo 'SKIP: a CUDA device is present'; exit 77;; esac; [ $rc -eq 3 ] && echo \"$out\" | grep -q '^NO GPU: the memory test needs a CUDA device'")
+  "out=$(${MEMTEST_BENCH} --device cuda:99 2>&1); rc=$?; echo \"$out\"; case \"$out\" in *'bench check: no GPU'*) ;; *) echo 'SKIP: a CUDA device is present'; exit 77;; esac; [ $rc -eq 3 ] && echo \"$out\" | grep -q '^NO GPU: the memory test needs a CUDA device'")
 set_tests_properties(check.memtest_no_gpu_exit_3 PROPERTIES SKIP_RETURN_CODE 77)
 
 if(TDM_CUDA_EMU)
