@@ -160,7 +160,7 @@ void check_memtest_print(FILE *f, const cJSON *e) {
     }
 }
 
-int check_memtest_main(const char *device, bool json) {
+int check_memtest_main(const char *device, bool json, unsigned seed) {
     int index[64], n = 0;
     tdm_device d0 = {TDM_DEVICE_CUDA, 0};
     tdm_error_clear();
@@ -183,16 +183,28 @@ int check_memtest_main(const char *device, bool json) {
     }
     tdm_error_clear();
     if (n == 0) {
+        const char *why = no_gpu[0] ? no_gpu : "no CUDA device";
         fprintf(json ? stderr : stdout,
                 "bench check: no GPU: %s\nNO GPU: the memory test needs a CUDA device; nothing was tested\n",
-                no_gpu[0] ? no_gpu : "no CUDA device");
+                why);
+        if (json) {   // as the check's figures say it: no GPU entries, and why
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "check", CHECK_MEMTEST_NAME);
+            cJSON_AddArrayToObject(o, "gpus");
+            cJSON_AddStringToObject(o, "no_gpu", why);
+            char *s = cJSON_Print(o);
+            if (s) printf("%s\n", s);
+            free(s);
+            cJSON_Delete(o);
+        }
         return CHECK_EXIT_NO_GPU;
     }
     cJSON *all = cJSON_CreateArray();
     int failed = 0;
     bool emu = false;
     for (int i = 0; i < n; i++) {
-        cJSON *e = check_memtest_run(index[i], NULL);
+        tdm_memtest_params p = {.seed = seed};
+        cJSON *e = check_memtest_run(index[i], &p);
         if (!e) {
             cJSON_Delete(all);
             fprintf(stderr, "bench check: out of host memory\n");

@@ -35,9 +35,9 @@ cJSON *check_memtest_run(int index, const tdm_memtest_params *p);
 // prints it.
 void check_memtest_print(FILE *f, const cJSON *entry);
 
-// `bench check --memtest [--device cuda:N|all] [--json]` (cmd_check.c): every GPU asked for
-// (DEVICE "all" or cuda:N). Exit: 0 every test passed, 1 one failed or could not run, 2 bad
-// input, 3 no GPU (nothing tested).
-int check_memtest_main(const char *device, bool json);
+// `bench check --memtest [--device cuda:N|all] [--json] [--seed S]` (cmd_check.c): every GPU
+// asked for (DEVICE "all" or cuda:N), SEED the random pattern's. Exit: 0 every test passed, 1 one
+// failed or could not run, 2 bad input, 3 no GPU (nothing tested).
+int check_memtest_main(const char *device, bool json, unsigned seed);
 
 #endif

@@ -37,7 +37,7 @@ static void check_usage(FILE *f) {
             "       bench check --from-figures FILE [--expect FILE] [--json]\n"
             "       bench check --write-expect DIR... [--expect FILE]   (JSON on stdout)\n"
             "       bench check --write-baseline DIR... [--expect FILE]   (JSON on stdout)\n"
-            "       bench check --memtest [--device cuda:N|all] [--json]\n"
+            "       bench check --memtest [--device cuda:N|all] [--json] [--seed S]\n"
             "       bench check --baseline FILE --rules FILE [--format text|jsonl|md|html]\n"
             "                   [--expect FILE] RESULTS...\n"
             "  Is each GPU of this node fit to train on? Per GPU: the golden cases and a seeded\n"
@@ -73,7 +73,8 @@ static void check_usage(FILE *f) {
             "  --memtest  only the memory test: walking ones/zeros, address in address, moving\n"
             "             inversions, seeded random over 95 %% of each GPU's free memory; each\n"
             "             failing address with what was written and read (docs/CHECK.md); exit 0\n"
-            "             no error, 1 an error or a test that could not run, 3 no GPU\n"
+            "             no error, 1 an error or a test that could not run, 3 no GPU; --seed S:\n"
+            "             the random pattern's seed\n"
             "  Without a GPU the host's check runs (the reference against the golden cases) and\n"
             "  every GPU check says \"needs a GPU\"; on the emulated device (a -DTDM_CUDA_EMU=ON\n"
             "  build) numerics are judged and every speed is labelled EMULATED, not judged.\n"
@@ -441,8 +442,8 @@ int bench_check(int argc, char **argv) {
     if (memtest)   // the memory test alone (check_memtest.c)
         return quick || out || from || write_expect || write_baseline || baseline_path ||
                        rules_path || format || optind < argc
-                   ? bench_bad("check", "--memtest takes only --device and --json")
-                   : check_memtest_main(device, json);
+                   ? bench_bad("check", "--memtest takes only --device, --json and --seed")
+                   : check_memtest_main(device, json, seed);
     bool judge_rules = baseline_path || rules_path;
     if (write_baseline || judge_rules || format) {
         const char *what = write_baseline ? "--write-baseline" : "--rules";

@@ -4,8 +4,9 @@
 # memory back; on the emulated device (label emu) a stuck bit planted with TANDEM_EMU_FLIP_BIT
 # (stuck at 0, and at 1 on cuda:1) found by every pattern at exactly its address and bit; and
 # `bench check --memtest`: exit 0 clean, exit 1 with the stuck cell's address and bit in its
-# output, exit 3 without a GPU. The emulated devices get 4 MiB each (TANDEM_EMU_MEM) so that the
-# 140-odd sweeps over 95 % of it stay within seconds under the sanitizers.
+# output, exit 3 without a GPU, exit 2 for options it does not take. The emulated devices get
+# 4 MiB each (TANDEM_EMU_MEM) so that the 148 sweeps over 95 % of it stay within seconds under
+# the sanitizers.
 tdm_test_executable(memtest)
 add_test(NAME memtest.api COMMAND test_memtest api)
 add_test(NAME gpu.memtest.clean COMMAND test_memtest clean)
@@ -21,6 +22,8 @@ set_tests_properties(gpu.check.memtest_clean_exit_0 PROPERTIES LABELS gpu SKIP_R
 add_test(NAME check.memtest_no_gpu_exit_3 COMMAND sh -c
   "out=$(${MEMTEST_BENCH} --device cuda:99 2>&1); rc=$?; echo \"$out\"; case \"$out\" in *'bench check: no GPU'*) ;; *) echo 'SKIP: a CUDA device is present'; exit 77;; esac; [ $rc -eq 3 ] && echo \"$out\" | grep -q '^NO GPU: the memory test needs a CUDA device'")
 set_tests_properties(check.memtest_no_gpu_exit_3 PROPERTIES SKIP_RETURN_CODE 77)
+add_test(NAME check.memtest_bad_arguments_exit_2 COMMAND sh -c
+  "for a in '--quick' '--device tpu:0' '--out /tmp/x' 'extra' '--seed x'; do ${MEMTEST_BENCH} $a; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $a\"; exit 1; }; done")
 
 if(TDM_CUDA_EMU)
   target_compile_definitions(test_memtest PRIVATE TDM_TEST_EMU)
