@@ -10,6 +10,7 @@
 
 #include "tandem/tandem.h"
 #include "tandem/memory.h"
+#include "tandem/memtest.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -395,6 +396,11 @@ struct tdm_backend_ops {
                                 const uint64_t *delta);
     tdm_status (*dropout_dev)(const tdm_tensor *x, double p, uint64_t seed, uint64_t offset,
                               const uint64_t *delta, tdm_tensor *y);
+    // ---- optional: the device memory test (tandem/memtest.h; NULL: TDM_ERR_UNSUPPORTED) ----
+    // p resolved by core (fraction in (0, 1], patterns a non-empty subset, passes >= 1); out
+    // zeroed but its patterns and passes. Takes fraction x the device's free memory (the cache
+    // emptied first), runs the patterns, gives the memory back; TDM_OK whatever it found.
+    tdm_status (*memtest)(int device_index, const tdm_memtest_params *p, tdm_memtest_result *out);
 };
 
 enum { TDM_WRITE_ASYNC_MAX = 1024 };   // bytes per write_async

@@ -24,6 +24,7 @@
 
 #include "bench.h"
 #include "check.h"
+#include "check_memtest.h"
 #include "fileio.h"
 #include "stats.h"
 #include "core/files_impl.h"   // tdm_file_type_errno
@@ -36,6 +37,7 @@ static void check_usage(FILE *f) {
             "       bench check --from-figures FILE [--expect FILE] [--json]\n"
             "       bench check --write-expect DIR... [--expect FILE]   (JSON on stdout)\n"
             "       bench check --write-baseline DIR... [--expect FILE]   (JSON on stdout)\n"
+            "       bench check --memtest [--device cuda:N|all] [--json] [--seed S]\n"
             "       bench check --baseline FILE --rules FILE [--format text|jsonl|md|html]\n"
             "                   [--expect FILE] RESULTS...\n"
             "  Is each GPU of this node fit to train on? Per GPU: the golden cases and a seeded\n"
@@ -77,6 +79,11 @@ static void check_usage(FILE *f) {
             "             node, accepted or rejected, each failing rule and by how much; exit 1 when\n"
             "             any node is rejected (suites/check/rules.example.json)\n"
             "  --format   text (default), jsonl, md or html: how --rules prints its rows\n"
+            "  --memtest  only the memory test: walking ones/zeros, address in address, moving\n"
+            "             inversions, seeded random over 95 %% of each GPU's free memory; each\n"
+            "             failing address with what was written and read (docs/CHECK.md); exit 0\n"
+            "             no error, 1 an error or a test that could not run, 3 no GPU; --seed S:\n"
+            "             the random pattern's seed\n"
             "  Without a GPU the host's check runs (the reference against the golden cases) and\n"
             "  every GPU check says \"needs a GPU\"; on the emulated device (a -DTDM_CUDA_EMU=ON\n"
             "  build) numerics are judged and every speed is labelled EMULATED, not judged.\n"
@@ -413,16 +420,17 @@ int bench_check(int argc, char **argv) {
                                          {"format", required_argument, 0, 'F'},
                                          {"level", required_argument, 0, 'L'},
                                          {"duration", required_argument, 0, 'D'},
+                                         {"memtest", no_argument, 0, 'M'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *device = "all", *expect_path = NULL, *out = NULL, *from = NULL;
     const char *baseline_path = NULL, *rules_path = NULL, *format = NULL;
-    bool quick = false, json = false, write_expect = false, write_baseline = false;
+    bool quick = false, json = false, write_expect = false, write_baseline = false, memtest = false;
     unsigned seed = 1;
     int c, level = 0;
     double duration = NAN;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wWb:r:F:L:D:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wWb:r:F:L:D:Mh", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'q': quick = true; break;
@@ -458,10 +466,16 @@ int bench_check(int argc, char **argv) {
         case 'b': baseline_path = optarg; break;
         case 'r': rules_path = optarg; break;
         case 'F': format = optarg; break;
+        case 'M': memtest = true; break;
         case 'h': check_usage(stdout); return 0;
         default: check_usage(stderr); return 2;
         }
     }
+    if (memtest)   // the memory test alone (check_memtest.c)
+        return quick || out || from || write_expect || write_baseline || baseline_path ||
+                       rules_path || format || level || !isnan(duration) || optind < argc
+                   ? bench_bad("check", "--memtest takes only --device, --json and --seed")
+                   : check_memtest_main(device, json, seed);
     bool judge_rules = baseline_path || rules_path;
     if (write_baseline || judge_rules || format) {
         const char *what = write_baseline ? "--write-baseline" : "--rules";

@@ -721,4 +721,5 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .adam_step_dev = cuda_adam_step_dev,
     .rand_fill_dev = cuda_rand_fill_dev,
     .dropout_dev = cuda_dropout_dev,
+    .memtest = cuda_memtest,   // k_memtest.cu
 };

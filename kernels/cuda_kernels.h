@@ -91,6 +91,8 @@ tdm_status cuda_copy_strided(tdm_tensor *dst, int64_t dst_off, const int64_t *ds
 // dst (row-major, src's rank <= 4) = src at dst's origin, zero-filled past src's end in each dim,
 // or cropped where dst is smaller: conv2d's explicit padding for padding_extra (conv_cudnn.cu).
 tdm_status cuda_pad_crop(const tdm_tensor *src, tdm_tensor *dst);
+// k_memtest.cu: the device memory test (the memtest slot)
+tdm_status cuda_memtest(int device_index, const tdm_memtest_params *p, tdm_memtest_result *out);
 // k_random.cu
 tdm_status cuda_rand_uniform(tdm_tensor *t, uint64_t seed, uint64_t offset);
 tdm_status cuda_rand_normal(tdm_tensor *t, uint64_t seed, uint64_t offset);

@@ -496,11 +496,74 @@ bool env_flag(const char *name, bool def) {
 
 namespace rt {
 
+// ---- a stuck bit (TANDEM_EMU_FLIP_BIT): a faulty cell of device memory ----
+// One bit of one device's memory holds `value` whatever is written to it, as a stuck-at cell of
+// a real HBM stack does: writes of the other value are lost, every later read returns `value`.
+// The emulator forces it after each piece of device work (a kernel, a copy, a memset, a library
+// call: stream_apply below) and after cudaMalloc's fill, so any later kernel or copy reads the
+// stuck value; the writing kernel itself may still see its own write (a GPU's L2 may serve that
+// read too). Only while the byte lies in a live allocation: nothing may read it otherwise.
+struct StuckBit {
+    int device = -1;     // -1: none
+    size_t offset = 0;   // bytes from the start of the device's address range (the arena)
+    int bit = 0;         // 0..7 in that byte
+    int value = 0;       // stuck at 0 or 1
+    uintptr_t addr = 0;  // the byte
+};
+static StuckBit g_stuck;
+
+// TANDEM_EMU_FLIP_BIT=OFFSET:BIT[:VALUE] (VALUE 0 or 1, default 0) on TANDEM_EMU_FLIP_DEVICE
+// (default 0); malformed: ignored with one line on stderr, as every switch.
+static void stuck_bit_parse() {
+    const char *v = getenv("TANDEM_EMU_FLIP_BIT");
+    if (!v) return;
+    char off[32] = "", bit[8] = "", val[8] = "0";
+    const char *c1 = strchr(v, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : nullptr;
+    unsigned long long o = 0, b = 0, x = 0;
+    bool ok = c1 && (size_t)(c1 - v) < sizeof off;
+    if (ok) {
+        memcpy(off, v, (size_t)(c1 - v));
+        const char *be = c2 ? c2 : c1 + strlen(c1);
+        ok = (size_t)(be - c1 - 1) < sizeof bit;
+        if (ok) memcpy(bit, c1 + 1, (size_t)(be - c1 - 1));
+        if (ok && c2) {
+            ok = strlen(c2 + 1) < sizeof val;
+            if (ok) snprintf(val, sizeof val, "%s", c2 + 1);
+        }
+    }
+    ok = ok && parse_scaled(off, 0, 1ull << 42, true, &o) && parse_number(bit, 0, 7, &b) &&
+         parse_number(val, 0, 1, &x);
+    if (!ok) {
+        say("ignoring TANDEM_EMU_FLIP_BIT=%s: expected OFFSET:BIT[:VALUE] (OFFSET a size in "
+            "bytes into the device's address range, K, M or G allowed; BIT 0 to 7; VALUE 0 or "
+            "1); no bit is stuck",
+            v);
+        return;
+    }
+    g_stuck.device = (int)env_number("TANDEM_EMU_FLIP_DEVICE", 0, kMaxDevices - 1, 0);
+    g_stuck.offset = (size_t)o;
+    g_stuck.bit = (int)b;
+    g_stuck.value = (int)x;
+}
+
+void stuck_bit_apply(int device) {
+    if (g_stuck.device < 0 || device != g_stuck.device) return;
+    Arena *a = g_arenas[device];
+    std::lock_guard<std::mutex> lk(a->mu);
+    auto *b = block_at(a, g_stuck.addr);
+    if (!b || !b->second.live || g_stuck.addr - b->first >= b->second.size) return;
+    if (g_scope_count.load() == 0) return;   // the arena is closed: nothing runs that reads it
+    volatile unsigned char *p = (volatile unsigned char *)g_stuck.addr;
+    const unsigned char m = (unsigned char)(1u << g_stuck.bit);
+    *p = g_stuck.value ? (unsigned char)(*p | m) : (unsigned char)(*p & ~m);
+}
+
 static void init() {
     g_cfg.devices = (int)env_number("TANDEM_EMU_DEVICES", 1, kMaxDevices, 1);
     g_cfg.mem = (size_t)env_bytes("TANDEM_EMU_MEM", 1, 1ull << 40, 4ull << 30);
     g_cfg.sync = env_flag("TANDEM_EMU_SYNC", false);
     g_cfg.abort_on_fault = env_flag("TANDEM_EMU_ABORT", false);
+    stuck_bit_parse();
 
     for (int d = 0; d < g_cfg.devices; d++) {
         Arena *a = new Arena;
@@ -522,6 +585,25 @@ static void init() {
         a->free[(uintptr_t)a->base + kLead] = a->len - kLead;
         make_props(d, g_cfg.mem, &a->props);
         g_arenas[d] = a;
+    }
+
+    if (g_stuck.device >= 0 && g_stuck.device < g_cfg.devices) {
+        Arena *a = g_arenas[g_stuck.device];
+        if (g_stuck.offset >= a->len) {
+            say("ignoring TANDEM_EMU_FLIP_BIT: offset %zu is past emulated cuda:%d's address "
+                "range of %zu bytes",
+                g_stuck.offset, g_stuck.device, a->len);
+            g_stuck.device = -1;
+        } else {
+            g_stuck.addr = (uintptr_t)a->base + g_stuck.offset;
+            say("TANDEM_EMU_FLIP_BIT: bit %d of the byte at %p (emulated cuda:%d + %zu) is stuck "
+                "at %d",
+                g_stuck.bit, (void *)g_stuck.addr, g_stuck.device, g_stuck.offset, g_stuck.value);
+        }
+    } else if (g_stuck.device >= 0) {
+        say("ignoring TANDEM_EMU_FLIP_DEVICE=%d: there are %d emulated devices", g_stuck.device,
+            g_cfg.devices);
+        g_stuck.device = -1;
     }
 
     struct sigaction sa;
@@ -651,6 +733,7 @@ static void *carve(int d, size_t size) {
 #ifndef TDM_EMU_ASAN
         memset((void *)(p + size), kGuard, slot - size);
 #endif
+        stuck_bit_apply(d);
     }
     POISON((void *)(p + size), slot - size);
     return (void *)p;
@@ -1255,6 +1338,17 @@ cudaError_t cudaFree(void *ptr) {
     if (cudaError_t e = refuse_while_collective("cudaFree", d)) return e;
     rt::device_drain(d);
     return rt::release(d, ptr);
+}
+
+// Where TANDEM_EMU_FLIP_BIT's stuck cell is, for tests (not a CUDA API): the byte's address
+// (0: no bit is stuck), its device, the bit and the value it is stuck at.
+unsigned long long tdm_emu_stuck_bit(int *device, int *bit, int *value) {
+    rt::config();
+    if (rt::g_stuck.device < 0) return 0;
+    if (device) *device = rt::g_stuck.device;
+    if (bit) *bit = rt::g_stuck.bit;
+    if (value) *value = rt::g_stuck.value;
+    return (unsigned long long)rt::g_stuck.addr;
 }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {

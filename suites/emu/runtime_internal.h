@@ -63,6 +63,10 @@ void describe_range(const void *p, size_t n, char *buf, size_t len);
 // device always reaches its own): a copy between devices without it is staged through the host.
 bool peer_access(int device, int peer);
 
+// TANDEM_EMU_FLIP_BIT's stuck bit (runtime.cc): forces it in `device`'s memory, when it lies in a
+// live allocation there; called inside an access scope after each work item of the device.
+void stuck_bit_apply(int device);
+
 // ---- streams (runtime_streams.cc) ----
 
 struct Stream;

@@ -151,6 +151,7 @@ static void run_item(Item &it, bool in_scope, int device) {
         tls_work = it.what.c_str();
         it.fn();
         tls_work = nullptr;
+        stuck_bit_apply(device);   // a stuck cell holds its value whatever the work wrote
     } else {
         it.fn();
     }
@@ -996,9 +997,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     }
     Nodes nodes = x->nodes;
     std::string what = "graph launch (" + std::to_string(nodes->size()) + " nodes)";
+    const int device = stream_device_of(s);
     return fail(stream_enqueue(
         s, what.c_str(),
-        [nodes] {
+        [nodes, device] {
             for (const Node &n : *nodes) {
                 if (sticky_error()) return;
                 if (n.scoped) {
@@ -1006,6 +1008,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
                     tls_work = n.what.c_str();
                     n.fn();
                     tls_work = nullptr;
+                    stuck_bit_apply(device);
                 } else {
                     n.fn();
                 }
