@@ -269,6 +269,11 @@ typedef struct {
 // the time limit, 128 + signal, -1 when it could not start; LAST gets the log's last line.
 void check_signals_install(void);
 int check_interrupted(void);
+// The GPUs `--device D` names (cuda:N or all) into index[] (*n of them, at most 64); with none
+// present, *n = 0 and no_gpu says why. 0, or bench_bad's 2 on a bad D; `flag` prefixes the
+// message ("--device" or "--memtest --device").
+int check_devices_pick(const char *device, const char *flag, int index[64], int *n, char *no_gpu,
+                       size_t no_gpu_n);
 void check_signals_reraise(void);
 int check_run_child(char *const argv[], const char *log, double timeout_s, char *last, size_t n);
 

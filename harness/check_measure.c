@@ -430,6 +430,23 @@ static void measure_gemm(cJSON *gpu, cJSON *figs, tdm_device d, const gemm_prec 
     tdm_tensor_free(c);
 }
 
+// gpu.link: the PCIe link's generation and width, current and maximum, from p (NULL: none read;
+// a field NVML does not give is null), and whether it was read while copies ran.
+static void add_link(cJSON *gpu, const tdm_device_props *p, bool under_load) {
+    cJSON *l = cJSON_AddObjectToObject(gpu, "link");
+    const struct {
+        const char *name;
+        int value;
+    } f[4] = {{"pcie_gen", p ? p->pcie_gen : 0},
+              {"pcie_width", p ? p->pcie_width : 0},
+              {"pcie_gen_max", p ? p->pcie_gen_max : 0},
+              {"pcie_width_max", p ? p->pcie_width_max : 0}};
+    for (int i = 0; i < 4; i++)
+        if (f[i].value > 0) cJSON_AddNumberToObject(l, f[i].name, f[i].value);
+        else cJSON_AddNullToObject(l, f[i].name);
+    cJSON_AddBoolToObject(l, "under_load", under_load);
+}
+
 // ---- pinned host <-> device, and the link read while copying --------------------------------------------
 
 static void measure_pcie(cJSON *gpu, cJSON *figs, tdm_device d, bool quick, bool emu) {
@@ -478,16 +495,7 @@ static void measure_pcie(cJSON *gpu, cJSON *figs, tdm_device d, bool quick, bool
     figure(figs, "pcie.d2h", "GB/s", &s[1], err[1] ? msg[1] : NULL, note);
     if (!have_link && tdm_device_props_get(d, &link) == TDM_OK) have_link = true;
     tdm_error_clear();
-    cJSON *l = cJSON_AddObjectToObject(gpu, "link");
-#define L_INT(field)                                                                 \
-    if (have_link && link.field > 0) cJSON_AddNumberToObject(l, #field, link.field); \
-    else cJSON_AddNullToObject(l, #field)
-    L_INT(pcie_gen);
-    L_INT(pcie_width);
-    L_INT(pcie_gen_max);
-    L_INT(pcie_width_max);
-#undef L_INT
-    cJSON_AddBoolToObject(l, "under_load", under_load);
+    add_link(gpu, have_link ? &link : NULL, under_load);
     tdm_event_free(e0);
     tdm_event_free(e1);
     tdm_tensor_free(h);
@@ -627,16 +635,7 @@ cJSON *check_run_gpu(int index, const check_run_opts *o) {
     }
     if (o->level <= 1) {   // the fast checks only: NVML and the link at idle, no load
         if (props) props_health(g, &p, false);
-        cJSON *l = cJSON_AddObjectToObject(g, "link");
-#define L_INT(field)                                                         \
-    if (props && p.field > 0) cJSON_AddNumberToObject(l, #field, p.field); \
-    else cJSON_AddNullToObject(l, #field)
-        L_INT(pcie_gen);
-        L_INT(pcie_width);
-        L_INT(pcie_gen_max);
-        L_INT(pcie_width_max);
-#undef L_INT
-        cJSON_AddBoolToObject(l, "under_load", false);
+        add_link(g, props ? &p : NULL, false);
         tdm_error_clear();
         return g;
     }

@@ -162,26 +162,9 @@ void check_memtest_print(FILE *f, const cJSON *e) {
 
 int check_memtest_main(const char *device, bool json, unsigned seed) {
     int index[64], n = 0;
-    tdm_device d0 = {TDM_DEVICE_CUDA, 0};
-    tdm_error_clear();
-    bool any = tdm_device_available(d0);
     char no_gpu[400] = "";
-    if (!any) snprintf(no_gpu, sizeof no_gpu, "%s", tdm_last_error());
-    if (strcmp(device, "all")) {
-        tdm_device d;
-        if (tdm_device_parse(device, &d) != TDM_OK || d.type != TDM_DEVICE_CUDA)
-            return bench_bad("check", "--memtest --device %s: give cuda:N or all", device);
-        if (any && !tdm_device_available(d))
-            return bench_bad("check", "--memtest --device %s: %s", device, tdm_last_error());
-        if (any) index[n++] = d.index;
-    } else {
-        for (int i = 0; any && i < 64; i++) {
-            tdm_device d = {TDM_DEVICE_CUDA, i};
-            if (!tdm_device_available(d)) break;
-            index[n++] = i;
-        }
-    }
-    tdm_error_clear();
+    if (check_devices_pick(device, "--memtest --device", index, &n, no_gpu, sizeof no_gpu))
+        return 2;
     if (n == 0) {
         const char *why = no_gpu[0] ? no_gpu : "no CUDA device";
         fprintf(json ? stderr : stdout,

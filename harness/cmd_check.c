@@ -405,6 +405,32 @@ static int fleet_rules(const cJSON *expect, const char *baseline_path, const cha
     return rc;
 }
 
+int check_devices_pick(const char *device, const char *flag, int index[64], int *n, char *no_gpu,
+                       size_t no_gpu_n) {
+    *n = 0;
+    no_gpu[0] = '\0';
+    tdm_device d0 = {TDM_DEVICE_CUDA, 0};
+    tdm_error_clear();
+    bool any = tdm_device_available(d0);
+    if (!any) snprintf(no_gpu, no_gpu_n, "%s", tdm_last_error());
+    if (strcmp(device, "all")) {
+        tdm_device d;
+        if (tdm_device_parse(device, &d) != TDM_OK || d.type != TDM_DEVICE_CUDA)
+            return bench_bad("check", "%s %s: give cuda:N or all", flag, device);
+        if (any && !tdm_device_available(d))
+            return bench_bad("check", "%s %s: %s", flag, device, tdm_last_error());
+        if (any) index[(*n)++] = d.index;
+    } else {
+        for (int i = 0; any && i < 64; i++) {
+            tdm_device d = {TDM_DEVICE_CUDA, i};
+            if (!tdm_device_available(d)) break;
+            index[(*n)++] = i;
+        }
+    }
+    tdm_error_clear();
+    return 0;
+}
+
 int bench_check(int argc, char **argv) {
     static const struct option opts[] = {{"device", required_argument, 0, 'd'},
                                          {"quick", no_argument, 0, 'q'},
@@ -564,29 +590,10 @@ int bench_check(int argc, char **argv) {
     // which GPUs
     int index[64], n = 0;
     char no_gpu[400] = "";
-    tdm_device d0 = {TDM_DEVICE_CUDA, 0};
-    tdm_error_clear();
-    bool any = tdm_device_available(d0);
-    if (!any) snprintf(no_gpu, sizeof no_gpu, "%s", tdm_last_error());
-    if (strcmp(device, "all")) {
-        tdm_device d;
-        if (tdm_device_parse(device, &d) != TDM_OK || d.type != TDM_DEVICE_CUDA) {
-            cJSON_Delete(expect);
-            return bench_bad("check", "--device %s: give cuda:N or all", device);
-        }
-        if (any && !tdm_device_available(d)) {
-            cJSON_Delete(expect);
-            return bench_bad("check", "--device %s: %s", device, tdm_last_error());
-        }
-        if (any) index[n++] = d.index;
-    } else {
-        for (int i = 0; any && i < 64; i++) {
-            tdm_device d = {TDM_DEVICE_CUDA, i};
-            if (!tdm_device_available(d)) break;
-            index[n++] = i;
-        }
+    if (check_devices_pick(device, "--device", index, &n, no_gpu, sizeof no_gpu)) {
+        cJSON_Delete(expect);
+        return 2;
     }
-    tdm_error_clear();
     // Setup errors are bad input (exit 2), found before anything runs: not a failed check per run.
     if (golden_missing(n, err, sizeof err)) {
         cJSON_Delete(expect);
