@@ -101,6 +101,7 @@ static void judge_runs(cJSON *checks, const cJSON *numerics, bool host) {
         const char *code = res && !strcmp(res, "error")      ? "TDM-F002"
                            : host                            ? "TDM-F004"
                            : !strncmp(r->string, "train.", 6) ? "TDM-F003"
+                           : !strcmp(r->string, "memory.test") ? "TDM-F058"
                                                              : "TDM-F001";
         cJSON *line = add_line(checks, r->string, NAN, str(r, "measured") ? str(r, "measured") : res ? res : "?",
                  NULL, NAN, str(r, "expected") ? str(r, "expected") : "within the bounds", NAN,
@@ -110,8 +111,8 @@ static void judge_runs(cJSON *checks, const cJSON *numerics, bool host) {
     }
 }
 
-// The numerics every GPU runs (check_measure.c): an absent one is listed, and counted.
-static void absent_runs(cJSON *checks, const cJSON *numerics) {
+// The numerics every GPU runs at LEVEL (check_measure.c): an absent one is listed, and counted.
+static void absent_runs(cJSON *checks, const cJSON *numerics, int level) {
     static const char *const names[] = {"numerics.golden", "numerics.conform"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!item(numerics, names[k]))
@@ -119,6 +120,9 @@ static void absent_runs(cJSON *checks, const cJSON *numerics) {
                      "expected, absent from the figures: not measured");
     const cJSON *r;
     bool train = false;
+    if (level >= 4 && !item(numerics, "memory.test"))
+        add_line(checks, "memory.test", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                 "expected at level 4, absent from the figures: the memory test did not run");
     cJSON_ArrayForEach(r, numerics) train = train || !strncmp(r->string, "train.", 6);
     if (!train)
         add_line(checks, "train", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
@@ -1050,7 +1054,7 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
         }
         cJSON *checks = cJSON_AddArrayToObject(go, "checks");
         judge_runs(checks, item(go, "numerics"), false);
-        if (level >= 2) absent_runs(checks, item(go, "numerics"));
+        if (level >= 2) absent_runs(checks, item(go, "numerics"), level);
         judge_driver(checks, go, emulated, leveled);
         judge_perf(checks, go, model, expect, emulated, n, level);
         judge_link(checks, go, model, emulated);

@@ -39,7 +39,7 @@ static const check_level_row level_rows[] = {
     {"multi.peer", 2, true, "peer copies, every ordered pair (2 to 16 GPUs)"},
     {"nvml.clocks", 2, true, "SM clock under load against its maximum"},
     {"sustained.load", 3, false, "sustained GEMM load: clocks, power and temperature over minutes"},
-    {"memory.test", 4, false, "a device memory test (patterns over the free memory)"},
+    {"memory.test", 4, true, "a device memory test (patterns over the free memory)"},
     {"pulsed.load", 4, false, "pulsed load: power transients"},
     {NULL, 0, false, NULL}};
 
@@ -143,6 +143,9 @@ static const check_code codes[] = {
      "the run's results may be wrong: reset the GPU; if they come back, drain it and RMA it", NV_MEM},
     {"TDM-F057", "corrected ECC errors during the run",
      "memory errors that ECC fixed: watch the count; a growing one foretells remaps (check nvml.remapped_rows)",
+     NV_MEM},
+    {"TDM-F058", "the memory test read a word back wrong",
+     "note the failing addresses; reset the GPU (`nvidia-smi -r`), read nvml.remapped_rows and rerun `bench check --memtest`; a word wrong again: drain the GPU and run `dcgmi diag -r 4`, then RMA it",
      NV_MEM},
     {"TDM-F060", "a critical Xid event during the run",
      "look the Xid up in NVIDIA's catalog; reset the GPU; a hardware Xid that recurs: drain the node", NV_XID},

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "check_memtest.h"
 #include "core/files_impl.h"   // tdm_file_open_read
 #include "stats.h"
 #include "tandem/tandem.h"
@@ -660,6 +661,12 @@ cJSON *check_run_gpu(int index, const check_run_opts *o) {
     }
     (void)tdm_memory_empty_cache(d);
     tdm_error_clear();
+    if (check_level_runs(o->level, CHECK_MEMTEST_NAME) && !check_interrupted()) {
+        // level 4: the memory test over the free memory, the caches emptied above (check_memtest.c)
+        fprintf(stderr, "bench check: %s: the memory test ...\n", dev);
+        cJSON_AddItemToObject(numerics, CHECK_MEMTEST_NAME, check_memtest_run(index, NULL));
+        tdm_error_clear();
+    }
     return g;
 }
 

@@ -41,6 +41,12 @@ if(TDM_CUDA_EMU)
     "out=$(${MEMTEST_BENCH} 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; at=$(echo \"$out\" | sed -n 's/^tandem emu: TANDEM_EMU_FLIP_BIT: bit 3 of the byte at \\(0x[0-9a-f]*\\) (emulated cuda:1 .*/\\1/p'); [ -n \"$at\" ] || { echo 'no planted address'; exit 1; }; echo \"$out\" | grep -E '^cuda:0 +memory.test .* PASS' && echo \"$out\" | grep -E '^cuda:1 +memory.test .* FAIL' && echo \"$out\" | grep -E \"^cuda:1 +failing address .*: bit 3 of the byte at $at\\$\" && ! echo \"$out\" | grep -E '^cuda:0 +failing' && echo \"$out\" | grep -q '^FAIL: the memory test failed on 1 of 2 GPUs'")
   set_tests_properties(emu.check.memtest_stuck_bit_exit_1 PROPERTIES LABELS emu
                        ENVIRONMENT "TANDEM_EMU_MEM=4M;TANDEM_EMU_DEVICES=2;TANDEM_EMU_FLIP_BIT=3146962:3;TANDEM_EMU_FLIP_DEVICE=1")
+  # level 4 runs the memory test on every GPU: a stuck bit 48 MiB into cuda:0's 64 MiB (away from
+  # what level 2's own measurements use) FAILs memory.test with its code, and the check exits 1
+  add_test(NAME emu.check.level4_memtest_stuck_bit_fail COMMAND sh -c
+    "out=$($<TARGET_FILE:bench> check --level 4 --duration 2 --device cuda:0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^cuda:0 +memory.test +[1-9][0-9]* errors? in .* FAIL +TDM-F058 ' && echo \"$out\" | grep -E '^FAIL: .*cuda:0 memory.test'")
+  set_tests_properties(emu.check.level4_memtest_stuck_bit_fail PROPERTIES LABELS emu TIMEOUT 600
+                       ENVIRONMENT "TANDEM_EMU_MEM=64M;TANDEM_EMU_FLIP_BIT=50331771:5;TANDEM_EMU_FLIP_DEVICE=0")
   # a malformed switch is ignored with one line naming it, as every TANDEM_EMU_* (no bit stuck)
   add_test(NAME emu.memtest.flip_bit_malformed_ignored COMMAND sh -c
     "for v in 12abc 5:8 5 5:1:2 -5:1 :3 99G:1; do out=$(TANDEM_EMU_FLIP_BIT=$v ${MEMTEST_BENCH} --device cuda:99 2>&1); echo \"$out\"; echo \"$out\" | grep -q \"^tandem emu: ignoring TANDEM_EMU_FLIP_BIT\" || { echo \"$v: not refused\"; exit 1; }; ! echo \"$out\" | grep -q 'is stuck at' || exit 1; done")

@@ -746,7 +746,8 @@ static void test_levels_and_codes(void) {
     for (size_t k = 0; k < sizeof loads / sizeof *loads; k++)
         CHECK_MSG(!check_level_runs(1, loads[k]) && check_level_runs(2, loads[k]), "%s", loads[k]);
     CHECK(check_level_runs(1, "nvml.xid") && check_level_runs(1, "pcie.link") && !check_level_runs(2, "sustained.load") &&
-          check_level_runs(3, "sustained.load") && !check_level_runs(3, "memory.test"));
+          check_level_runs(3, "sustained.load") && !check_level_runs(3, "memory.test") &&
+          check_level_runs(4, "memory.test") && check_level_row_of("memory.test")->implemented);
     CHECK(check_level_budget_s(1, false, 8, NAN) == 30 && check_level_budget_s(2, true, 2, NAN) == 240 &&
           check_level_budget_s(3, true, 1, 5) == 125 && check_level_budget_s(4, true, 1, NAN) == 3420 &&
           check_level_budget_s(2, false, 1, NAN) == 600);
@@ -797,6 +798,25 @@ static void test_levels_and_codes(void) {
     j = judge(f);
     CHECK(!strcmp(verdict(j, 1, "sustained.load"), CHECK_NOT_RUN) && check_exit_code(j) == CHECK_EXIT_INCOMPLETE);
     cJSON_Delete(j);
+    // level 4: the memory test is expected of every GPU (absent: incomplete); a word read wrong is
+    // a FAIL with its own code, a test that could not run a FAIL as a run that could not
+    set(f, "level", 4);
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "memory.test"), CHECK_ABSENT) && check_exit_code(j) == CHECK_EXIT_INCOMPLETE);
+    cJSON_Delete(j);
+    for (int g = 0; g < 2; g++) {
+        cJSON *nm = cJSON_GetObjectItem(cJSON_GetArrayItem(gs, g), "numerics");
+        CHECK(nm != NULL);
+        cJSON *mt = cJSON_AddObjectToObject(nm, "memory.test");
+        cJSON_AddStringToObject(mt, "result", g ? "error" : "fail");
+        cJSON_AddStringToObject(mt, "detail", g ? "tested 40 % of the free memory" : "1 word read wrong");
+    }
+    j = judge(f);
+    CHECK(!strcmp(verdict(j, 0, "memory.test"), CHECK_FAIL) && !strcmp(code_of(j, 0, "memory.test"), "TDM-F058"));
+    CHECK(!strcmp(verdict(j, 1, "memory.test"), CHECK_FAIL) && !strcmp(code_of(j, 1, "memory.test"), "TDM-F002"));
+    cJSON_Delete(j);
+    for (int g = 0; g < 2; g++)
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cJSON_GetArrayItem(gs, g), "numerics"), "memory.test");
     // the budget: past it a WARN with its code, at it a PASS
     set(f, "level", 2);
     set(f, "budget_s", 240);
