@@ -232,6 +232,13 @@ static cJSON *gpu_json(int index, const tdm_device_props *p) {
     add_int_or_null(g, "retired_pages_pending", p->retired_pages_pending);
     add_int_or_null(g, "ecc_uncorrected_volatile", p->ecc_uncorrected_volatile);
     add_int_or_null(g, "ecc_uncorrected_aggregate", p->ecc_uncorrected_aggregate);
+    // error counters since boot (bench check judges their deltas over its run)
+    add_int_or_null(g, "ecc_corrected_volatile", p->ecc_corrected_volatile);
+    add_int_or_null(g, "pcie_replay_count", p->pcie_replay_count);
+    add_int_or_null(g, "nvlink_links_active", p->nvlink_links_active);
+    add_int_or_null(g, "nvlink_crc_errors", p->nvlink_crc_errors);
+    add_int_or_null(g, "nvlink_replay_errors", p->nvlink_replay_errors);
+    add_int_or_null(g, "nvlink_recovery_errors", p->nvlink_recovery_errors);
     cJSON_AddBoolToObject(g, "emulated", p->emulated != 0);   // the emulated device: not a GPU
     return g;
 }
@@ -422,6 +429,33 @@ static void health_line(env_lines *L, const cJSON *g, const char *key) {
     if (v[0]) LINE(L, key, "%s", v);
 }
 
+/* One line of the error counters, the parts NVML reported: "since boot: PCIe replays 3, corrected
+ * ECC 0, NVLink 2 links up: CRC 0, replay 0, recovery 0"; none when it reported none. */
+static void counters_line(env_lines *L, const cJSON *g, const char *key) {
+    char v[512] = "";
+    size_t n = 0;
+#define PART(...) (n += (size_t)snprintf(v + n, n < sizeof v ? sizeof v - n : 0, __VA_ARGS__), \
+                   n = n < sizeof v ? n : sizeof v - 1)
+    const char *sep = "since boot: ";
+    if (jnum(g, "pcie_replay_count") >= 0) {
+        PART("%sPCIe replays %.0f", sep, jnum(g, "pcie_replay_count"));
+        sep = ", ";
+    }
+    if (jnum(g, "ecc_corrected_volatile") >= 0) {
+        PART("%scorrected ECC %.0f", sep, jnum(g, "ecc_corrected_volatile"));
+        sep = ", ";
+    }
+    if (jnum(g, "nvlink_links_active") > 0)
+        PART("%sNVLink %d link%s up: CRC %.0f, replay %.0f, recovery %.0f", sep,
+             (int)jnum(g, "nvlink_links_active"), jnum(g, "nvlink_links_active") == 1 ? "" : "s",
+             jnum(g, "nvlink_crc_errors"), jnum(g, "nvlink_replay_errors"),
+             jnum(g, "nvlink_recovery_errors"));
+    else if (jnum(g, "nvlink_links_active") == 0)
+        PART("%sno NVLink up", sep);
+#undef PART
+    if (v[0]) LINE(L, key, "%s", v);
+}
+
 static void text_gpu(env_lines *L, const cJSON *g) {
     int i = (int)jnum(g, "index");
     char k[48];
@@ -458,6 +492,7 @@ static void text_gpu(env_lines *L, const cJSON *g) {
         LINE(L, GKEY("power limit"), "%d W", (int)jnum(g, "power_limit_w"));
     if (jstr(g, "throttle")) LINE(L, GKEY("throttle"), "%s", jstr(g, "throttle"));
     health_line(L, g, GKEY("health"));
+    counters_line(L, g, GKEY("counters"));
     if (jstr(g, "nvml"))
         LINE(L, GKEY("nvml"), "%s (so: clocks now, persistence, power, throttling, health unknown)",
              jstr(g, "nvml"));

@@ -21,6 +21,11 @@ if(TDM_CUDA_EMU)
                        PASS_REGULAR_EXPRESSION "\"temperature_c\":[ \t]*61[,\n]")
   set_tests_properties(emu.nvml.temperature_old_driver PROPERTIES LABELS emu
                        PASS_REGULAR_EXPRESSION "\"temperature_c\":[ \t]*17[,\n]")
+  # bench env shows the error counters since boot that bench check takes deltas of (the stand-in:
+  # 3 PCIe replays, 2 NVLinks up); without NVML, no counters line
+  add_test(NAME emu.nvml.env_counters COMMAND sh -c
+    "out=$(LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml_v $<TARGET_FILE:bench> env); echo \"$out\"; echo \"$out\" | grep -E '^gpu 0 counters: +since boot: PCIe replays 3, corrected ECC 0, NVLink 2 links up: CRC 0, replay 0, recovery 0$' && LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml_v $<TARGET_FILE:bench> env --json | grep -E '\"pcie_replay_count\":[[:space:]]*3,' && ! $<TARGET_FILE:bench> env | grep -E '^gpu [0-9]+ counters'")
+  set_tests_properties(emu.nvml.env_counters PROPERTIES LABELS emu)
 endif()
 
 # The run's error counters and Xid events end to end (bench check --level 1, docs/CHECK.md "Error
