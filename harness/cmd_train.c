@@ -993,6 +993,25 @@ int bench_train(int argc, char **argv) {
         tdm_dp_group_free(mpi_group);
         return bad("--model %s: has no parameters to train", a.model);
     }
+    // --init-optimizer is read once here too, into the probe's optimizer (and with fp16 its
+    // scaler): a file that does not fit the model, the optimizer or the run is bad input (exit 2),
+    // refused before any training starts, as --init is.
+    if (a.init_optimizer) {
+        tdm_optimizer *po = build_optimizer(&a, probe);
+        tdm_grad_scaler_params sp = tdm_grad_scaler_defaults();
+        tdm_grad_scaler *ps = po && !strcmp(a.amp, "fp16") ? tdm_grad_scaler_new(&sp) : NULL;
+        tdm_status ls = !po ? tdm_last_status()
+                        : !strcmp(a.amp, "fp16") ? (ps ? tdm_optimizer_load_with_scaler(po, ps, a.init_optimizer)
+                                                       : tdm_last_status())
+                                                 : tdm_optimizer_load(po, a.init_optimizer);
+        tdm_grad_scaler_free(ps);
+        tdm_optimizer_free(po);
+        if (ls != TDM_OK) {
+            tdm_module_free(probe);
+            tdm_dp_group_free(mpi_group);
+            return bad("--init-optimizer %s: %s", a.init_optimizer, tdm_last_error());
+        }
+    }
     // What the command line sizes is checked against the allocation cap and the machine's memory
     // before any of it is made: a step's input rows (--batch, host and device), the losses (--steps).
     int nd_in;

@@ -147,7 +147,7 @@ foreach(dev cpu cuda)
 endforeach()
 set_tests_properties(gpu.gpt.train.resume_bitwise_fp16 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 add_test(NAME gpt.train.resume_fp16_needs_scaler_state COMMAND sh -c
-  "${GB} ${GPT_RESUME} --steps 2 --dump ${GT}/r16n --dump-optimizer ${GT}/r16n.opt >/dev/null || exit 1; out=$(${GB} ${GPT_RESUME16} --steps 2 --init ${GT}/r16n --init-optimizer ${GT}/r16n.opt --start-step 2 2>&1); rc=$?; echo "$out"; [ $rc = 2 ] && echo "$out" | grep -q 'holds no gradient scaler state'")
+  "${GB} ${GPT_RESUME} --steps 2 --dump ${GT}/r16n --dump-optimizer ${GT}/r16n.opt >/dev/null || exit 1; out=$(${GB} ${GPT_RESUME16} --steps 2 --init ${GT}/r16n --init-optimizer ${GT}/r16n.opt --start-step 2 2>&1); rc=$?; echo \"$out\"; [ $rc = 2 ] && echo \"$out\" | grep -q 'holds no gradient scaler state'")
 # --deterministic twice: the same bits (the embedding's backward is a sorted sum, not atomics:
 # on the emulated device the two runs' threads go in opposite orders, where atomics differ).
 add_test(NAME gpu.gpt.train.deterministic_bitwise COMMAND sh -c
