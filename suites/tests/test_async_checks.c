@@ -12,7 +12,7 @@
  *              embedding, linear, cross_entropy, backward, SGD with momentum — makes no host wait
  *              until the loss is read, after a first (warm-up) step; reading it waits; nor
  *              does a BatchNorm2d forward in training (num_batches_tracked counts on the
- *              device). */
+ *              device). With the caching allocator, whatever TANDEM_CACHING_ALLOCATOR says. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +114,9 @@ static int run_errors(void) {
 
 #ifdef TDM_TEST_EMU
 static int run_no_waits(void) {
+    // The claim is the caching allocator's (the default): without it every free is a cudaFree,
+    // which waits for the device as CUDA documents, so an emu-nocache run would count those.
+    setenv("TANDEM_CACHING_ALLOCATOR", "1", 1);   // before the backend's first allocation
     const int64_t B = 6, V = 10, D = 8, C = 5;
     const int64_t ids[6] = {1, 0, 9, 4, 4, 7}, cls[6] = {0, 4, 2, 2, 1, 3};
     tdm_tensor *w = weight(V, D, 5);
