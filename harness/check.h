@@ -98,6 +98,25 @@ const check_code *check_codes(void);   // ended by a row with code NULL
 const check_code *check_code_of(const char *code);
 const char *check_xid_remedy(unsigned long long xid);   // NVIDIA's Xid catalog, in short
 
+// ---- sustained and pulsed load (check_sustained.c, docs/CHECK.md) ------------------------------
+
+// Levels 3 and 4 on GPU index: the sustained load (calibrate, targeted stress, targeted power) and,
+// at level 4, the pulsed load, for duration_s seconds in all (NaN or 0: the level's default), each
+// as a time series in gpu's "series" ({"sustained.load": {...}, "pulsed.load": {...}}).
+void check_run_sustained(cJSON *gpu, int index, bool emulated, int level, double duration_s);
+// The judge of those series (pure; a one-line hook of check_judge): the lines sustained.stress,
+// sustained.power, sustained.clocks, sustained.decay, sustained.throttle and pulsed.load.
+void check_judge_sustained(cJSON *checks, const cJSON *gpu, const cJSON *model, const cJSON *expect,
+                           bool emulated, int level);
+// GPU i's recorded "series", strictly (check_judge's input check): false with err naming the field.
+bool check_sustained_valid(const cJSON *gpu, int i, char *err, size_t len);
+// For the judges: one check line (check_judge.c's own form) with its fault code when it is a FAIL
+// or WARN (code NULL: none); and NVML's clocks-event reasons by name ("hw thermal, sw power cap").
+cJSON *check_judge_line(cJSON *checks, const char *check, double measured, const char *measured_text,
+                        const char *unit, double expected, const char *expected_text, double ratio,
+                        const char *verdict, const char *code, const char *note);
+void check_throttle_names(double reasons, char *buf, size_t n);
+
 // ---- the expectations file -----------------------------------------------------------------
 
 // Parses and validates an expectations file. NULL with a one-line message in err (naming the
@@ -259,6 +278,7 @@ typedef struct {
     char logdir[4096];      // where the runs' outputs and dumps go
     double timeout_s;       // each child run's limit
     int level;              // 1 to 4 (check_levels.c): which checks run
+    double duration_s;      // levels 3 and 4: the sustained part's seconds (NaN: the default)
 } check_run_opts;
 
 // Children and signals: check_signals_install() makes SIGINT, SIGTERM and SIGHUP kill the running

@@ -619,7 +619,8 @@ int bench_check(int argc, char **argv) {
             }
         }
     }
-    check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200, .level = level};
+    check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200, .level = level,
+                        .duration_s = duration};
     check_signals_install();   // from here, an interruption kills the child and ends the check
     bool temp_logs = !out;
     if (out) {

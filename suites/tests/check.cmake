@@ -8,6 +8,7 @@
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_levels.c
+                                  ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_expect.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_rules.c
                                   ${PROJECT_SOURCE_DIR}/harness/emulated.c
@@ -66,6 +67,7 @@ add_test(NAME check.installed_uses_its_files COMMAND sh -c
 tdm_test_executable(check_rules)
 target_sources(test_check_rules PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_levels.c
+                                        ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_expect.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_rules.c
                                         ${PROJECT_SOURCE_DIR}/harness/emulated.c
