@@ -19,6 +19,20 @@ set(CHECK_EXPECT ${PROJECT_SOURCE_DIR}/suites/check/expectations.json)
 set(CHECK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/check)
 file(MAKE_DIRECTORY ${TEST_TMP}/check)
 add_test(NAME check.unit COMMAND test_check ${CHECK_EXPECT} ${TEST_TMP}/check)
+
+# The sustained and pulsed load's judge (harness/check_sustained_judge.c, docs/CHECK.md "Sustained
+# and pulsed load"): planted series on the recorded healthy level-2 node, malformed series refused.
+tdm_test_executable(check_sustained)
+target_sources(test_check_sustained PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                            ${PROJECT_SOURCE_DIR}/harness/check_levels.c
+                                            ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
+                                            ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                                            ${PROJECT_SOURCE_DIR}/harness/emulated.c
+                                            ${PROJECT_SOURCE_DIR}/harness/json_strict.c
+                                            ${PROJECT_SOURCE_DIR}/harness/fileio.c
+                                            ${PROJECT_SOURCE_DIR}/harness/stats.c)
+add_test(NAME check.sustained.unit COMMAND test_check_sustained ${CHECK_EXPECT}
+                                           ${CMAKE_CURRENT_SOURCE_DIR}/check/level2-healthy.json)
 # the recorded runs it leaves (we21-*) are hostile21_judge.cmake's --write-expect inputs
 set_tests_properties(check.unit PROPERTIES FIXTURES_SETUP check21_runs)
 
