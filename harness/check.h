@@ -108,6 +108,12 @@ void check_run_sustained(cJSON *gpu, int index, bool emulated, int level, double
 // sustained.power, sustained.clocks, sustained.decay, sustained.throttle and pulsed.load.
 void check_judge_sustained(cJSON *checks, const cJSON *gpu, const cJSON *model, const cJSON *expect,
                            bool emulated, int level);
+// The series SERIES ("sustained.load" or "pulsed.load") of every GPU of GPUS as a tidy CSV
+// (docs/RESULTS_FORMAT.md; suite "sustained" or "pulsed", a benchmark per GPU, x the seconds since
+// the load began, metrics sm_clock, memory_clock, power, temperature, throughput): what `bench
+// report` draws, a line per GPU (plots/sustained.gp, plots/pulsed.gp). NULL when no GPU has a
+// reading of it. The caller frees it.
+char *check_series_csv(const cJSON *gpus, const char *series, bool emulated);
 // GPU i's recorded "series", strictly (check_judge's input check): false with err naming the field.
 bool check_sustained_valid(const cJSON *gpu, int i, char *err, size_t len);
 // For the judges: one check line (check_judge.c's own form) with its fault code when it is a FAIL

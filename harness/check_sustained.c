@@ -222,3 +222,54 @@ void check_run_sustained(cJSON *gpu, int index, bool emulated, int level, double
     tdm_error_clear();
 }
 
+
+// ---- the series as a results directory's tidy CSV, for the plots ----------------------------------
+
+char *check_series_csv(const cJSON *gpus, const char *series, bool emulated) {
+    static const struct {
+        int key;
+        const char *metric, *unit;
+        double scale;
+    } cols[] = {{K_SM, "sm_clock", "MHz", 1},     {K_MEM, "memory_clock", "MHz", 1},
+                {K_POWER, "power", "W", 1},        {K_TEMP, "temperature", "C", 1},
+                {K_TFLOPS, "throughput", "TFLOP/s", 1}};
+    const char *suite = !strcmp(series, "sustained.load") ? "sustained" : "pulsed";
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    bool any = false;
+    if (!out) return NULL;
+    len = (size_t)snprintf(out, cap, "suite,benchmark,param,x,metric,unit,median,mean,stddev,cv,min,max,repetitions%s\n",
+                           emulated ? ",emulated" : "");
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) {
+        const cJSON *g;
+        cJSON_ArrayForEach(g, gpus) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(g, "series"), series);
+            const char *dev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "device"));
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "t_s");
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, check_series_keys[cols[c].key]);
+            if (!dev || strchr(dev, ',') || strchr(dev, '"') || !cJSON_IsArray(t) || !cJSON_IsArray(v)) continue;
+            for (int i = 0; i < cJSON_GetArraySize(t); i++) {
+                const cJSON *ti = cJSON_GetArrayItem(t, i), *vi = cJSON_GetArrayItem(v, i);
+                if (!cJSON_IsNumber(ti) || !cJSON_IsNumber(vi)) continue;
+                double x = vi->valuedouble * cols[c].scale;
+                while (len + 400 > cap) {
+                    char *b = realloc(out, cap *= 2);
+                    if (!b) {
+                        free(out);
+                        return NULL;
+                    }
+                    out = b;
+                }
+                len += (size_t)snprintf(out + len, cap - len, "%s,%s,t_s:%.3f,%.3f,%s,%s,%.9g,%.9g,0,0,%.9g,%.9g,1%s\n",
+                                        suite, dev, ti->valuedouble, ti->valuedouble, cols[c].metric,
+                                        cols[c].unit, x, x, x, x, emulated ? ",true" : "");
+                any = true;
+            }
+        }
+    }
+    if (!any) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}

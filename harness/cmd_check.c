@@ -143,7 +143,8 @@ static void rm_tree(const char *path) {
 
 // The files a check writes into --out DIR (besides logs/).
 static const char *const out_files[] = {"context.json", "check.csv", "check.samples.csv",
-                                        "status.json", "report.html", "report.md", NULL};
+                                        "status.json", "report.html", "report.md", "sustained.csv",
+                                        "pulsed.csv", NULL};
 
 // Whether the golden data the child runs read are there: the cases (the host's check and
 // numerics.golden replay them) and, with a GPU, the training trajectories. A wrong data root
@@ -283,7 +284,8 @@ static void utc_now(char *iso, size_t n) {
     strftime(iso, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-// context.json, status.json (with the check), the CSVs; then `bench report --no-plots DIR`.
+// context.json, status.json (with the check), the CSVs (and the load's series: sustained.csv,
+// pulsed.csv); then `bench report --no-plots DIR` (with the series: `bench report DIR`, its plots).
 static int write_results(const char *dir, int argc, char **argv, const cJSON *judged, const char *device,
                          bool emulated, const char *started) {
     writer w = {dir, cJSON_CreateArray()};
@@ -293,6 +295,14 @@ static int write_results(const char *dir, int argc, char **argv, const cJSON *ju
     free(text);
     cJSON_Delete(c);
     write_csvs(&w, judged, emulated);
+    bool series = false;   // the sustained and pulsed load's time series, for the report's plots
+    for (int k = 0; k < 2; k++) {
+        static const char *const names[] = {"sustained.load", "pulsed.load"}, *const files[] = {"sustained.csv", "pulsed.csv"};
+        char *csv = check_series_csv(cJSON_GetObjectItemCaseSensitive(judged, "gpus"), names[k], emulated);
+        if (csv) write_one(&w, files[k], csv);
+        series = series || csv;
+        free(csv);
+    }
 
     cJSON *s = cJSON_CreateObject();
     cJSON_AddBoolToObject(s, "complete", cJSON_GetArraySize(w.errors) == 0);
@@ -334,7 +344,8 @@ static int write_results(const char *dir, int argc, char **argv, const cJSON *ju
     if (lost) return 1;
 
     // the report, as `bench report` writes it (its stdout is its own), a child like the checks'
-    char *rargv[] = {"bench", "report", "--no-plots", (char *)dir, NULL};
+    // with the load's series, their plots too (a report without gnuplot says why it has none)
+    char *rargv[] = {"bench", "report", series ? (char *)dir : "--no-plots", series ? NULL : (char *)dir, NULL};
     if (check_run_child(rargv, NULL, 600, NULL, 0) != 0) {
         fprintf(stderr, "bench check: `bench report %s` failed: the results are there, the report is not\n", dir);
         return 1;
