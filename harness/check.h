@@ -2,8 +2,9 @@
  * the judging of measured figures against it (check_judge.c: a pure function of two JSON
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
  * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c), a
- * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), and the levels and
- * fault codes (check_levels.c).
+ * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), the levels and
+ * fault codes (check_levels.c), and the sustained and pulsed load with their judge
+ * (check_sustained.c, check_sustained_judge.c).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):
@@ -13,7 +14,10 @@
  *              "health": {"throttle_reasons", "temperature_c", ... null when not read, "nvml"},
  *              "numerics": {"numerics.golden": {"result": "pass"|"fail"|"error", "detail"}, ...},
  *              "driver": {"driver_version", "cuda_driver_version", "cuda_runtime_version", ...},
- *              "counters": {"seconds", "start": {"pcie_replay", ...}, "end": {...}, "xid": [...]}}],
+ *              "counters": {"seconds", "start": {"pcie_replay", ...}, "end": {...}, "xid": [...]},
+ *              "series": {"sustained.load": {"t_s": [...], "sm_clock_mhz", "mem_clock_mhz", "power_w",
+ *                         "temperature_c", "throttle_reasons", "tflops", "phase": arrays of one
+ *                         length, "target_tflops", "median_tflops", ...}, "pulsed.load": {...}}}],
  *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent,
  *    "level": 1..4, "budget_s", "elapsed_s"}
  * The judged lines of a FAIL or WARN carry "code" (TDM-Fnnn) and "remedy" (check_levels.c).
