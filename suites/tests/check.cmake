@@ -166,7 +166,7 @@ check_level_case(level3_without_series_incomplete_exit_4 level3-incomplete 4
   "echo \"$out\" | grep -E '^cuda:0 +sustained.load .* absent +expected, absent from the figures'"
   "echo \"$out\" | grep -E '^INCOMPLETE: 2 expected checks were not measured .*: cuda:0 sustained.load cuda:1 sustained.load$'")
 check_level_case(level2_healthy_exit_0 level2-healthy 0
-  "echo \"$out\" | grep -E '^PASS: 2 GPUs'" "! echo \"$out\" | grep -E 'sustained|memory.test'")
+  "echo \"$out\" | grep -E '^PASS: 2 GPUs'" "! echo \"$out\" | grep -E '^cuda:[0-9]+ +(sustained|pulsed|memory.test)'")
 check_level_case(counter_going_back_exit_2 bad-counter-backwards 2
   "echo \"$out\" | grep -F 'bench check: gpus[0].counters.pcie_replay: the end (1) is below the start (3): not one counter'")
 # Every FAIL and WARN of every figures file carries a code of docs/CHECK.md's table and a remedy.
