@@ -52,6 +52,7 @@ typedef struct {
     const char *error;
     char msg[400];
     bool nvml_said;
+    double last_t;   // the last sample's time: each comes after it (t_s increases)
 } load;
 
 static void add_reading(cJSON *a, double v) {
@@ -67,7 +68,9 @@ static void sample(load *L, const char *phase) {
         cJSON_AddStringToObject(L->s, "nvml", t.nvml);
         L->nvml_said = true;
     }
-    add_reading(L->arr[K_T], now_s() - L->t0);
+    double ts = now_s() - L->t0;
+    L->last_t = ts = ts > L->last_t ? ts : L->last_t + 1e-6;
+    add_reading(L->arr[K_T], ts);
     add_reading(L->arr[K_SM], ok && t.clock_sm_mhz >= 0 ? t.clock_sm_mhz : NAN);
     add_reading(L->arr[K_MEM], ok && t.clock_mem_mhz >= 0 ? t.clock_mem_mhz : NAN);
     add_reading(L->arr[K_POWER], ok && t.power_mw >= 0 ? t.power_mw / 1e3 : NAN);
@@ -98,30 +101,43 @@ static double products(load *L, int k, const char *phase) {
     return ms / 1e3;
 }
 
-// Windows at full speed until `seconds` passed; k products per window, resized to window_s.
-// Returns the median rate (TFLOP/s).
+// The median rate (TFLOP/s) of the series' windows of PHASE from sample FROM on; NaN for none.
+static double phase_median(load *L, const char *phase, int from) {
+    int n = cJSON_GetArraySize(L->arr[K_TFLOPS]), m = 0;
+    double *r = malloc((size_t)(n > from ? n - from : 1) * sizeof *r);
+    if (!r) return NAN;
+    for (int i = from; i < n; i++) {
+        const cJSON *v = cJSON_GetArrayItem(L->arr[K_TFLOPS], i);
+        const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(L->arr[K_PHASE], i));
+        if (cJSON_IsNumber(v) && p && !strcmp(p, phase)) r[m++] = v->valuedouble;
+    }
+    double med = m ? bench_median(r, m) : NAN;
+    free(r);
+    return med;
+}
+
+// Windows at full speed until `seconds` passed (one at least); k products per window, resized
+// to window_s. Returns the median rate (TFLOP/s) of these windows.
 static double full_speed(load *L, const char *phase, double seconds, int *k) {
-    double end = now_s() + seconds, r[4096];
-    int m = 0;
-    while (!L->error && !check_interrupted() && (m == 0 || now_s() < end)) {
+    double end = now_s() + seconds;
+    int from = cJSON_GetArraySize(L->arr[K_T]);
+    for (bool first = true; !L->error && !check_interrupted() && (first || now_s() < end); first = false) {
         double t = products(L, *k, phase);
         if (t <= 0) break;
-        double rate = *k * L->flop / t / 1e12;
-        add_rate(L, rate);
-        if (m < 4096) r[m++] = rate;
+        add_rate(L, *k * L->flop / t / 1e12);
         int next = (int)lround(*k * L->window_s / t);
         *k = next < 1 ? 1 : next > 100000 ? 100000 : next;
     }
-    return m ? bench_median(r, m) : NAN;
+    return phase_median(L, phase, from);
 }
 
 // Targeted stress: windows of five slices, each slice k products then a sleep to its deadline,
 // so that the window's throughput (its FLOPs over its wall time) is the target.
 static double stress(load *L, double seconds, double target) {
-    double end = now_s() + seconds, r[4096], slice = L->window_s / 5;
-    int m = 0, k = (int)lround(target * 1e12 * slice / L->flop);
+    double end = now_s() + seconds, slice = L->window_s / 5;
+    int k = (int)lround(target * 1e12 * slice / L->flop);
     if (k < 1) k = 1;
-    while (!L->error && !check_interrupted() && (m == 0 || now_s() < end)) {
+    for (bool first = true; !L->error && !check_interrupted() && (first || now_s() < end); first = false) {
         double w0 = now_s(), flop = 0;
         for (int s = 0; s < 5 && !L->error; s++) {
             double s0 = now_s();
@@ -130,28 +146,24 @@ static double stress(load *L, double seconds, double target) {
             sleep_s(s0 + k * L->flop / (target * 1e12) - now_s());
         }
         if (L->error) break;
-        double rate = flop / (now_s() - w0) / 1e12;
-        add_rate(L, rate);
-        if (m < 4096) r[m++] = rate;
+        add_rate(L, flop / (now_s() - w0) / 1e12);
     }
-    return m ? bench_median(r, m) : NAN;
+    return phase_median(L, "stress", 0);
 }
 
 // Pulsed load: 1 s on (full speed), 1 s off (idle, sampled at the same rate), repeated; on the
 // emulated device the periods are two windows each.
 static double pulsed(load *L, double seconds, int *k) {
-    double end = now_s() + seconds, period = 2 * L->window_s, r[4096];
-    int m = 0;
-    while (!L->error && !check_interrupted() && (m == 0 || now_s() < end)) {
-        double on = full_speed(L, "on", period, k);
-        if (isfinite(on) && m < 4096) r[m++] = on;
+    double end = now_s() + seconds, period = 2 * L->window_s;
+    for (bool first = true; !L->error && !check_interrupted() && (first || now_s() < end); first = false) {
+        (void)full_speed(L, "on", period, k);
         for (double t1 = now_s() + period; !L->error && !check_interrupted() && now_s() < t1;) {
             sample(L, "off");
             add_rate(L, 0);
             sleep_s(fmin(L->window_s, t1 - now_s()));
         }
     }
-    return m ? bench_median(r, m) : NAN;
+    return phase_median(L, "on", 0);
 }
 
 static cJSON *new_series(load *L, cJSON *parent, const char *name) {
@@ -160,11 +172,14 @@ static cJSON *new_series(load *L, cJSON *parent, const char *name) {
     cJSON_AddNumberToObject(L->s, "window_s", L->window_s);
     for (int k = 0; k < N_KEYS; k++) L->arr[k] = cJSON_AddArrayToObject(L->s, check_series_keys[k]);
     L->t0 = now_s();
+    L->last_t = -1;
     L->nvml_said = false;
     return L->s;
 }
 
 static void end_series(load *L, cJSON *medians) {
+    // a window the load's error cut short keeps its sample, without a rate: one length
+    while (cJSON_GetArraySize(L->arr[K_TFLOPS]) < cJSON_GetArraySize(L->arr[K_T])) add_rate(L, NAN);
     if (!cJSON_GetObjectItemCaseSensitive(L->s, "nvml")) cJSON_AddStringToObject(L->s, "nvml", "not read");
     cJSON_AddItemToObject(L->s, "median_tflops", medians);
     if (L->error) cJSON_AddStringToObject(L->s, "error", L->error);

@@ -165,6 +165,16 @@ check_level_case(over_budget_said_and_counted level1-over-budget 0
 check_level_case(level3_without_series_incomplete_exit_4 level3-incomplete 4
   "echo \"$out\" | grep -E '^cuda:0 +sustained.load .* absent +expected, absent from the figures'"
   "echo \"$out\" | grep -E '^INCOMPLETE: 2 expected checks were not measured .*: cuda:0 sustained.load cuda:1 sustained.load$'")
+check_level_case(sustained_thermal_throttle level3-sustained-throttle 1
+  "echo \"$out\" | grep -E '^cuda:0 +sustained.throttle +hw thermal .* FAIL +TDM-F105 +hw thermal in 85 % of the samples \\(from t = 60.0 s\\)'"
+  "echo \"$out\" | grep -E '^cuda:0 +sustained.clocks +1110 MHz +1410 MHz +0.79  FAIL +TDM-F103'"
+  "echo \"$out\" | grep -E '^cuda:0 +sustained.decay +205 TFLOP/s +250 TFLOP/s +0.82  FAIL +TDM-F104'"
+  "echo \"$out\" | grep -E '^cuda:1 +sustained.throttle +sw power cap .* PASS +66 samples. at its power cap in 48 %'"
+  "echo \"$out\" | grep -E '^FAIL: 3 checks failed: cuda:0 sustained.clocks cuda:0 sustained.decay cuda:0 sustained.throttle$'")
+check_level_case(pulsed_power_brake level4-pulsed-brake 1
+  "echo \"$out\" | grep -E '^cuda:1 +pulsed.load +hw power brake .* FAIL +TDM-F106 +hw power brake in 25 % of the samples \\(from t = 410.0 s\\)'"
+  "echo \"$out\" | grep -E '^cuda:0 +pulsed.load +sw power cap .* PASS'"
+  "echo \"$out\" | grep -E '^FAIL: 1 check failed: cuda:1 pulsed.load$'")
 check_level_case(level2_healthy_exit_0 level2-healthy 0
   "echo \"$out\" | grep -E '^PASS: 2 GPUs'" "! echo \"$out\" | grep -E '^cuda:[0-9]+ +(sustained|pulsed|memory.test)'")
 check_level_case(counter_going_back_exit_2 bad-counter-backwards 2
