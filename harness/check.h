@@ -104,10 +104,12 @@ const char *check_xid_remedy(unsigned long long xid);   // NVIDIA's Xid catalog,
 
 // ---- sustained and pulsed load (check_sustained.c, docs/CHECK.md) ------------------------------
 
-// Levels 3 and 4 on GPU index: the sustained load (calibrate, targeted stress, targeted power) and,
-// at level 4, the pulsed load, for duration_s seconds in all (NaN or 0: the level's default), each
-// as a time series in gpu's "series" ({"sustained.load": {...}, "pulsed.load": {...}}).
-void check_run_sustained(cJSON *gpu, int index, bool emulated, int level, double duration_s);
+// Levels 3 and 4 on the n GPUs of gpus (entries of check_run_gpu; index: their device indexes), all
+// at once (a thread each: the node's power supply carries them together, as in DCGM): the
+// sustained load (calibrate, targeted stress, targeted power) and, at level 4, the pulsed load,
+// for duration_s seconds in all (NaN or 0: the level's default), each as a time series in the
+// GPU's "series" ({"sustained.load": {...}, "pulsed.load": {...}}).
+void check_run_sustained(cJSON *gpus, const int *index, int n, int level, double duration_s);
 // The judge of those series (pure; a one-line hook of check_judge): the lines sustained.stress,
 // sustained.power, sustained.clocks, sustained.decay, sustained.throttle and pulsed.load.
 void check_judge_sustained(cJSON *checks, const cJSON *gpu, const cJSON *model, const cJSON *expect,
@@ -288,7 +290,6 @@ typedef struct {
     char logdir[4096];      // where the runs' outputs and dumps go
     double timeout_s;       // each child run's limit
     int level;              // 1 to 4 (check_levels.c): which checks run
-    double duration_s;      // levels 3 and 4: the sustained part's seconds (NaN: the default)
 } check_run_opts;
 
 // Children and signals: check_signals_install() makes SIGINT, SIGTERM and SIGHUP kill the running

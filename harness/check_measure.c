@@ -658,7 +658,6 @@ cJSON *check_run_gpu(int index, const check_run_opts *o) {
     if (!cJSON_GetObjectItemCaseSensitive(g, "health")) {   // the load failed: read at idle
         if (props) props_health(g, &p, false);
     }
-    if (!check_interrupted()) check_run_sustained(g, index, emu, o->level, o->duration_s);
     (void)tdm_memory_empty_cache(d);
     tdm_error_clear();
     return g;

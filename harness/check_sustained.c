@@ -1,8 +1,8 @@
 /* check_sustained.c — `bench check`'s sustained load (level 3: `sustained.load`) and pulsed load
- * (level 4: `pulsed.load`), docs/CHECK.md "Sustained and pulsed load": the load on one GPU, its
- * time series (clocks, power, temperature, throttle reasons, throughput, sampled at 2 Hz) in the
- * GPU's "series", and the judge of those series (pure: recorded or planted series are judged the
- * same, suites/tests/test_check.c), with the strict check of recorded series.
+ * (level 4: `pulsed.load`), docs/CHECK.md "Sustained and pulsed load": the load on every GPU at
+ * once (a thread each), its time series (clocks, power, temperature, throttle reasons, throughput,
+ * sampled at 2 Hz) in each GPU's "series", and those series as the tidy CSV the report plots. Their
+ * judge and the strict check of recorded series are check_sustained_judge.c's.
  *
  * The load is a bf16 GEMM (tdm_matmul, n x n: 8192 on a GPU, 64 on the emulated device) in windows
  * (0.5 s on a GPU), each timed by CUDA events, and one telemetry sample per window, read while the
@@ -16,6 +16,7 @@
  * "tflops", "phase"} arrays of one length (null: not read), and "n", "window_s", "target_tflops",
  * "median_tflops" ({phase: median}), "nvml" (why NVML did not answer, "" when it did), "error". */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,11 +191,18 @@ static void add_median(cJSON *m, const char *phase, double v) {
     else cJSON_AddNullToObject(m, phase);
 }
 
-void check_run_sustained(cJSON *gpu, int index, bool emulated, int level, double duration_s) {
-    if (level < 3) return;
+// The phases' seconds of a level: level 3: stress and power, half each; level 4: 35 %, 35 % and
+// the pulses 30 %.
+static void phase_seconds(int level, double duration_s, double *st, double *pw, double *pu) {
     double total = isfinite(duration_s) && duration_s > 0 ? duration_s : level == 3 ? 780 : 3300;
-    // level 3: stress and power, half each; level 4: 35 %, 35 % and the pulses 30 %
-    double st = level == 3 ? total / 2 : total * 0.35, pw = st, pu = level == 3 ? 0 : total * 0.30;
+    *st = *pw = level == 3 ? total / 2 : total * 0.35;
+    *pu = level == 3 ? 0 : total * 0.30;
+}
+
+// One GPU's loads, into a new "series" object.
+static cJSON *run_one(int index, bool emulated, int level, double duration_s) {
+    double st, pw, pu;
+    phase_seconds(level, duration_s, &st, &pw, &pu);
     load L = {.d = {TDM_DEVICE_CUDA, index}, .n = emulated ? 64 : 8192};
     L.flop = 2.0 * (double)L.n * (double)L.n * (double)L.n;
     L.window_s = emulated ? fmin(0.5, fmax(0.05, st / 4)) : 0.5;
@@ -207,9 +215,7 @@ void check_run_sustained(cJSON *gpu, int index, bool emulated, int level, double
         snprintf(L.msg, sizeof L.msg, "%s", tdm_last_error());
         L.error = L.msg;
     }
-    cJSON *series = cJSON_AddObjectToObject(gpu, "series");
-    fprintf(stderr, "bench check: cuda:%d: sustained load, %.0f s targeted stress and %.0f s targeted power%s ...\n",
-            index, st, pw, pu > 0 ? ", then the pulsed load" : "");
+    cJSON *series = cJSON_CreateObject();
     new_series(&L, series, "sustained.load");
     cJSON *med = cJSON_CreateObject();
     int k = 1;
@@ -235,6 +241,55 @@ void check_run_sustained(cJSON *gpu, int index, bool emulated, int level, double
     tdm_tensor_free(L.b);
     tdm_tensor_free(L.c);
     tdm_error_clear();
+    return series;
+}
+
+typedef struct {
+    int index, level;
+    bool emulated;
+    double duration_s;
+    cJSON *series;
+} gpu_load;
+
+static void *run_thread(void *arg) {
+    gpu_load *g = arg;
+    g->series = run_one(g->index, g->emulated, g->level, g->duration_s);
+    return NULL;
+}
+
+void check_run_sustained(cJSON *gpus, const int *index, int n, int level, double duration_s) {
+    if (level < 3 || n < 1) return;
+    double st, pw, pu;
+    phase_seconds(level, duration_s, &st, &pw, &pu);
+    char who[48];
+    if (n == 1) snprintf(who, sizeof who, "cuda:%d", index[0]);
+    else snprintf(who, sizeof who, "%d GPUs at once", n);
+    fprintf(stderr, "bench check: %s: sustained load, %.0f s targeted stress and %.0f s targeted power%s ...\n",
+            who, st, pw, pu > 0 ? ", then the pulsed load" : "");
+    gpu_load *g = calloc((size_t)n, sizeof *g);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    bool *started = calloc((size_t)n, sizeof *started);
+    if (!g || !th || !started) {
+        free(g);
+        free(th);
+        free(started);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(gpus, i);
+        g[i] = (gpu_load){index[i], level, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "emulated")), duration_s, NULL};
+        started[i] = pthread_create(&th[i], NULL, run_thread, &g[i]) == 0;
+        if (!started[i]) run_thread(&g[i]);   // no thread: this GPU's load runs alone, here
+    }
+    for (int i = 0; i < n; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        cJSON *e = cJSON_GetArrayItem(gpus, i);
+        if (e && g[i].series) cJSON_AddItemToObject(e, "series", g[i].series);
+        else cJSON_Delete(g[i].series);
+    }
+    free(g);
+    free(th);
+    free(started);
 }
 
 

@@ -633,8 +633,7 @@ int bench_check(int argc, char **argv) {
             }
         }
     }
-    check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200, .level = level,
-                        .duration_s = duration};
+    check_run_opts o = {.quick = quick, .seed = seed, .timeout_s = quick ? 300 : 1200, .level = level};
     check_signals_install();   // from here, an interruption kills the child and ends the check
     bool temp_logs = !out;
     if (out) {
@@ -712,6 +711,8 @@ int bench_check(int argc, char **argv) {
         fprintf(stderr, "bench check: %d GPUs: all-reduce and peer copies ...\n", n);
         check_run_multi(gpus, index, n, &o);
     }
+    if (n && !check_interrupted() && check_level_runs(level, "sustained.load"))   // levels 3 and 4
+        check_run_sustained(gpus, index, n, level, duration);
     for (int i = 0; i < n; i++) {   // the counters' ends, and the Xids that came in between
         cJSON *g = cJSON_GetArrayItem(gpus, i);
         if (g && !check_interrupted()) check_counters_end(g, counters[i], index[i]);

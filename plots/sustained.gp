@@ -17,6 +17,8 @@ if (!exists("load")) load = 'sustained load (calibrate, targeted stress, targete
 if (kind eq 'lines') {
     title = what.' during the '.load.', a line per GPU'
     xlabel = 'seconds since the load began'
+    logx = 0   # time runs on a linear axis (bench plot asks for log x when x spans decades)
+    logy = 0
 }
 # (outside any { } block: gnuplot reads a file loaded inside one as a block of new-style code)
 load scripts.'/'.(kind eq 'bars' ? 'bars.gp' : 'lines.gp')
