@@ -17,7 +17,6 @@
  * "median_tflops" ({phase: median}), "nvml" (why NVML did not answer, "" when it did), "error". */
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,8 @@
  * hw thermal throttle from t = 60 s, hw slowdown, the sw power cap alone, throughput that decays,
  * targeted power below 0.75 x the fleet's figure and below the datasheet's threshold, targeted
  * stress that misses its target, the power brake during the pulses, an emulated GPU, a series that
- * is absent or whose load failed — and malformed series, refused as bad input with the field named.
+ * is absent or whose load failed — and malformed series, refused as bad input with the field named;
+ * and tdm_device_telemetry_read on the cpu (unsupported).
  * usage: test_check_sustained EXPECTATIONS_JSON LEVEL2_HEALTHY_JSON */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "check.h"            // the tests' CHECK macros (suites/tests/check.h)
 #include "harness/check.h"    // bench check's parts
 #include "harness/fileio.h"
+#include "tandem/tandem.h"
 
 static cJSON *expect, *healthy;
 
@@ -380,6 +382,14 @@ static void test_malformed(void) {
     cJSON_Delete(f);
 }
 
+// tdm_device_telemetry_read: the cpu has no such readings (unsupported, said), no out is an error.
+static void test_telemetry_api(void) {
+    tdm_device_telemetry t;
+    CHECK(tdm_device_telemetry_read(TDM_CPU, &t) == TDM_ERR_UNSUPPORTED && strstr(tdm_last_error(), "telemetry"));
+    CHECK(tdm_device_telemetry_read(TDM_CPU, NULL) == TDM_ERR_ARG);
+    tdm_error_clear();
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_check_sustained EXPECTATIONS_JSON LEVEL2_HEALTHY_JSON\n");
@@ -401,6 +411,7 @@ int main(int argc, char **argv) {
     test_pulsed();
     test_absent_error_emulated();
     test_malformed();
+    test_telemetry_api();
     cJSON_Delete(expect);
     cJSON_Delete(healthy);
     CHECK_DONE("test_check_sustained");
