@@ -213,6 +213,13 @@ static void emulated_line(cJSON *checks, const char *check, double v, const char
                      what);
 }
 
+// Why an emulated run has no clocks-event reason: no NVML there (the series' "nvml" says why), or
+// a stand-in NVML that does not give them.
+static const char *no_nvml(const cJSON *o) {
+    const char *why = cJSON_GetStringValue(item(o, "nvml"));
+    return why && why[0] ? "the emulated device has no NVML" : "no clocks-event reason was read (NVML)";
+}
+
 static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, const cJSON *model,
                             const cJSON *expect, bool emulated) {
     const cJSON *med = item(o, "median_tflops");
@@ -230,7 +237,7 @@ static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, cons
         bool any = false;
         for (int i = 0; i < s->n; i++) any = any || isfinite(s->v[K_THROTTLE][i]);
         if (any) judge_throttle(checks, "sustained.throttle", s, load_phases, "TDM-F105", "during the sustained load");
-        else emulated_line(checks, "sustained.throttle", NAN, "the emulated device has no NVML");
+        else emulated_line(checks, "sustained.throttle", NAN, no_nvml(o));
         return;
     }
     char note[400], why[160];
