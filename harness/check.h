@@ -68,6 +68,12 @@ enum {
 // diagnostic PCIe test's default limit (pcie.max_pcie_replays).
 #define CHECK_PCIE_REPLAY_FAIL 80
 
+// NVML's clocks-event reasons that are a fault under load (nvml.throttle, sustained.throttle,
+// pulsed.load): hw slowdown (0x8), sw thermal (0x20), hw thermal (0x40), hw power brake (0x80).
+// The sw power cap (0x4) is normal at full load.
+#define CHECK_THROTTLE_BAD ((1ULL << 3) | (1ULL << 5) | (1ULL << 6) | (1ULL << 7))
+#define CHECK_THROTTLE_POWER_CAP (1ULL << 2)
+
 // The checks whose figures are performance (judged against the model, and across siblings).
 extern const char *const check_perf_names[];   // NULL-terminated: "memory.d2d", "gemm.tf32", ...
 

@@ -363,7 +363,7 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
         char names[300];
         check_throttle_names(r, names, sizeof names);
         unsigned long long bits = (unsigned long long)r;
-        const unsigned long long bad = (1ULL << 3) | (1ULL << 5) | (1ULL << 6) | (1ULL << 7);
+        const unsigned long long bad = CHECK_THROTTLE_BAD;
         coded(add_line(checks, "nvml.throttle", NAN, names, NULL, NAN,
                  "no hw slowdown, thermal or power brake", NAN, bits & bad ? CHECK_FAIL : CHECK_PASS,
                  "%s%s%s", bits & bad ? "clocks held down by the hardware or by heat" : "",

@@ -16,9 +16,5 @@ extern const char *const check_series_phases[5];
 #define SUSTAINED_TARGET 0.8
 #define SUSTAINED_HOLD 0.9
 #define SUSTAINED_DROP 0.10
-// NVML's clocks-event reasons that are a fault under load: hw slowdown (0x8), sw thermal (0x20),
-// hw thermal (0x40), hw power brake (0x80). The sw power cap (0x4) is normal at full power.
-#define THROTTLE_BAD ((1ULL << 3) | (1ULL << 5) | (1ULL << 6) | (1ULL << 7))
-#define THROTTLE_POWER_CAP (1ULL << 2)
 
 #endif

@@ -96,7 +96,7 @@ static double power_capped_last(const series *s, const char *phase) {
         int i = s->n - 1 - j;
         if (!in_phase(s, i, phase) || !isfinite(s->v[K_THROTTLE][i])) continue;
         got++;
-        capped += ((unsigned long long)s->v[K_THROTTLE][i] & THROTTLE_POWER_CAP) != 0;
+        capped += ((unsigned long long)s->v[K_THROTTLE][i] & CHECK_THROTTLE_POWER_CAP) != 0;
     }
     return got ? (double)capped / got : 0;
 }
@@ -114,10 +114,10 @@ static void judge_throttle(cJSON *checks, const char *check, const series *s, co
         if (!in || !isfinite(s->v[K_THROTTLE][i])) continue;
         read++;
         unsigned long long r = (unsigned long long)s->v[K_THROTTLE][i];
-        capped += (r & THROTTLE_POWER_CAP) != 0;
-        bad += (r & THROTTLE_BAD) != 0;
+        capped += (r & CHECK_THROTTLE_POWER_CAP) != 0;
+        bad += (r & CHECK_THROTTLE_BAD) != 0;
         for (int b = 0; b < 64; b++)
-            if (r & THROTTLE_BAD & (1ULL << b)) {
+            if (r & CHECK_THROTTLE_BAD & (1ULL << b)) {
                 if (!count[b]++) first[b] = s->v[K_T][i];
                 seen |= 1ULL << b;
             }
