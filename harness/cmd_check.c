@@ -302,8 +302,9 @@ static int write_results(const char *dir, int argc, char **argv, const cJSON *ju
     for (int k = 0; k < 2; k++) {
         static const char *const names[] = {"sustained.load", "pulsed.load"}, *const files[] = {"sustained.csv", "pulsed.csv"};
         char *csv = check_series_csv(cJSON_GetObjectItemCaseSensitive(judged, "gpus"), names[k], emulated);
-        if (csv) write_one(&w, files[k], csv);
-        series = series || csv;
+        if (!csv) continue;
+        write_one(&w, files[k], csv);
+        series = true;
         free(csv);
     }
 
