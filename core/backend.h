@@ -59,6 +59,8 @@ struct tdm_backend_ops {
     tdm_status (*device_props)(int device_index, tdm_device_props *out);
     // optional: tandem.h's tdm_device_xid_events (index already checked)
     tdm_status (*device_xid_events)(int device_index, uint64_t *xids, int max, int *n);
+    // optional: tandem.h's tdm_device_telemetry_read (index already checked)
+    tdm_status (*device_telemetry)(int device_index, tdm_device_telemetry *out);
     void *(*alloc)(size_t nbytes, int device_index);   // NULL + error on failure
     void (*free)(void *ptr, size_t nbytes, int device_index);   // nbytes: as passed to alloc
     // What the backend's allocator holds on a device (tandem/memory.h); index already checked

@@ -75,3 +75,14 @@ tdm_status tdm_device_xid_events(tdm_device d, uint64_t *xids, int max, int *n) 
                              be->name, tdm_device_str(d, name, sizeof name));
     return be->device_xid_events(d.index, xids, max, n);
 }
+
+tdm_status tdm_device_telemetry_read(tdm_device d, tdm_device_telemetry *out) {
+    if (!out) return tdm_error_set(TDM_ERR_ARG, "device telemetry: out is NULL");
+    if (!tdm_device_available(d)) return tdm_last_status();
+    const struct tdm_backend_ops *be = tdm_backend_get(d.type);
+    char name[32];
+    if (!be->device_telemetry)
+        return tdm_error_set(TDM_ERR_UNSUPPORTED, "the %s backend has no telemetry for %s",
+                             be->name, tdm_device_str(d, name, sizeof name));
+    return be->device_telemetry(d.index, out);
+}

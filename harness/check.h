@@ -2,8 +2,9 @@
  * the judging of measured figures against it (check_judge.c: a pure function of two JSON
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
  * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c), a
- * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), and the levels and
- * fault codes (check_levels.c).
+ * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), the levels and
+ * fault codes (check_levels.c), and the sustained and pulsed load with their judge
+ * (check_sustained.c, check_sustained_judge.c).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):
@@ -13,7 +14,10 @@
  *              "health": {"throttle_reasons", "temperature_c", ... null when not read, "nvml"},
  *              "numerics": {"numerics.golden": {"result": "pass"|"fail"|"error", "detail"}, ...},
  *              "driver": {"driver_version", "cuda_driver_version", "cuda_runtime_version", ...},
- *              "counters": {"seconds", "start": {"pcie_replay", ...}, "end": {...}, "xid": [...]}}],
+ *              "counters": {"seconds", "start": {"pcie_replay", ...}, "end": {...}, "xid": [...]},
+ *              "series": {"sustained.load": {"t_s": [...], "sm_clock_mhz", "mem_clock_mhz", "power_w",
+ *                         "temperature_c", "throttle_reasons", "tflops", "phase": arrays of one
+ *                         length, "target_tflops", "median_tflops", ...}, "pulsed.load": {...}}}],
  *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent,
  *    "level": 1..4, "budget_s", "elapsed_s"}
  * The judged lines of a FAIL or WARN carry "code" (TDM-Fnnn) and "remedy" (check_levels.c).
@@ -64,6 +68,12 @@ enum {
 // diagnostic PCIe test's default limit (pcie.max_pcie_replays).
 #define CHECK_PCIE_REPLAY_FAIL 80
 
+// NVML's clocks-event reasons that are a fault under load (nvml.throttle, sustained.throttle,
+// pulsed.load): hw slowdown (0x8), sw thermal (0x20), hw thermal (0x40), hw power brake (0x80).
+// The sw power cap (0x4) is normal at full load.
+#define CHECK_THROTTLE_BAD ((1ULL << 3) | (1ULL << 5) | (1ULL << 6) | (1ULL << 7))
+#define CHECK_THROTTLE_POWER_CAP (1ULL << 2)
+
 // The checks whose figures are performance (judged against the model, and across siblings).
 extern const char *const check_perf_names[];   // NULL-terminated: "memory.d2d", "gemm.tf32", ...
 
@@ -97,6 +107,33 @@ typedef struct {
 const check_code *check_codes(void);   // ended by a row with code NULL
 const check_code *check_code_of(const char *code);
 const char *check_xid_remedy(unsigned long long xid);   // NVIDIA's Xid catalog, in short
+
+// ---- sustained and pulsed load (check_sustained.c, docs/CHECK.md) ------------------------------
+
+// Levels 3 and 4 on the n GPUs of gpus (entries of check_run_gpu; index: their device indexes), all
+// at once (a thread each: the node's power supply carries them together, as in DCGM): the
+// sustained load (calibrate, targeted stress, targeted power) and, at level 4, the pulsed load,
+// for duration_s seconds in all (NaN or 0: the level's default), each as a time series in the
+// GPU's "series" ({"sustained.load": {...}, "pulsed.load": {...}}).
+void check_run_sustained(cJSON *gpus, const int *index, int n, int level, double duration_s);
+// The judge of those series (pure; a one-line hook of check_judge): the lines sustained.stress,
+// sustained.power, sustained.clocks, sustained.decay, sustained.throttle and pulsed.load.
+void check_judge_sustained(cJSON *checks, const cJSON *gpu, const cJSON *model, const cJSON *expect,
+                           bool emulated, int level);
+// The series SERIES ("sustained.load" or "pulsed.load") of every GPU of GPUS as a tidy CSV
+// (docs/RESULTS_FORMAT.md; suite "sustained" or "pulsed", a benchmark per GPU, x the seconds since
+// the load began, metrics sm_clock, memory_clock, power, temperature, throughput): what `bench
+// report` draws, a line per GPU (plots/sustained.gp, plots/pulsed.gp). NULL when no GPU has a
+// reading of it. The caller frees it.
+char *check_series_csv(const cJSON *gpus, const char *series, bool emulated);
+// GPU i's recorded "series", strictly (check_judge's input check): false with err naming the field.
+bool check_sustained_valid(const cJSON *gpu, int i, char *err, size_t len);
+// For the judges: one check line (check_judge.c's own form) with its fault code when it is a FAIL
+// or WARN (code NULL: none); and NVML's clocks-event reasons by name ("hw thermal, sw power cap").
+cJSON *check_judge_line(cJSON *checks, const char *check, double measured, const char *measured_text,
+                        const char *unit, double expected, const char *expected_text, double ratio,
+                        const char *verdict, const char *code, const char *note);
+void check_throttle_names(double reasons, char *buf, size_t n);
 
 // ---- the expectations file -----------------------------------------------------------------
 

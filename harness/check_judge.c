@@ -79,6 +79,14 @@ static cJSON *coded(cJSON *line, const char *code, const char *remedy) {
     return line;
 }
 
+cJSON *check_judge_line(cJSON *checks, const char *check, double measured, const char *measured_text,
+                        const char *unit, double expected, const char *expected_text, double ratio,
+                        const char *verdict, const char *code, const char *note) {
+    cJSON *line = add_line(checks, check, measured, measured_text, unit, expected, expected_text, ratio,
+                           verdict, "%s", note ? note : "");
+    return code ? coded(line, code, NULL) : line;
+}
+
 static const char *by_threshold(double ratio, const cJSON *t) {
     if (!isfinite(ratio)) return CHECK_MISSING;
     if (ratio < num(t, "fail")) return CHECK_FAIL;
@@ -312,7 +320,7 @@ static void judge_link(cJSON *checks, const cJSON *gpu, const cJSON *model, bool
 
 // ---- NVML's health readings: missing readings are reported, never guessed -------------------------
 
-static void throttle_names(double r, char *buf, size_t n) {
+void check_throttle_names(double r, char *buf, size_t n) {
     static const char *names[] = {"gpu idle",    "applications clocks", "sw power cap",
                                   "hw slowdown", "sync boost",          "sw thermal",
                                   "hw thermal",  "hw power brake",      "display clocks"};
@@ -357,9 +365,9 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
     if (!isfinite(r)) add_line(checks, "nvml.throttle", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
     else {
         char names[300];
-        throttle_names(r, names, sizeof names);
+        check_throttle_names(r, names, sizeof names);
         unsigned long long bits = (unsigned long long)r;
-        const unsigned long long bad = (1ULL << 3) | (1ULL << 5) | (1ULL << 6) | (1ULL << 7);
+        const unsigned long long bad = CHECK_THROTTLE_BAD;
         coded(add_line(checks, "nvml.throttle", NAN, names, NULL, NAN,
                  "no hw slowdown, thermal or power brake", NAN, bits & bad ? CHECK_FAIL : CHECK_PASS,
                  "%s%s%s", bits & bad ? "clocks held down by the hardware or by heat" : "",
@@ -950,6 +958,7 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
                  valid_health(item(g, "health"), i, err, len) &&
                  valid_counters(item(g, "counters"), i, err, len) &&
                  valid_driver(item(g, "driver"), i, err, len) &&
+                 check_sustained_valid(g, i, err, len) &&
                  valid_runs(item(g, "numerics"), where, err, len);
         if (!ok) break;
         devs[i++] = str(g, "device");
@@ -1060,6 +1069,7 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
         judge_link(checks, go, model, emulated);
         judge_health(checks, go, emulated, level, leveled);
         judge_counters(checks, go, emulated, leveled);
+        check_judge_sustained(checks, go, model, expect, emulated, level);
         not_implemented(checks, level);
         gi++;
     }

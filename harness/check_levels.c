@@ -38,9 +38,9 @@ static const check_level_row level_rows[] = {
     {"multi.allreduce", 2, true, "all-reduce bus bandwidth (2 to 16 GPUs)"},
     {"multi.peer", 2, true, "peer copies, every ordered pair (2 to 16 GPUs)"},
     {"nvml.clocks", 2, true, "SM clock under load against its maximum"},
-    {"sustained.load", 3, false, "sustained GEMM load: clocks, power and temperature over minutes"},
+    {"sustained.load", 3, true, "sustained GEMM load: clocks, power and temperature over minutes"},
     {"memory.test", 4, true, "a device memory test (patterns over the free memory)"},
-    {"pulsed.load", 4, false, "pulsed load: power transients"},
+    {"pulsed.load", 4, true, "pulsed load: power transients"},
     {NULL, 0, false, NULL}};
 
 const check_level_row *check_level_rows(void) { return level_rows; }
@@ -78,6 +78,9 @@ double check_level_budget_s(int level, bool quick, int n_gpus, double duration_s
 #define NV_MEM "NVIDIA GPU memory error management (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt)"
 #define NV_DPR "NVIDIA dynamic page retirement (docs.nvidia.com/deploy/dynamic-page-retirement)"
 #define NV_NVML "NVML API reference (docs.nvidia.com/deploy/nvml-api)"
+#define DCGM_STRESS "DCGM diagnostics, targeted stress (docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html)"
+#define DCGM_POWER "DCGM diagnostics, targeted power (docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html)"
+#define NV_EVENTS "NVML API reference, clocks-event reasons (docs.nvidia.com/deploy/nvml-api, nvmlClocksEventReasons)"
 #define DCGM "DCGM diagnostics (docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html)"
 
 static const check_code codes[] = {
@@ -163,6 +166,27 @@ static const check_code codes[] = {
      "CUDA compatibility (docs.nvidia.com/deploy/cuda-compatibility)"},
     {"TDM-F090", "the level ran past its time budget",
      "a slow node or a budget too tight: the logs have each run's seconds", "docs/CHECK.md"},
+    {"TDM-F100", "the sustained or pulsed load could not run",
+     "read the note: an error of the GEMM or its events under load is a GPU fault: reset the GPU and rerun; drain it if it recurs",
+     DCGM_STRESS},
+    {"TDM-F101", "targeted stress could not hold its target",
+     "the GPU could not keep 0.8 x its own first rate: check clocks, power and temperature over the run (the plots, `nvidia-smi -q -d PERFORMANCE`); `dcgmi diag -r 3`",
+     DCGM_STRESS},
+    {"TDM-F102", "targeted power throughput below the model's",
+     "check the power limit (`nvidia-smi -q -d POWER`), clocks and cooling; compare with siblings; `dcgmi diag -r 3` (targeted power)",
+     DCGM_POWER},
+    {"TDM-F103", "the SM clock fell during the load without a power cap",
+     "heat or the hardware lowered the clock: check cooling (fans, airflow, inlet) and the clocks-event reasons over the run (`nvidia-smi -q -d PERFORMANCE`)",
+     NV_EVENTS},
+    {"TDM-F104", "throughput decayed during targeted power",
+     "the GPU slowed as it ran: check temperature and clocks over the run; cooling; reset and rerun, drain it if it stays",
+     DCGM_POWER},
+    {"TDM-F105", "throttled for heat or by the hardware under sustained load",
+     "by the reason named: hw slowdown or power brake: the board's power delivery or an external signal (PSU, baseboard); thermal: cooling (fans, airflow, inlet temperature, heat sink)",
+     NV_EVENTS},
+    {"TDM-F106", "throttled by the hardware during the pulsed load",
+     "power transients tripped hw slowdown or the power brake: check the PSUs and the board's power delivery; thermal: cooling",
+     NV_EVENTS},
     {NULL, NULL, NULL, NULL}};
 
 const check_code *check_codes(void) { return codes; }

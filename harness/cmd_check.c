@@ -54,11 +54,14 @@ static void check_usage(FILE *f) {
             "  --level N  1: seconds: driver, libraries, NVML health, the link, persistence,\n"
             "             remapped rows, retired pages and the error counters (no load);\n"
             "             2: about 2 minutes a GPU (= --quick); 3: about 15 minutes, + the sustained\n"
-            "             checks; 4: an hour, + the memory test and pulsed load. Each level's time\n"
+            "             load (targeted stress, targeted power; clocks, power, temperature and\n"
+            "             throttle reasons sampled at 2 Hz); 4: an hour, + the memory test and the\n"
+            "             pulsed load. Each level's time\n"
             "             budget is printed before it starts; a run past it is a WARN (TDM-F090).\n"
             "             Checks of levels 3 and 4 not yet implemented are listed as not run\n"
             "             (exit 4). Without --level and --quick: level 2's checks at full sizes\n"
-            "  --duration S  levels 3 and 4: seconds of their sustained part (default 780, 3300)\n"
+            "  --duration S  levels 3 and 4: seconds of their sustained part (default 780, 3300):\n"
+            "             level 3 half stress, half power; level 4 35 %%, 35 %% and 30 %% pulses\n"
             "  --quick    level 2: smaller sizes, a case per op, 8 training runs (docs/CHECK.md)\n"
             "  --expect   an expectations file (default: suites/check/expectations.json)\n"
             "  --out DIR  also write a results directory (bench run's format, a \"check\" section\n"
@@ -143,7 +146,8 @@ static void rm_tree(const char *path) {
 
 // The files a check writes into --out DIR (besides logs/).
 static const char *const out_files[] = {"context.json", "check.csv", "check.samples.csv",
-                                        "status.json", "report.html", "report.md", NULL};
+                                        "status.json", "report.html", "report.md", "sustained.csv",
+                                        "pulsed.csv", NULL};
 
 // Whether the golden data the child runs read are there: the cases (the host's check and
 // numerics.golden replay them) and, with a GPU, the training trajectories. A wrong data root
@@ -283,7 +287,8 @@ static void utc_now(char *iso, size_t n) {
     strftime(iso, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-// context.json, status.json (with the check), the CSVs; then `bench report --no-plots DIR`.
+// context.json, status.json (with the check), the CSVs (and the load's series: sustained.csv,
+// pulsed.csv); then `bench report --no-plots DIR` (with the series: `bench report DIR`, its plots).
 static int write_results(const char *dir, int argc, char **argv, const cJSON *judged, const char *device,
                          bool emulated, const char *started) {
     writer w = {dir, cJSON_CreateArray()};
@@ -293,6 +298,15 @@ static int write_results(const char *dir, int argc, char **argv, const cJSON *ju
     free(text);
     cJSON_Delete(c);
     write_csvs(&w, judged, emulated);
+    bool series = false;   // the sustained and pulsed load's time series, for the report's plots
+    for (int k = 0; k < 2; k++) {
+        static const char *const names[] = {"sustained.load", "pulsed.load"}, *const files[] = {"sustained.csv", "pulsed.csv"};
+        char *csv = check_series_csv(cJSON_GetObjectItemCaseSensitive(judged, "gpus"), names[k], emulated);
+        if (!csv) continue;
+        write_one(&w, files[k], csv);
+        series = true;
+        free(csv);
+    }
 
     cJSON *s = cJSON_CreateObject();
     cJSON_AddBoolToObject(s, "complete", cJSON_GetArraySize(w.errors) == 0);
@@ -334,7 +348,8 @@ static int write_results(const char *dir, int argc, char **argv, const cJSON *ju
     if (lost) return 1;
 
     // the report, as `bench report` writes it (its stdout is its own), a child like the checks'
-    char *rargv[] = {"bench", "report", "--no-plots", (char *)dir, NULL};
+    // with the load's series, their plots too (a report without gnuplot says why it has none)
+    char *rargv[] = {"bench", "report", series ? (char *)dir : "--no-plots", series ? NULL : (char *)dir, NULL};
     if (check_run_child(rargv, NULL, 600, NULL, 0) != 0) {
         fprintf(stderr, "bench check: `bench report %s` failed: the results are there, the report is not\n", dir);
         return 1;
@@ -697,6 +712,8 @@ int bench_check(int argc, char **argv) {
         fprintf(stderr, "bench check: %d GPUs: all-reduce and peer copies ...\n", n);
         check_run_multi(gpus, index, n, &o);
     }
+    if (n && !check_interrupted() && check_level_runs(level, "sustained.load"))   // levels 3 and 4
+        check_run_sustained(gpus, index, n, level, duration);
     for (int i = 0; i < n; i++) {   // the counters' ends, and the Xids that came in between
         cJSON *g = cJSON_GetArrayItem(gpus, i);
         if (g && !check_interrupted()) check_counters_end(g, counters[i], index[i]);

@@ -75,6 +75,7 @@ struct nvml_api {
     int (*persistence)(nvml_device, int *);
     int (*ecc)(nvml_device, int *, int *);
     int (*power_limit)(nvml_device, unsigned *);   // milliwatts
+    int (*power_usage)(nvml_device, unsigned *);   // milliwatts, the board's draw now
     int (*throttle)(nvml_device, unsigned long long *);
     // health (bench check): temperature and its slowdown threshold, HBM row remapping, page
     // retirement (before Ampere), uncorrected ECC error counts
@@ -117,6 +118,7 @@ static void nvml_load(struct nvml_api *n) {
     NVML_SYM(persistence, "nvmlDeviceGetPersistenceMode");
     NVML_SYM(ecc, "nvmlDeviceGetEccMode");
     NVML_SYM(power_limit, "nvmlDeviceGetPowerManagementLimit");
+    NVML_SYM(power_usage, "nvmlDeviceGetPowerUsage");
     NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksEventReasons");   // the name since r535
     if (!n->throttle) NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
     NVML_SYM(temperature_v, "nvmlDeviceGetTemperatureV");   // newer drivers
@@ -384,6 +386,54 @@ static tdm_status cuda_device_xid_events(int device_index, uint64_t *xids, int m
     return st;
 }
 
+// Telemetry (tandem.h tdm_device_telemetry_read): the device's NVML handle found once (through its
+// PCI bus id, which needs cudaGetDeviceProperties: too slow to call at every sample), then only
+// NVML's cheap readings.
+static nvml_device cuda_nvml_handles[64];
+static char cuda_nvml_why[64][128];   // why a device has no handle ("" while not looked up)
+static pthread_mutex_t cuda_nvml_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static tdm_status cuda_device_telemetry(int device_index, tdm_device_telemetry *out) {
+    memset(out, 0, sizeof *out);
+    out->clock_sm_mhz = out->clock_mem_mhz = out->power_mw = out->temperature_c = -1;
+    out->throttle_reasons = -1;
+    if (device_index < 0 || device_index >= 64)
+        return tdm_error_set(TDM_ERR_DEVICE, "cuda:%d: telemetry for cuda:0..63 only", device_index);
+    const struct nvml_api *n = nvml_get();
+    if (n->why[0]) {
+        snprintf(out->nvml, sizeof out->nvml, "%s", n->why);
+        return TDM_OK;
+    }
+    pthread_mutex_lock(&cuda_nvml_lock);
+    if (!cuda_nvml_handles[device_index] && !cuda_nvml_why[device_index][0]) {
+        cudaDeviceProp p;
+        char bus[32];
+        int rc;
+        if (cudaGetDeviceProperties(&p, device_index) != cudaSuccess) {
+            (void)cudaGetLastError();
+            snprintf(cuda_nvml_why[device_index], sizeof cuda_nvml_why[0], "no properties for NVML");
+        } else if (snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID,
+                            p.pciDeviceID) > 0 &&
+                   (rc = n->handle_by_pci(bus, &cuda_nvml_handles[device_index])) != 0) {
+            cuda_nvml_handles[device_index] = NULL;
+            snprintf(cuda_nvml_why[device_index], sizeof cuda_nvml_why[0], "NVML does not know %s: %s",
+                     bus, n->error_string ? n->error_string(rc) : "error");
+        }
+    }
+    nvml_device d = cuda_nvml_handles[device_index];
+    snprintf(out->nvml, sizeof out->nvml, "%s", cuda_nvml_why[device_index]);
+    pthread_mutex_unlock(&cuda_nvml_lock);
+    if (!d) return TDM_OK;
+    out->clock_sm_mhz = nvml_clock(n->clock, d, NVML_CLOCK_SM);
+    out->clock_mem_mhz = nvml_clock(n->clock, d, NVML_CLOCK_MEM);
+    out->power_mw = nvml_uint(n->power_usage, d);
+    out->temperature_c = nvml_temperature(n, d);
+    unsigned long long reasons;
+    if (n->throttle && n->throttle(d, &reasons) == 0)
+        out->throttle_reasons = (int64_t)(reasons & ~(1ULL << 63));   // "unknown" bit
+    return TDM_OK;
+}
+
 // ---- memory: one caching allocator per device (kernels/caching_allocator.h, PyTorch's design),
 //      created on first use over cudaMalloc/cudaFree on that device. A block belongs to the
 //      stream current on the allocating thread (kernels/cuda_stream.h). TANDEM_CACHING_ALLOCATOR=0 in the environment turns caching
@@ -609,6 +659,7 @@ extern "C" const struct tdm_backend_ops tdm_cuda_backend = {
     .device_count = cuda_device_count,
     .device_props = cuda_device_props,
     .device_xid_events = cuda_device_xid_events,
+    .device_telemetry = cuda_device_telemetry,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .memory_stats = cuda_memory_stats,

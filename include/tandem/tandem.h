@@ -129,6 +129,21 @@ tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
 // the CPU backend).
 tdm_status tdm_device_xid_events(tdm_device d, uint64_t *xids, int max, int *n);
 
+// A device's readings while it works, cheap enough to take several times a second (NVML only:
+// the device's NVML handle is looked up once, then each call is five NVML queries; `bench check`'s
+// sustained load samples them at 2 Hz). Each is -1 when unknown (no NVML, or the device does not
+// report it), `nvml` saying why when NVML is not there at all ("" when it answered). The CPU
+// backend has no such readings (TDM_ERR_UNSUPPORTED).
+typedef struct {
+    int clock_sm_mhz, clock_mem_mhz;   // now (nvmlDeviceGetClockInfo)
+    int power_mw;                      // the board's draw (nvmlDeviceGetPowerUsage), milliwatts
+    int temperature_c;                 // GPU core
+    int64_t throttle_reasons;          // NVML's clocks-event bits but 63 (0 = none)
+    char nvml[128];
+} tdm_device_telemetry;
+
+tdm_status tdm_device_telemetry_read(tdm_device d, tdm_device_telemetry *out);
+
 #ifdef __cplusplus
 }
 #endif

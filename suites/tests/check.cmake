@@ -8,6 +8,7 @@
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_levels.c
+                                  ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_expect.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_rules.c
                                   ${PROJECT_SOURCE_DIR}/harness/emulated.c
@@ -18,6 +19,20 @@ set(CHECK_EXPECT ${PROJECT_SOURCE_DIR}/suites/check/expectations.json)
 set(CHECK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/check)
 file(MAKE_DIRECTORY ${TEST_TMP}/check)
 add_test(NAME check.unit COMMAND test_check ${CHECK_EXPECT} ${TEST_TMP}/check)
+
+# The sustained and pulsed load's judge (harness/check_sustained_judge.c, docs/CHECK.md "Sustained
+# and pulsed load"): planted series on the recorded healthy level-2 node, malformed series refused.
+tdm_test_executable(check_sustained)
+target_sources(test_check_sustained PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                            ${PROJECT_SOURCE_DIR}/harness/check_levels.c
+                                            ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
+                                            ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                                            ${PROJECT_SOURCE_DIR}/harness/emulated.c
+                                            ${PROJECT_SOURCE_DIR}/harness/json_strict.c
+                                            ${PROJECT_SOURCE_DIR}/harness/fileio.c
+                                            ${PROJECT_SOURCE_DIR}/harness/stats.c)
+add_test(NAME check.sustained.unit COMMAND test_check_sustained ${CHECK_EXPECT}
+                                           ${CMAKE_CURRENT_SOURCE_DIR}/check/level2-healthy.json)
 # the recorded runs it leaves (we21-*) are hostile21_judge.cmake's --write-expect inputs
 set_tests_properties(check.unit PROPERTIES FIXTURES_SETUP check21_runs)
 
@@ -66,6 +81,7 @@ add_test(NAME check.installed_uses_its_files COMMAND sh -c
 tdm_test_executable(check_rules)
 target_sources(test_check_rules PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_levels.c
+                                        ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_expect.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_rules.c
                                         ${PROJECT_SOURCE_DIR}/harness/emulated.c
@@ -146,11 +162,21 @@ check_level_case(driver_and_persistence level1-driver-persistence 1
 check_level_case(over_budget_said_and_counted level1-over-budget 0
   "echo \"$out\" | grep -E '^host +level.budget +41.5 s +30 s +1.38  WARN +TDM-F090 +level 1: ran past its budget'"
   "echo \"$out\" | grep -E '^PASS: 2 GPUs, every check passed \\(22 PASS, 1 WARN'")
-check_level_case(level3_unimplemented_incomplete_exit_4 level3-incomplete 4
-  "echo \"$out\" | grep -E '^cuda:0 +sustained.load .* not run +level 3: .*not implemented yet'"
+check_level_case(level3_without_series_incomplete_exit_4 level3-incomplete 4
+  "echo \"$out\" | grep -E '^cuda:0 +sustained.load .* absent +expected, absent from the figures'"
   "echo \"$out\" | grep -E '^INCOMPLETE: 2 expected checks were not measured .*: cuda:0 sustained.load cuda:1 sustained.load$'")
+check_level_case(sustained_thermal_throttle level3-sustained-throttle 1
+  "echo \"$out\" | grep -E '^cuda:0 +sustained.throttle +hw thermal .* FAIL +TDM-F105 +hw thermal in 85 % of the samples \\(from t = 60.0 s\\)'"
+  "echo \"$out\" | grep -E '^cuda:0 +sustained.clocks +1110 MHz +1410 MHz +0.79  FAIL +TDM-F103'"
+  "echo \"$out\" | grep -E '^cuda:0 +sustained.decay +205 TFLOP/s +250 TFLOP/s +0.82  FAIL +TDM-F104'"
+  "echo \"$out\" | grep -E '^cuda:1 +sustained.throttle +sw power cap .* PASS +66 samples. at its power cap in 48 %'"
+  "echo \"$out\" | grep -E '^FAIL: 3 checks failed: cuda:0 sustained.clocks cuda:0 sustained.decay cuda:0 sustained.throttle$'")
+check_level_case(pulsed_power_brake level4-pulsed-brake 1
+  "echo \"$out\" | grep -E '^cuda:1 +pulsed.load +hw power brake .* FAIL +TDM-F106 +hw power brake in 25 % of the samples \\(from t = 410.0 s\\)'"
+  "echo \"$out\" | grep -E '^cuda:0 +pulsed.load +sw power cap .* PASS'"
+  "echo \"$out\" | grep -E '^FAIL: 1 check failed: cuda:1 pulsed.load$'")
 check_level_case(level2_healthy_exit_0 level2-healthy 0
-  "echo \"$out\" | grep -E '^PASS: 2 GPUs'" "! echo \"$out\" | grep -E 'sustained|memory.test'")
+  "echo \"$out\" | grep -E '^PASS: 2 GPUs'" "! echo \"$out\" | grep -E '^cuda:[0-9]+ +(sustained|pulsed|memory.test)'")
 check_level_case(counter_going_back_exit_2 bad-counter-backwards 2
   "echo \"$out\" | grep -F 'bench check: gpus[0].counters.pcie_replay: the end (1) is below the start (3): not one counter'")
 # Every FAIL and WARN of every figures file carries a code of docs/CHECK.md's table and a remedy.
@@ -162,22 +188,26 @@ add_test(NAME check.levels.bad_arguments_exit_2 COMMAND sh -c
 # The levels end to end on cuda:0 / every device (the emulated ones with TANDEM_EMU_DEVICES in the
 # emu preset; every timing there is labelled EMULATED, the exit 3 unless something failed): the
 # level and its budget printed before anything runs; level 1 has no load (no numerics, GEMM,
-# copies); level 3 with a short --duration is INCOMPLETE (exit 4), its sustained load named as not
-# implemented. Skip (77) without a CUDA device.
+# copies); level 3 with a short --duration runs the sustained load (its series in status.json and
+# sustained.csv, judged EMULATED there; its plots in the report, and without gnuplot the report's
+# note that it has none), level 4 the pulsed load too (INCOMPLETE, exit 4, while the
+# memory test of item 4 is not a check of the level yet). Skip (77) without a CUDA device.
 set(NOGPU "case \"$out\" in 'bench check: no GPU'*) echo 'SKIP: no CUDA device'; exit 77;; esac")
 set(CHECK_L1 ${TEST_TMP}/check/level1)
 add_test(NAME gpu.check.level1 COMMAND sh -c
   "rm -rf ${CHECK_L1}; out=$($<TARGET_FILE:bench> check --level 1 --out ${CHECK_L1} 2>&1); rc=$?; echo \"$out\"; ${NOGPU}; echo \"$out\" | sed -n 2p | grep -E '^bench check: level 1 \\(driver, NVML health, link, error counters: no load\\), budget 30 s' || exit 1; ! echo \"$out\" | grep -E '^(cuda:[0-9]+|host) +(numerics|gemm|memory|train|reference|multi)' || exit 1; grep -q '\"level\":[ \t]*1' ${CHECK_L1}/status.json || exit 1; if echo \"$out\" | grep -q 'EMULATED on the CPU'; then [ $rc -eq 3 ] && echo \"$out\" | grep -E '^host +level.budget .* EMULATED +level 1 timed on the emulated device' && echo \"$out\" | grep -E '^cuda:0 +nvml.xid .* EMULATED'; else [ $rc -eq 0 ]; fi")
 add_test(NAME gpu.check.level2_cuda0 COMMAND sh -c
   "out=$($<TARGET_FILE:bench> check --level 2 --device cuda:0 2>&1); rc=$?; echo \"$out\"; ${NOGPU}; echo \"$out\" | grep -E '^bench check: level 2 \\(quick\\), budget 120 s$' || exit 1; echo \"$out\" | grep -E '^cuda:0 +numerics.golden .* PASS' || exit 1; if echo \"$out\" | grep -q 'EMULATED on the CPU'; then [ $rc -eq 3 ] && echo \"$out\" | grep -E '^host +level.budget .* EMULATED' && echo \"$out\" | grep -E '^cuda:0 +gemm.bf16 .* EMULATED' && ! echo \"$out\" | grep -E '  FAIL '; else [ $rc -eq 0 ]; fi")
-add_test(NAME gpu.check.level3_short_incomplete_exit_4 COMMAND sh -c
-  "out=$($<TARGET_FILE:bench> check --level 3 --duration 5 --device cuda:0 2>&1); rc=$?; echo \"$out\"; ${NOGPU}; [ $rc -eq 4 ] || { echo \"exit $rc, want 4\"; exit 1; }; echo \"$out\" | grep -E '^bench check: level 3, budget 125 s$' && echo \"$out\" | grep -E '^bench check: level 3: sustained.load .* is not implemented yet' && echo \"$out\" | grep -E '^cuda:0 +sustained.load .* not run' && echo \"$out\" | grep -E '^INCOMPLETE: 1 expected check was not measured .*: cuda:0 sustained.load$'")
-add_test(NAME gpu.check.level4_short_incomplete_exit_4 COMMAND sh -c
-  "out=$($<TARGET_FILE:bench> check --level 4 --duration 5 --device cuda:0 2>&1); rc=$?; echo \"$out\"; ${NOGPU}; [ $rc -eq 4 ] || { echo \"exit $rc, want 4\"; exit 1; }; echo \"$out\" | grep -E '^cuda:0 +memory.test +0 errors in .* PASS' && echo \"$out\" | grep -E '^INCOMPLETE: 2 expected checks were not measured .*: cuda:0 sustained.load cuda:0 pulsed.load$'")
-set_tests_properties(gpu.check.level1 gpu.check.level2_cuda0 gpu.check.level3_short_incomplete_exit_4
-  gpu.check.level4_short_incomplete_exit_4 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 900)
+set(CHECK_L3 ${TEST_TMP}/check/level3)
+set(CHECK_L4 ${TEST_TMP}/check/level4)
+add_test(NAME gpu.check.level3_sustained COMMAND sh -c
+  "rm -rf ${CHECK_L3}; out=$($<TARGET_FILE:bench> check --level 3 --duration 2 --device cuda:0 --out ${CHECK_L3} 2>&1); rc=$?; echo \"$out\"; ${NOGPU}; echo \"$out\" | grep -E '^bench check: level 3, budget 122 s$' || exit 1; ! echo \"$out\" | grep -E 'sustained.load .* not implemented' || exit 1; echo \"$out\" | grep -E '^bench check: cuda:0: sustained load, 1 s targeted stress and 1 s targeted power \\.\\.\\.$' || exit 1; python3 -c \"import json,sys; s=json.load(open(sys.argv[1]))['check']['gpus'][0]['series']['sustained.load']; n=len(s['t_s']); assert n >= 4 and all(len(s[k]) == n for k in ('sm_clock_mhz','mem_clock_mhz','power_w','temperature_c','throttle_reasons','tflops','phase')), s; assert {'calibrate','stress','power'} <= set(s['phase']), s['phase']; assert all(x > 0 for x in s['tflops']); print(n, 'samples')\" ${CHECK_L3}/status.json || exit 1; test -s ${CHECK_L3}/sustained.csv || exit 1; if command -v gnuplot >/dev/null; then grep -F '](plots/sustained-throughput.png)' ${CHECK_L3}/report.md || exit 1; fi; GNUPLOT=/nonexistent/gnuplot $<TARGET_FILE:bench> report --replot ${CHECK_L3} 2>/dev/null && grep -F 'No plots: gnuplot could not draw' ${CHECK_L3}/report.md || { echo 'no note of the missing plots'; exit 1; }; if echo \"$out\" | grep -q 'EMULATED on the CPU'; then [ $rc -eq 3 ] && echo \"$out\" | grep -E '^cuda:0 +sustained.power +[0-9.e-]+ TFLOP/s .* EMULATED +measured on the emulated device: not judged' && echo \"$out\" | grep -E '^cuda:0 +sustained.throttle .* EMULATED +the emulated device has no NVML' && echo \"$out\" | grep -E '^NO GPU JUDGED'; else [ $rc -eq 0 ]; fi")
+add_test(NAME gpu.check.level4_pulsed COMMAND sh -c
+  "rm -rf ${CHECK_L4}; out=$($<TARGET_FILE:bench> check --level 4 --duration 2 --device cuda:0 --out ${CHECK_L4} 2>&1); rc=$?; echo \"$out\"; ${NOGPU}; python3 -c \"import json,sys; s=json.load(open(sys.argv[1]))['check']['gpus'][0]['series']['pulsed.load']; assert {'on','off'} <= set(s['phase']), s['phase']; assert all((x == 0) == (p == 'off') for x, p in zip(s['tflops'], s['phase'])), s; print(len(s['t_s']), 'samples')\" ${CHECK_L4}/status.json || exit 1; if echo \"$out\" | grep -q 'EMULATED on the CPU'; then echo \"$out\" | grep -E '^cuda:0 +memory.test +0 errors in .* PASS' || exit 1; if echo \"$out\" | grep -q 'EMULATED on the CPU'; then echo \"$out\" | grep -E '^cuda:0 +pulsed.load .* EMULATED +measured on the emulated device: not judged' || exit 1; [ $rc -eq 3 ] || { echo \"exit $rc, want 3\"; exit 1; }; echo \"$out\" | grep -E '^NO GPU JUDGED'; else [ $rc -eq 0 ]; fi")
+set_tests_properties(gpu.check.level1 gpu.check.level2_cuda0 gpu.check.level3_sustained
+  gpu.check.level4_pulsed PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 900)
 # level 4's memory test covers the free memory: 64 MiB on the emulated device (a GPU ignores it)
-set_tests_properties(gpu.check.level4_short_incomplete_exit_4 PROPERTIES ENVIRONMENT TANDEM_EMU_MEM=64M)
+set_tests_properties(gpu.check.level4_pulsed PROPERTIES ENVIRONMENT TANDEM_EMU_MEM=64M)
 # Without a GPU, level 1: no host check, its 12 GPU checks "needs a GPU", the budget line, exit 3.
 add_test(NAME check.levels.no_gpu_level1_exit_3 COMMAND sh -c
   "out=$($<TARGET_FILE:bench> check --level 1 2>&1); rc=$?; echo \"$out\"; case \"$out\" in 'bench check: no GPU'*) ;; *) echo 'SKIP: a CUDA device is present'; exit 77;; esac; [ $rc -eq 3 ] || { echo \"exit $rc, want 3\"; exit 1; }; [ $(echo \"$out\" | grep -cE '^cuda +[a-z0-9._]+ .* needs a GPU') -eq 12 ] && echo \"$out\" | grep -E '^host +level.budget .* PASS' && ! echo \"$out\" | grep -E 'reference.golden'")

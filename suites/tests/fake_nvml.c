@@ -14,7 +14,13 @@
  *   FAKE_NVML_NVLINK_RECOVERY_GROWTH=N
  *   FAKE_NVML_ECC_CORRECTED_GROWTH=N, FAKE_NVML_ECC_UNCORRECTED_GROWTH=N   volatile ECC counts
  *   FAKE_NVML_REMAPPED_PENDING=1, FAKE_NVML_REMAPPED_FAILED=1   a remap pending, one failed
- *   FAKE_NVML_PERSISTENCE=0         persistence mode off (default on) */
+ *   FAKE_NVML_PERSISTENCE=0         persistence mode off (default on)
+ * The readings bench check's sustained load samples (tdm_device_telemetry_read): SM clock 1410 MHz,
+ * memory clock 1593 MHz, 250 W drawn (nvmlDeviceGetPowerUsage), no clocks-event reason; a throttle
+ * is planted by
+ *   FAKE_NVML_THROTTLE_AFTER=N      from the N-th read of the clocks-event reasons on (counting
+ *                                   from 1), the reasons are FAKE_NVML_THROTTLE (default 0x40, hw
+ *                                   thermal slowdown) and the SM clock reads 1005 MHz */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,3 +156,33 @@ int nvmlEventSetWait_v2(void *set, fake_event_data *data, unsigned timeout_ms) {
 }
 
 int nvmlEventSetFree(void *set) { return set == &fake_set ? 0 : 2; }
+
+static unsigned throttle_reads;   // reads of the clocks-event reasons so far
+
+static int throttled(void) {
+    unsigned long long after = env_u("FAKE_NVML_THROTTLE_AFTER", 0);
+    return after && throttle_reads >= after;
+}
+
+// clock: 0 graphics, 1 SM, 2 memory
+int nvmlDeviceGetClockInfo(void *device, int clock, unsigned *mhz) {
+    (void)device;
+    if (clock < 0 || clock > 2) return 2;
+    *mhz = clock == 2 ? 1593 : throttled() ? 1005 : 1410;
+    return 0;
+}
+
+int nvmlDeviceGetPowerUsage(void *device, unsigned *mw) {
+    (void)device;
+    *mw = 250000;
+    return 0;
+}
+
+int nvmlDeviceGetCurrentClocksEventReasons(void *device, unsigned long long *reasons) {
+    (void)device;
+    throttle_reads++;
+    *reasons = throttled() ? strtoull(getenv("FAKE_NVML_THROTTLE") && *getenv("FAKE_NVML_THROTTLE")
+                                          ? getenv("FAKE_NVML_THROTTLE") : "0x40", NULL, 0)
+                           : 0;
+    return 0;
+}

@@ -4,7 +4,8 @@
 # without the V form. On the emulated device (label emu), `bench env --json` against a stand-in
 # libnvidia-ml.so.1 (fake_nvml.c) found first on LD_LIBRARY_PATH: 61 C from the V form when the
 # library has it, 17 C from the old one when it has only that. Then bench check's error counters
-# and Xid events through the same stand-in, with faults planted by the environment.
+# and Xid events through the same stand-in, with faults planted by the environment, and the
+# sustained load's telemetry with a planted thermal throttle.
 if(TDM_CUDA_EMU)
   foreach(kind v old)
     add_library(fake_nvml_${kind} SHARED fake_nvml.c)
@@ -39,4 +40,17 @@ if(TDM_CUDA_EMU)
     "out=$(LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml_v $<TARGET_FILE:bench> check --level 1 --device cuda:0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 3 ] || { echo \"exit $rc, want 3\"; exit 1; }; [ $(echo \"$out\" | grep -cE '^cuda:0 +nvml.(xid|pcie_replay|nvlink|ecc_delta) .*  PASS ') -eq 4 ] && ! echo \"$out\" | grep -E 'TDM-F'")
   set_tests_properties(emu.nvml.check_level1_planted_faults emu.nvml.check_level1_no_fault
                        PROPERTIES LABELS emu TIMEOUT 300)
+endif()
+
+# The sustained load's telemetry end to end (bench check --level 3, docs/CHECK.md "Sustained and
+# pulsed load"): through the stand-in NVML, tdm_device_telemetry_read's readings go into the series
+# (250 W, 1593 MHz memory clock), and a hw thermal slowdown planted from the 8th read of the
+# clocks-event reasons on (FAKE_NVML_THROTTLE_AFTER) shows in the recorded series — none at first,
+# 0x40 and the SM clock at 1005 MHz after — and is judged a FAIL naming it (a stand-in's planted
+# fault is a fault on the emulated device too, as for the error counters).
+if(TDM_CUDA_EMU)
+  set(NVML_L3 ${TEST_TMP}/nvml-level3-throttle)
+  add_test(NAME emu.nvml.check_level3_thermal_throttle COMMAND sh -c
+    "rm -rf ${NVML_L3}; out=$(LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml_v FAKE_NVML_THROTTLE_AFTER=8 $<TARGET_FILE:bench> check --level 3 --duration 2 --device cuda:0 --out ${NVML_L3} 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^cuda:0 +sustained.throttle +hw thermal .* FAIL +TDM-F105 +hw thermal in [0-9]+ % of the samples \\(from t = [0-9.]+ s\\)' && echo \"$out\" | grep -E '^cuda:0 +sustained.power .* EMULATED' && echo \"$out\" | grep -E '^FAIL: 1 check failed: cuda:0 sustained.throttle$' || exit 1; python3 -c \"import json,sys; s=json.load(open(sys.argv[1]))['check']['gpus'][0]['series']['sustained.load']; r=s['throttle_reasons']; assert r[0] == 0 and r[-1] == 64 and r == sorted(r), r; assert all(p == 250 for p in s['power_w']) and all(m == 1593 for m in s['mem_clock_mhz']), s; assert s['sm_clock_mhz'][0] == 1410 and s['sm_clock_mhz'][-1] == 1005, s['sm_clock_mhz']; assert s['nvml'] == '', s['nvml']; print(r)\" ${NVML_L3}/status.json")
+  set_tests_properties(emu.nvml.check_level3_thermal_throttle PROPERTIES LABELS emu TIMEOUT 300)
 endif()
