@@ -697,6 +697,8 @@ int bench_check(int argc, char **argv) {
         fprintf(stderr, "bench check: %d GPUs: all-reduce and peer copies ...\n", n);
         check_run_multi(gpus, index, n, &o);
     }
+    if (n && !check_interrupted() && check_level_runs(level, "sdc.gemm"))   // levels 3, 4
+        check_sdc_run(gpus, index, n, &o);
     for (int i = 0; i < n; i++) {   // the counters' ends, and the Xids that came in between
         cJSON *g = cJSON_GetArrayItem(gpus, i);
         if (g && !check_interrupted()) check_counters_end(g, counters[i], index[i]);
