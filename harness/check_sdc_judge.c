@@ -58,7 +58,7 @@ static bool seconds_ok(const cJSON *v) {
 }
 
 static bool valid_gemm(const cJSON *g, int i, char *err, size_t len) {
-    const char *w = "sdc.sdc.gemm";
+    const char *w = "sdc[\"sdc.gemm\"]";
     if (!cJSON_IsObject(g)) return bad(err, len, "gpus[%d].%s: must be an object", i, w);
     const cJSON *r = item(g, "repeats"), *m = item(g, "mismatches"), *f = item(g, "first_mismatch");
     if (!count_in(r, 0, 1e12))
@@ -91,7 +91,7 @@ static bool valid_gemm(const cJSON *g, int i, char *err, size_t len) {
 }
 
 static bool valid_train(const cJSON *t, int i, char *err, size_t len) {
-    const char *w = "sdc.sdc.train";
+    const char *w = "sdc[\"sdc.train\"]";
     if (!cJSON_IsObject(t)) return bad(err, len, "gpus[%d].%s: must be an object", i, w);
     const cJSON *fps = item(t, "fingerprints"), *f;
     if (!cJSON_IsArray(fps))
