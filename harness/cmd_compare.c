@@ -13,9 +13,13 @@
  * never called faster (nor slower), and the exit is 1, so that no one takes it for an improvement.
  * A run on the emulated CUDA device (emulated.h) is refused, whichever side or fleet member it is:
  * its timings measure the emulator, and no emulated figure goes into a comparison.
- * Exit: 0, 1 when a benchmark is significantly slower (two runs) or a node is a slow outlier
- * (fleet), or a change is suspect — so CI can gate on it —, 2 on bad arguments, an unreadable
- * results directory or an emulated run. */
+ * Over results of `bench check --out`, --fleet first compares the fingerprints of silent data
+ * corruption (sdc.train, check_sdc.c): per build, libraries, GPU model, precision, model and
+ * steps, the fleet's fingerprint is the majority's, and a node with another DIFFERS; an emulated
+ * run is allowed there, labelled, its fingerprints grouped apart (its timings left out).
+ * Exit: 0, 1 when a benchmark is significantly slower (two runs) or a node is a slow outlier or
+ * its fingerprint differs (fleet), or a change is suspect — so CI can gate on it —, 2 on bad
+ * arguments, an unreadable results directory or an emulated run. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -931,6 +935,7 @@ static void compare_usage(FILE *f) {
     fprintf(f,
             "usage: bench compare BASE NEW [--threshold PCT] [--alpha A]\n"
             "       bench compare --fleet DIR DIR DIR... [--threshold PCT]\n"
+            "       bench compare --fleet CHECKDIR CHECKDIR...   (bench check --out results)\n"
             "  BASE NEW: two results directories of `bench run`. For every benchmark and metric\n"
             "  in both: the medians over the repetitions, change = new / base - 1, the p-value of\n"
             "  the two-sided Mann-Whitney U test over the repetitions (as Google Benchmark's\n"
@@ -940,15 +945,21 @@ static void compare_usage(FILE *f) {
             "  --fleet: 3 or more runs of the same benchmarks, one per node: each node's median\n"
             "  against the fleet's median; a node off by more than PCT and outside the range of\n"
             "  the other nodes is an outlier, one row per node and benchmark (a slow PCIe link, a\n"
-            "  throttled GPU).\n"
+            "  throttled GPU). Over results of `bench check --out` (level 3 or 4), first the\n"
+            "  fingerprints of silent data corruption (sdc.train): each GPU's against the fleet's,\n"
+            "  the majority of the GPUs with the same build, libraries, GPU model, precision,\n"
+            "  model and steps; a row per node: matches, DIFFERS (which GPU and precision), no\n"
+            "  fingerprint; 2 or more directories; a run on the emulated device labelled\n"
+            "  EMULATED, its timings left out (docs/CHECK.md \"Silent data corruption\").\n"
             "  --threshold PCT  smallest change that counts, in percent (default 5)\n"
             "  --alpha A        significance level of the U test (default 0.05)\n"
             "  --max-change F   a median F times the other's or more is too large to be real:\n"
             "                   \"suspect\", named in a warning, never called faster (default 10)\n"
             "  Exit: 0 no regression; 1 a benchmark significantly slower by PCT or more (fleet:\n"
-            "  a slow outlier), or a suspect change, for CI to gate on; 2 bad arguments, an\n"
-            "  unreadable directory, or a run on the emulated CUDA device (the emulator's\n"
-            "  timings: never compared).\n");
+            "  a slow outlier, or a node whose fingerprint differs), or a suspect change, for CI\n"
+            "  to gate on; 2 bad arguments, an unreadable directory or status.json, a malformed\n"
+            "  fingerprint, or a run on the emulated CUDA device (the emulator's timings: never\n"
+            "  compared; bench check's fingerprints excepted).\n");
 }
 
 int bench_compare(int argc, char **argv) {
