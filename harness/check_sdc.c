@@ -214,6 +214,7 @@ static void sdc_train(cJSON *sdc, const char *dev, const char *gpu_name, const c
 void check_sdc_run(cJSON *gpus, const int *index, int n, const check_run_opts *o) {
     for (int i = 0; i < n && !check_interrupted(); i++) {
         cJSON *g = cJSON_GetArrayItem(gpus, i);
+        if (!g) break;
         tdm_device d = {TDM_DEVICE_CUDA, index[i]};
         char dev[32];
         tdm_device_str(d, dev, sizeof dev);

@@ -683,6 +683,12 @@ typedef struct {
     char emulated_why[1024];
 } fleet_node;
 
+// Control characters of a recorded string (a terminal escape in a hostile name) printed as '?'.
+static void tame(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 // Reads DIR's context.json (its host) and status.json (a "check" section, its sdc records valid);
 // -1 with load_error on bad input: not a directory, a file that is not strict JSON, a record
 // that cannot be one.
@@ -690,6 +696,7 @@ static int fleet_node_read(fleet_node *f, const char *dir) {
     memset(f, 0, sizeof *f);
     f->dir = dir;
     snprintf(f->label, sizeof f->label, "%s", dir);
+    tame(f->label);
     struct stat sb;
     if (stat(dir, &sb) != 0) return fail("%s: %s", dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a results directory of `bench check --out`)", dir);
@@ -711,6 +718,7 @@ static int fleet_node_read(fleet_node *f, const char *dir) {
             const cJSON *host = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "env"), "host");
             if (cJSON_IsString(host) && host->valuestring[0])
                 snprintf(f->label, sizeof f->label, "%s", host->valuestring);
+            tame(f->label);
             cJSON_Delete(j);
             continue;
         }
@@ -840,6 +848,7 @@ static int compare_fingerprints(fleet_node *nodes, int n) {
         char cnt[16], verd[96];
         snprintf(cnt, sizeof cnt, "%d", nf);
         snprintf(verd, sizeof verd, "%s%s", verdict, nodes[i].emulated ? " (EMULATED)" : "");
+        tame(detail);
         char *cells[] = {nodes[i].label, cnt, verd, detail};
         if (table_row(&t, cells) != 0) rc = 2;
         if (bad) {
@@ -891,12 +900,19 @@ static int fleet_check(char **dirs, int n, double threshold, double max_change, 
     for (int i = 0; dup && !rc && i < n; i++)
         for (int j = 0; j < n; j++) dup[i] |= i != j && !strcmp(nodes[i].label, nodes[j].label);
     for (int i = 0; dup && !rc && i < n; i++)
-        if (dup[i]) snprintf(nodes[i].label, sizeof nodes[i].label, "%s", dirs[i]);
+        if (dup[i]) {
+            snprintf(nodes[i].label, sizeof nodes[i].label, "%s", dirs[i]);
+            tame(nodes[i].label);
+        }
     free(dup);
     if (!rc && any_check) {
         printf("fleet of %d results:\n", n);
-        for (int i = 0; i < n; i++)
-            printf("  %s  (%s%s)\n", dirs[i], nodes[i].label, nodes[i].emulated ? ", EMULATED" : "");
+        for (int i = 0; i < n; i++) {
+            char d[4096];
+            snprintf(d, sizeof d, "%s", dirs[i]);
+            tame(d);
+            printf("  %s  (%s%s)\n", d, nodes[i].label, nodes[i].emulated ? ", EMULATED" : "");
+        }
         printf("\n");
         rc = compare_fingerprints(nodes, n);
         // the timings: of the runs not on the emulated device, when 3 or more
