@@ -31,7 +31,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void hex(const unsigned char *md, unsigned n, char *out) {   // out: 2 n + 1 bytes
+static void hex(const unsigned char *md, unsigned n, char *out) {  // out: 2 n + 1 bytes
     for (unsigned i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
@@ -54,8 +54,10 @@ static void sdc_gemm(cJSON *sdc, tdm_device d, bool emu) {
     unsigned mdn = 0;
     char error[400] = "", digest[2 * EVP_MAX_MD_SIZE + 1] = "";
     int reps = 0, mismatches = 0, first_mismatch = -1;
-    if (!a || !b) snprintf(error, sizeof error, "%s", tdm_last_error());
-    else if (!h) snprintf(error, sizeof error, "out of host memory for the product");
+    if (!a || !b)
+        snprintf(error, sizeof error, "%s", tdm_last_error());
+    else if (!h)
+        snprintf(error, sizeof error, "out of host memory for the product");
     double t0 = now_s();
     while (!error[0] && reps < max_reps && (reps < 2 || now_s() - t0 < max_s) &&
            !check_interrupted()) {
@@ -77,13 +79,17 @@ static void sdc_gemm(cJSON *sdc, tdm_device d, bool emu) {
     cJSON *g = cJSON_AddObjectToObject(sdc, "sdc.gemm");
     cJSON_AddNumberToObject(g, "repeats", reps);
     cJSON_AddNumberToObject(g, "mismatches", mismatches);
-    if (first_mismatch >= 0) cJSON_AddNumberToObject(g, "first_mismatch", first_mismatch);
-    else cJSON_AddNullToObject(g, "first_mismatch");
+    if (first_mismatch >= 0)
+        cJSON_AddNumberToObject(g, "first_mismatch", first_mismatch);
+    else
+        cJSON_AddNullToObject(g, "first_mismatch");
     cJSON_AddStringToObject(g, "dtype", "bf16");
     double sh[3] = {(double)n, (double)n, (double)n};
     cJSON_AddItemToObject(g, "shape", cJSON_CreateDoubleArray(sh, 3));
-    if (reps > 0) cJSON_AddStringToObject(g, "digest", digest);
-    else cJSON_AddNullToObject(g, "digest");
+    if (reps > 0)
+        cJSON_AddStringToObject(g, "digest", digest);
+    else
+        cJSON_AddNullToObject(g, "digest");
     cJSON_AddNumberToObject(g, "seconds", now_s() - t0);
     if (error[0]) cJSON_AddStringToObject(g, "error", error);
     tdm_tf32_set_allowed(TDM_TF32_MATMUL, tf32_was);
@@ -157,8 +163,8 @@ static const struct {
     const char *precision, *amp;
 } train_precs[] = {{"f32", "off"}, {"bf16", "bf16"}};
 
-static void sdc_train(cJSON *sdc, const char *dev, const char *gpu_name, const char *libs,
-                      bool emu, const check_run_opts *o) {
+static void sdc_train(cJSON *sdc, const char *dev, const char *gpu_name, const char *libs, bool emu,
+                      const check_run_opts *o) {
     cJSON *t = cJSON_AddObjectToObject(sdc, "sdc.train");
     cJSON *fps = cJSON_AddArrayToObject(t, "fingerprints");
     const char *model = CHECK_SDC_TRAIN_MODEL;
@@ -172,22 +178,43 @@ static void sdc_train(cJSON *sdc, const char *dev, const char *gpu_name, const c
                  train_precs[k].precision, dev);
         snprintf(log, sizeof log, "%s/sdc.train.%s.%s.log", o->logdir, train_precs[k].precision,
                  dev);
-        char *argv[] = {"bench", "train", "--model", (char *)model, "--batch", "8", "--steps",
-                        (char *)steps, "--opt", "adamw", "--lr", "1e-3", "--seed", "1234",
-                        "--device", (char *)dev, "--deterministic", "--tf32", "off", "--amp",
-                        (char *)train_precs[k].amp, "--dump", dump, NULL};
+        char *argv[] = {"bench",
+                        "train",
+                        "--model",
+                        (char *)model,
+                        "--batch",
+                        "8",
+                        "--steps",
+                        (char *)steps,
+                        "--opt",
+                        "adamw",
+                        "--lr",
+                        "1e-3",
+                        "--seed",
+                        "1234",
+                        "--device",
+                        (char *)dev,
+                        "--deterministic",
+                        "--tf32",
+                        "off",
+                        "--amp",
+                        (char *)train_precs[k].amp,
+                        "--dump",
+                        dump,
+                        NULL};
         int rc = check_run_child(argv, log, o->timeout_s, last, sizeof last);
         char digest[65];
         float loss;
         if (rc != 0) {
             snprintf(error, sizeof error, "%s: bench train %s (%.500s; log %.600s)",
                      train_precs[k].precision,
-                     rc == 124 ? "ran out of its time limit" : rc > 128 ? "was ended by a signal"
-                                                                       : "failed",
+                     rc == 124  ? "ran out of its time limit"
+                     : rc > 128 ? "was ended by a signal"
+                                : "failed",
                      last, log);
         } else if (!dump_fingerprint(dump, digest, &loss, why, sizeof why)) {
-            snprintf(error, sizeof error, "%s: the dump %.600s: %.500s", train_precs[k].precision, dump,
-                     why);
+            snprintf(error, sizeof error, "%s: the dump %.600s: %.500s", train_precs[k].precision,
+                     dump, why);
         } else {
             cJSON *f = cJSON_CreateObject();
             cJSON_AddStringToObject(f, "digest", digest);
@@ -225,12 +252,12 @@ void check_sdc_run(cJSON *gpus, const int *index, int n, const check_run_opts *o
         char libs[400];
         snprintf(libs, sizeof libs, "cuBLAS %s, cuDNN %s", props ? p.cublas_version : "?",
                  props ? p.cudnn_version : "?");
-        fprintf(stderr, "bench check: %s: silent data corruption: a GEMM repeated, training runs ...\n",
+        fprintf(stderr,
+                "bench check: %s: silent data corruption: a GEMM repeated, training runs ...\n",
                 dev);
         cJSON *sdc = cJSON_AddObjectToObject(g, "sdc");
         sdc_gemm(sdc, d, emu);
-        if (!check_interrupted())
-            sdc_train(sdc, dev, props ? p.name : "?", libs, emu, o);
+        if (!check_interrupted()) sdc_train(sdc, dev, props ? p.name : "?", libs, emu, o);
         (void)tdm_memory_empty_cache(d);
         tdm_error_clear();
     }

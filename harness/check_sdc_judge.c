@@ -15,14 +15,16 @@
 
 #include "check.h"
 
-static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static const cJSON *item(const cJSON *o, const char *k) {
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
 
 static const char *str(const cJSON *o, const char *k) {
     const cJSON *v = item(o, k);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static double num(const cJSON *o, const char *k) {   // NaN when absent or null
+static double num(const cJSON *o, const char *k) {  // NaN when absent or null
     const cJSON *v = item(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
@@ -47,14 +49,17 @@ bool check_sdc_digest_valid(const char *s) {
 
 // A count: an integer from lo to hi.
 static bool count_in(const cJSON *v, double lo, double hi) {
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble) &&
-           v->valuedouble >= lo && v->valuedouble <= hi;
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
+           v->valuedouble == floor(v->valuedouble) && v->valuedouble >= lo && v->valuedouble <= hi;
 }
 
-static bool text_or_null(const cJSON *v) { return !v || cJSON_IsNull(v) || cJSON_IsString(v); }
+static bool text_or_null(const cJSON *v) {
+    return !v || cJSON_IsNull(v) || cJSON_IsString(v);
+}
 
 static bool seconds_ok(const cJSON *v) {
-    return !v || cJSON_IsNull(v) || (cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0);
+    return !v || cJSON_IsNull(v) ||
+           (cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0);
 }
 
 static bool valid_gemm(const cJSON *g, int i, char *err, size_t len) {
@@ -65,7 +70,8 @@ static bool valid_gemm(const cJSON *g, int i, char *err, size_t len) {
         return bad(err, len, "gpus[%d].%s.repeats: not a count (an integer from 0)", i, w);
     double reps = r->valuedouble;
     if (!count_in(m, 0, reps))
-        return bad(err, len, "gpus[%d].%s.mismatches: not a count from 0 to repeats (%.0f)", i, w, reps);
+        return bad(err, len, "gpus[%d].%s.mismatches: not a count from 0 to repeats (%.0f)", i, w,
+                   reps);
     if (m->valuedouble > 0 ? !count_in(f, 1, reps - 1) : !(!f || cJSON_IsNull(f)))
         return bad(err, len, "gpus[%d].%s.first_mismatch: %s", i, w,
                    m->valuedouble > 0 ? "not a repetition from 1 to repeats - 1 (mismatches > 0)"
@@ -80,9 +86,10 @@ static bool valid_gemm(const cJSON *g, int i, char *err, size_t len) {
         return bad(err, len, "gpus[%d].%s.shape: must be [m, k, n], integers from 1", i, w);
     const cJSON *d = item(g, "digest");
     if (reps > 0 ? !(cJSON_IsString(d) && check_sdc_digest_valid(d->valuestring))
-                 : !(!d || cJSON_IsNull(d) || (cJSON_IsString(d) && check_sdc_digest_valid(d->valuestring))))
-        return bad(err, len, "gpus[%d].%s.digest: not a SHA-256 digest (64 lowercase hex digits)%s", i,
-                   w, reps > 0 ? ", with repeats above 0" : "");
+                 : !(!d || cJSON_IsNull(d) ||
+                     (cJSON_IsString(d) && check_sdc_digest_valid(d->valuestring))))
+        return bad(err, len, "gpus[%d].%s.digest: not a SHA-256 digest (64 lowercase hex digits)%s",
+                   i, w, reps > 0 ? ", with repeats above 0" : "");
     if (!seconds_ok(item(g, "seconds")))
         return bad(err, len, "gpus[%d].%s.seconds: not a duration", i, w);
     if (!text_or_null(item(g, "error")))
@@ -102,8 +109,10 @@ static bool valid_train(const cJSON *t, int i, char *err, size_t len) {
         if (!cJSON_IsObject(f))
             return bad(err, len, "gpus[%d].%s.fingerprints[%d]: must be an object", i, w, k);
         if (!check_sdc_digest_valid(str(f, "digest")))
-            return bad(err, len, "gpus[%d].%s.fingerprints[%d].digest: not a SHA-256 digest (64 "
-                                 "lowercase hex digits)", i, w, k);
+            return bad(err, len,
+                       "gpus[%d].%s.fingerprints[%d].digest: not a SHA-256 digest (64 "
+                       "lowercase hex digits)",
+                       i, w, k);
         for (size_t q = 0; q < sizeof texts / sizeof *texts; q++)
             if (!str(f, texts[q]) || !str(f, texts[q])[0])
                 return bad(err, len, "gpus[%d].%s.fingerprints[%d].%s: must be a string, not empty",
@@ -111,30 +120,36 @@ static bool valid_train(const cJSON *t, int i, char *err, size_t len) {
         if (!text_or_null(item(f, "libs")))
             return bad(err, len, "gpus[%d].%s.fingerprints[%d].libs: must be a string", i, w, k);
         if (!count_in(item(f, "steps"), 1, 1e12))
-            return bad(err, len, "gpus[%d].%s.fingerprints[%d].steps: not a count of steps (from 1)",
-                       i, w, k);
-        const cJSON *l = item(f, "final_loss"), *lb = item(f, "final_loss_bits"), *em = item(f, "emulated");
+            return bad(err, len,
+                       "gpus[%d].%s.fingerprints[%d].steps: not a count of steps (from 1)", i, w,
+                       k);
+        const cJSON *l = item(f, "final_loss"), *lb = item(f, "final_loss_bits"),
+                    *em = item(f, "emulated");
         if (l && !cJSON_IsNull(l) && !(cJSON_IsNumber(l) && isfinite(l->valuedouble)))
             return bad(err, len, "gpus[%d].%s.fingerprints[%d].final_loss: not a finite number", i,
                        w, k);
         bool lb_ok = !lb || cJSON_IsNull(lb);
-        if (cJSON_IsString(lb) && strlen(lb->valuestring) == 10 && !strncmp(lb->valuestring, "0x", 2))
+        if (cJSON_IsString(lb) && strlen(lb->valuestring) == 10 &&
+            !strncmp(lb->valuestring, "0x", 2))
             lb_ok = strspn(lb->valuestring + 2, "0123456789abcdef") == 8;
         if (!lb_ok)
-            return bad(err, len, "gpus[%d].%s.fingerprints[%d].final_loss_bits: not \"0x\" and 8 "
-                                 "lowercase hex digits", i, w, k);
+            return bad(err, len,
+                       "gpus[%d].%s.fingerprints[%d].final_loss_bits: not \"0x\" and 8 "
+                       "lowercase hex digits",
+                       i, w, k);
         if (em && !cJSON_IsBool(em) && !cJSON_IsNull(em))
             return bad(err, len, "gpus[%d].%s.fingerprints[%d].emulated: must be true or false", i,
                        w, k);
         const cJSON *o;
         int q = 0;
-        cJSON_ArrayForEach(o, fps) {   // one run per precision, model and steps
+        cJSON_ArrayForEach(o, fps) {  // one run per precision, model and steps
             if (q++ >= k) break;
             if (!strcmp(str(o, "precision"), str(f, "precision")) &&
-                !strcmp(str(o, "model"), str(f, "model")) &&
-                num(o, "steps") == num(f, "steps"))
-                return bad(err, len, "gpus[%d].%s.fingerprints[%d]: the same precision, model and "
-                                     "steps as fingerprints[%d]", i, w, k, q - 1);
+                !strcmp(str(o, "model"), str(f, "model")) && num(o, "steps") == num(f, "steps"))
+                return bad(err, len,
+                           "gpus[%d].%s.fingerprints[%d]: the same precision, model and "
+                           "steps as fingerprints[%d]",
+                           i, w, k, q - 1);
         }
         k++;
     }
@@ -184,7 +199,8 @@ void check_sdc_tally(check_sdc_vote *v, int m) {
     }
 }
 
-static char *group_key(const cJSON *gpu, const char *a, const char *b, const char *c, const char *d) {
+static char *group_key(const cJSON *gpu, const char *a, const char *b, const char *c,
+                       const char *d) {
     const char *name = str(gpu, "name");
     size_t n = (name ? strlen(name) : 1) + strlen(a) + strlen(b) + strlen(c) + strlen(d) + 16;
     char *k = malloc(n);
@@ -195,8 +211,8 @@ static char *group_key(const cJSON *gpu, const char *a, const char *b, const cha
 }
 
 // Appends the judgement of vote x to the note (at *k of n) and returns its code (NULL: agrees).
-static const char *vote_note(const check_sdc_vote *x, const char *name, char *note, size_t n, int *k,
-                             bool *alone) {
+static const char *vote_note(const check_sdc_vote *x, const char *name, char *note, size_t n,
+                             int *k, bool *alone) {
     int w = 0;
     const char *code = NULL;
     if (x->size < 2) {
@@ -210,15 +226,15 @@ static const char *vote_note(const check_sdc_vote *x, const char *name, char *no
         code = "differs";
         w = snprintf(note + *k, n - (size_t)*k,
                      "%s%s: %.16s differs from the majority's %.16s (%d of the %d GPUs of its "
-                     "model, %s)", *k ? "; " : "", x->what, x->digest, x->major, x->majority,
-                     x->size, name);
+                     "model, %s)",
+                     *k ? "; " : "", x->what, x->digest, x->major, x->majority, x->size, name);
     } else {
         *alone = false;
         code = "disagree";
         w = snprintf(note + *k, n - (size_t)*k,
                      "%s%s: %.16s: the %d GPUs of its model (%s) disagree, no digest has a "
-                     "majority (%d the same as this one)", *k ? "; " : "", x->what, x->digest,
-                     x->size, name, x->same);
+                     "majority (%d the same as this one)",
+                     *k ? "; " : "", x->what, x->digest, x->size, name, x->same);
     }
     if (w > 0) *k = *k + w < (int)n ? *k + w : (int)n - 1;
     return code;
@@ -245,8 +261,8 @@ static cJSON *line(cJSON *checks, const char *check, const char *measured, const
 
 // The emulated device's line: EMULATED, the note saying what a GPU's verdict would be.
 static void verdict_line(cJSON *checks, const char *check, const char *measured,
-                         const char *expected, bool emulated, const char *verdict,
-                         const char *code, const char *note) {
+                         const char *expected, bool emulated, const char *verdict, const char *code,
+                         const char *note) {
     if (!emulated) {
         line(checks, check, measured, expected, verdict, code, note);
         return;
@@ -270,19 +286,26 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
             char shape[96] = "";
             const cJSON *e;
             int k = 0;
-            cJSON_ArrayForEach(e, item(g, "shape"))
-                k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%.0f", k ? "x" : "", e->valuedouble);
+            cJSON_ArrayForEach(e, item(g, "shape")) k += snprintf(
+                shape + k, sizeof shape - (size_t)k, "%s%.0f", k ? "x" : "", e->valuedouble);
             v[m] = (check_sdc_vote){.group = group_key(gp[i], "gemm", str(g, "dtype"), shape, ""),
-                          .digest = str(g, "digest"), .owner = i, .what = "GEMM", .gemm = true};
+                                    .digest = str(g, "digest"),
+                                    .owner = i,
+                                    .what = "GEMM",
+                                    .gemm = true};
             if (v[m].group) m++;
         }
         cJSON_ArrayForEach(f, item(item(sdc, "sdc.train"), "fingerprints")) {
             char steps[32];
             snprintf(steps, sizeof steps, "%.0f", num(f, "steps"));
             char build[1200];
-            snprintf(build, sizeof build, "%s\x1f%s", str(f, "build"), str(f, "libs") ? str(f, "libs") : "");
-            v[m] = (check_sdc_vote){.group = group_key(gp[i], str(f, "precision"), str(f, "model"), steps, build),
-                          .digest = str(f, "digest"), .owner = i, .what = str(f, "precision")};
+            snprintf(build, sizeof build, "%s\x1f%s", str(f, "build"),
+                     str(f, "libs") ? str(f, "libs") : "");
+            v[m] = (check_sdc_vote){
+                .group = group_key(gp[i], str(f, "precision"), str(f, "model"), steps, build),
+                .digest = str(f, "digest"),
+                .owner = i,
+                .what = str(f, "precision")};
             if (v[m].group) m++;
         }
     }
@@ -292,7 +315,7 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
         const cJSON *sdc = item(gp[i], "sdc");
         bool emu = cJSON_IsTrue(item(gp[i], "emulated"));
         const char *name = str(gp[i], "name") ? str(gp[i], "name") : "?";
-        if (!cJSON_IsObject(sdc) && level < 3) continue;   // not a check of this level
+        if (!cJSON_IsObject(sdc) && level < 3) continue;  // not a check of this level
         char measured[200], note[1200];
         // sdc.gemm: every repetition the first's bits, and the first the same as its siblings'
         const cJSON *g = item(sdc, "sdc.gemm");
@@ -309,9 +332,11 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
             else if (mis > 0) {
                 snprintf(note, sizeof note,
                          "repetition %.0f gave other bits than the first (%.0f of %.0f repetitions "
-                         "differ; %s %s)", num(g, "first_mismatch"), mis, reps, str(g, "dtype"),
+                         "differ; %s %s)",
+                         num(g, "first_mismatch"), mis, reps, str(g, "dtype"),
                          "GEMM, the same inputs");
-                verdict_line(checks, "sdc.gemm", measured, "0 differ", emu, CHECK_FAIL, "TDM-F120", note);
+                verdict_line(checks, "sdc.gemm", measured, "0 differ", emu, CHECK_FAIL, "TDM-F120",
+                             note);
             } else if (reps < 2) {
                 line(checks, "sdc.gemm", measured, "0 differ", CHECK_NOT_RUN, NULL,
                      "fewer than 2 repetitions: nothing compared");
@@ -328,7 +353,10 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
                          alone ? " (no other GPU of its model here)" : "");
                 verdict_line(checks, "sdc.gemm", measured, "0 differ", emu,
                              c ? CHECK_FAIL : CHECK_PASS,
-                             !c ? NULL : !strcmp(c, "differs") ? "TDM-F121" : "TDM-F123", full);
+                             !c                      ? NULL
+                             : !strcmp(c, "differs") ? "TDM-F121"
+                                                     : "TDM-F123",
+                             full);
             }
         }
         // sdc.train: each fingerprint the same as its siblings'
@@ -372,7 +400,10 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
                  alone ? " (no other GPU of its model here: for `bench compare --fleet`)" : "");
         verdict_line(checks, "sdc.train", measured, "the same fingerprint", emu,
                      differs || disagree ? CHECK_FAIL : CHECK_PASS,
-                     differs ? "TDM-F122" : disagree ? "TDM-F123" : NULL, full);
+                     differs    ? "TDM-F122"
+                     : disagree ? "TDM-F123"
+                                : NULL,
+                     full);
     }
     for (int x = 0; x < m; x++) free(v[x].group);
     free(v);
