@@ -199,14 +199,17 @@ void check_sdc_tally(check_sdc_vote *v, int m) {
     }
 }
 
-static char *group_key(const cJSON *gpu, const char *a, const char *b, const char *c,
-                       const char *d) {
-    const char *name = str(gpu, "name");
-    size_t n = (name ? strlen(name) : 1) + strlen(a) + strlen(b) + strlen(c) + strlen(d) + 16;
+// What must give the same bits, as one string: the GPU's name, whether it is emulated and PARTS
+// (NULL-ended), each part prefixed by its length so that no two different lists read the same.
+static char *group_key(const cJSON *gpu, const char *const *parts) {
+    const char *name = str(gpu, "name") ? str(gpu, "name") : "?";
+    size_t n = strlen(name) + 32;
+    for (int i = 0; parts[i]; i++) n += strlen(parts[i]) + 24;
     char *k = malloc(n);
-    if (k)
-        snprintf(k, n, "%s\x1f%d\x1f%s\x1f%s\x1f%s\x1f%s", name ? name : "?",
-                 cJSON_IsTrue(item(gpu, "emulated")), a, b, c, d);
+    if (!k) return NULL;
+    int w = snprintf(k, n, "%zu:%s%d", strlen(name), name, cJSON_IsTrue(item(gpu, "emulated")));
+    for (int i = 0; parts[i] && w > 0 && (size_t)w < n; i++)
+        w += snprintf(k + w, n - (size_t)w, "%zu:%s", strlen(parts[i]), parts[i]);
     return k;
 }
 
@@ -288,21 +291,22 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
             int k = 0;
             cJSON_ArrayForEach(e, item(g, "shape")) k += snprintf(
                 shape + k, sizeof shape - (size_t)k, "%s%.0f", k ? "x" : "", e->valuedouble);
-            v[m] = (check_sdc_vote){.group = group_key(gp[i], "gemm", str(g, "dtype"), shape, ""),
-                                    .digest = str(g, "digest"),
-                                    .owner = i,
-                                    .what = "GEMM",
-                                    .gemm = true};
+            v[m] = (check_sdc_vote){
+                .group = group_key(gp[i], (const char *[]){"gemm", str(g, "dtype"), shape, NULL}),
+                .digest = str(g, "digest"),
+                .owner = i,
+                .what = "GEMM",
+                .gemm = true};
             if (v[m].group) m++;
         }
         cJSON_ArrayForEach(f, item(item(sdc, "sdc.train"), "fingerprints")) {
             char steps[32];
             snprintf(steps, sizeof steps, "%.0f", num(f, "steps"));
-            char build[1200];
-            snprintf(build, sizeof build, "%s\x1f%s", str(f, "build"),
-                     str(f, "libs") ? str(f, "libs") : "");
             v[m] = (check_sdc_vote){
-                .group = group_key(gp[i], str(f, "precision"), str(f, "model"), steps, build),
+                .group =
+                    group_key(gp[i], (const char *[]){"train", str(f, "precision"), str(f, "model"),
+                                                      steps, str(f, "build"),
+                                                      str(f, "libs") ? str(f, "libs") : "", NULL}),
                 .digest = str(f, "digest"),
                 .owner = i,
                 .what = str(f, "precision")};

@@ -793,14 +793,18 @@ static int compare_fingerprints(fleet_node *nodes, int n) {
                          cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "steps")));
                 const cJSON *em = cJSON_GetObjectItemCaseSensitive(f, "emulated");
                 bool emu = cJSON_IsTrue(em) || nodes[i].emulated;
-                size_t l = strlen(fp_str(f, "build")) + strlen(fp_str(f, "libs")) +
-                           strlen(fp_str(f, "gpu")) + strlen(fp_str(f, "precision")) +
-                           strlen(fp_str(f, "model")) + strlen(steps) + 16;
+                // each part prefixed by its length: no two different lists read the same
+                const char *part[] = {fp_str(f, "build"),     fp_str(f, "libs"),
+                                      fp_str(f, "gpu"),       emu ? "emulated" : "gpu",
+                                      fp_str(f, "precision"), fp_str(f, "model"),
+                                      steps};
+                size_t l = 1;
+                for (int q = 0; q < 7; q++) l += strlen(part[q]) + 24;
                 char *key = malloc(l);
                 if (!key) continue;
-                snprintf(key, l, "%s\x1f%s\x1f%s\x1f%d\x1f%s\x1f%s\x1f%s", fp_str(f, "build"),
-                         fp_str(f, "libs"), fp_str(f, "gpu"), emu, fp_str(f, "precision"),
-                         fp_str(f, "model"), steps);
+                int w = 0;
+                for (int q = 0; q < 7; q++)
+                    w += snprintf(key + w, l - (size_t)w, "%zu:%s", strlen(part[q]), part[q]);
                 v[m++] = (check_sdc_vote){.group = key, .digest = fp_str(f, "digest"), .owner = i,
                                           .sub = gi, .what = fp_str(f, "precision"), .ref = g};
             }
