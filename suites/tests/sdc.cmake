@@ -9,6 +9,12 @@
 # with a stuck memory bit on cuda:1 (TANDEM_EMU_FLIP_BIT) different ones, named by the check and by
 # `bench compare --fleet`. The assertions are on the sdc lines and status.json, not on the run's
 # exit status (sustained.load, another check of level 3, decides that).
+# the vote against a brute-force count, and node splits the planted files lack (test_check_sdc.c)
+tdm_test_executable(check_sdc)
+target_sources(test_check_sdc PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
+                                      ${PROJECT_SOURCE_DIR}/harness/check_levels.c)
+add_test(NAME check.sdc.unit COMMAND test_check_sdc)
+
 set(SDC ${TEST_TMP}/sdc)
 add_test(NAME check.sdc.plant COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/sdc_plant.py
          ${CMAKE_CURRENT_SOURCE_DIR}/check/level3-incomplete.json ${SDC})
