@@ -2,8 +2,9 @@
  * the judging of measured figures against it (check_judge.c: a pure function of two JSON
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
  * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c), a
- * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), and the levels and
- * fault codes (check_levels.c).
+ * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), the levels and
+ * fault codes (check_levels.c), and the silent data corruption checks (check_sdc.c measures,
+ * check_sdc_judge.c judges; `bench compare --fleet` votes on their fingerprints too).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):

@@ -299,6 +299,7 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
                 .gemm = true};
             if (v[m].group) m++;
         }
+        int q = 0;  // each fingerprint's place in its GPU's record: the notes keep that order
         cJSON_ArrayForEach(f, item(item(sdc, "sdc.train"), "fingerprints")) {
             char steps[32];
             snprintf(steps, sizeof steps, "%.0f", num(f, "steps"));
@@ -309,6 +310,7 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
                                                       str(f, "libs") ? str(f, "libs") : "", NULL}),
                 .digest = str(f, "digest"),
                 .owner = i,
+                .sub = q++,
                 .what = str(f, "precision")};
             if (v[m].group) m++;
         }
@@ -393,12 +395,13 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
         }
         k = 0;
         bool alone = true, differs = false, disagree = false;
-        for (int x = 0; x < m; x++) {
-            if (v[x].owner != i || v[x].gemm) continue;
-            const char *c = vote_note(&v[x], name, note, sizeof note, &k, &alone);
-            differs = differs || (c && !strcmp(c, "differs"));
-            disagree = disagree || (c && !strcmp(c, "disagree"));
-        }
+        for (int q = 0; q < nf; q++)
+            for (int x = 0; x < m; x++) {
+                if (v[x].owner != i || v[x].gemm || v[x].sub != q) continue;
+                const char *c = vote_note(&v[x], name, note, sizeof note, &k, &alone);
+                differs = differs || (c && !strcmp(c, "differs"));
+                disagree = disagree || (c && !strcmp(c, "disagree"));
+            }
         char full[1400];
         snprintf(full, sizeof full, "fingerprints %s%s", note,
                  alone ? " (no other GPU of its model here: for `bench compare --fleet`)" : "");
