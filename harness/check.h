@@ -3,8 +3,10 @@
  * objects, so it is tested without a GPU), the measurements (check_measure.c), the training
  * trajectory rule (check_train.c), the verdict table of `bench report` (check_report.c), a
  * fleet's baseline and rules (check_rules.c, printed by check_rules_print.c), the levels and
- * fault codes (check_levels.c), and the sustained and pulsed load with their judge
- * (check_sustained.c, check_sustained_judge.c).
+ * fault codes (check_levels.c), the sustained and pulsed load with their judge
+ * (check_sustained.c, check_sustained_judge.c), and the silent data corruption checks
+ * (check_sdc.c measures, check_sdc_judge.c judges; `bench compare --fleet` votes on their
+ * fingerprints too).
  *
  * The figures of a check (format tandem-check-figures/1, also the "check" section of a results
  * directory's status.json, where each GPU also carries its "checks"):
@@ -17,7 +19,13 @@
  *              "counters": {"seconds", "start": {"pcie_replay", ...}, "end": {...}, "xid": [...]},
  *              "series": {"sustained.load": {"t_s": [...], "sm_clock_mhz", "mem_clock_mhz", "power_w",
  *                         "temperature_c", "throttle_reasons", "tflops", "phase": arrays of one
- *                         length, "target_tflops", "median_tflops", ...}, "pulsed.load": {...}}}],
+ *                         length, "target_tflops", "median_tflops", ...}, "pulsed.load": {...}},
+ *              "sdc" (levels 3, 4): {"sdc.gemm": {"repeats", "mismatches", "first_mismatch" (a
+ *                        repetition, 0 the first, or null), "dtype", "shape": [m, k, n], "digest"
+ *                        (SHA-256 of the first product, 64 hex digits, or null), "seconds", "error"},
+ *                      "sdc.train": {"fingerprints": [{"digest", "build", "libs", "gpu",
+ *                        "emulated", "precision", "model", "steps", "final_loss",
+ *                        "final_loss_bits"}], "seconds", "error"}}}],
  *    "host": {"numerics": {"reference.golden": ...}}, "no_gpu": "why" or absent,
  *    "level": 1..4, "budget_s", "elapsed_s"}
  * The judged lines of a FAIL or WARN carry "code" (TDM-Fnnn) and "remedy" (check_levels.c).
@@ -326,5 +334,43 @@ cJSON *check_counters_begin(int index);
 void check_counters_end(cJSON *gpu, cJSON *begin, int index);
 // With two or more GPUs: adds multi.allreduce and multi.peer to each entry of gpus.
 void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts *o);
+
+// ---- silent data corruption (check_sdc.c measures, check_sdc_judge.c judges) -----------------
+
+// sdc.gemm's repetitions on a GPU last about this long (the emulated device: 10 repetitions).
+#define CHECK_SDC_GEMM_SECONDS 10.0
+// sdc.train's run: the model (bench train's grammar) and its steps (on the emulated device fewer).
+#define CHECK_SDC_TRAIN_MODEL "gpt:L2-H2-D32-T16-V67"
+#define CHECK_SDC_TRAIN_STEPS "50"
+#define CHECK_SDC_TRAIN_STEPS_EMU "4"
+// Adds "sdc" ({"sdc.gemm": {...}, "sdc.train": {...}}, the format comment at the top) to each
+// entry of gpus (index[i]'s): levels 3 and 4.
+void check_sdc_run(cJSON *gpus, const int *index, int n, const check_run_opts *o);
+// gpus[i].sdc as a recorded figure may hold it: false with err naming the field (bad input).
+bool check_sdc_valid(const cJSON *sdc, int i, char *err, size_t len);
+// The sdc.gemm and sdc.train lines of each of the n judged GPUs gp[] (their "checks" arrays):
+// each GPU's repetitions, then its digests and fingerprints against those of the other GPUs of
+// its model (the majority; docs/CHECK.md). At a level from 3 an absent record is absent (the
+// verdict incomplete); the emulated device's lines are EMULATED, the note saying what a GPU's
+// verdict would be.
+void check_sdc_judge(cJSON **gp, int n, int level);
+// The vote of the same work on many GPUs (a node's, a fleet's): the digests of one group must be
+// the same bits, the majority's (more than half of the group) the yardstick. check_sdc_tally
+// sorts v by group and digest and fills in each vote's size (votes in its group), same (of them
+// with its digest, itself included), majority (votes with the majority's digest; 0: no digest
+// has more than half) and major (that digest, or NULL).
+typedef struct {
+    char *group;          // what must give the same bits (the caller's, freed by it)
+    const char *digest;
+    int owner, sub;       // the caller's: the GPU's place; the node's and the GPU's in it
+    const char *what;     // a label: "GEMM", a precision
+    bool gemm;            // sdc.gemm's digest, else a training fingerprint
+    const cJSON *ref;     // the caller's: the record voted with
+    int size, same, majority;
+    const char *major;
+} check_sdc_vote;
+void check_sdc_tally(check_sdc_vote *v, int m);
+// Whether s is a SHA-256 digest as recorded: 64 lowercase hexadecimal digits.
+bool check_sdc_digest_valid(const char *s);
 
 #endif

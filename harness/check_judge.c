@@ -959,7 +959,8 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
                  valid_counters(item(g, "counters"), i, err, len) &&
                  valid_driver(item(g, "driver"), i, err, len) &&
                  check_sustained_valid(g, i, err, len) &&
-                 valid_runs(item(g, "numerics"), where, err, len);
+                 valid_runs(item(g, "numerics"), where, err, len) &&
+                 check_sdc_valid(item(g, "sdc"), i, err, len);
         if (!ok) break;
         devs[i++] = str(g, "device");
     }
@@ -1076,6 +1077,7 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
     cJSON *outliers = cJSON_AddArrayToObject(out, "outliers");
     judge_outliers(gp, n, limit_ok, expect, outliers);
     free(limit_ok);
+    check_sdc_judge(gp, n, level);   // silent data corruption: each GPU, then across its siblings
     cJSON_ArrayForEach(go, gpus_out) {
         int gc[5] = {0};
         count(item(go, "checks"), gc);

@@ -41,6 +41,9 @@ static const check_level_row level_rows[] = {
     {"sustained.load", 3, true, "sustained GEMM load: clocks, power and temperature over minutes"},
     {"memory.test", 4, true, "a device memory test (patterns over the free memory)"},
     {"pulsed.load", 4, true, "pulsed load: power transients"},
+    // silent data corruption (check_sdc.c): the same bits every repetition, and on every GPU
+    {"sdc.gemm", 3, true, "one seeded GEMM repeated: the same bits every time, on every GPU of the model"},
+    {"sdc.train", 3, true, "a short deterministic training run: its fingerprint the same on every GPU of the model"},
     {NULL, 0, false, NULL}};
 
 const check_level_row *check_level_rows(void) { return level_rows; }
@@ -187,6 +190,19 @@ static const check_code codes[] = {
     {"TDM-F106", "throttled by the hardware during the pulsed load",
      "power transients tripped hw slowdown or the power brake: check the PSUs and the board's power delivery; thermal: cooling",
      NV_EVENTS},
+    // silent data corruption (check_sdc.c, check_sdc_judge.c; docs/CHECK.md "Silent data corruption")
+    {"TDM-F120", "the same GEMM gave different bits on a repetition",
+     "the GPU computes different bits for the same input: drain it, run `dcgmi diag -r 3`; RMA it if it repeats",
+     "gpu-burn (github.com/wilicc/gpu-burn): every product compared with the first; here bit for bit"},
+    {"TDM-F121", "the GEMM's bits differ from those of the other GPUs of its model",
+     "the GPU computes different bits from its siblings for the same input: drain it, run `dcgmi diag -r 3`; RMA it if it repeats",
+     "docs/CHECK.md: the same inputs, build and model give the same bits (deterministic kernels)"},
+    {"TDM-F122", "the deterministic training's fingerprint differs from the other GPUs' of its model",
+     "the GPU trains to different bits than its siblings: drain it, run `dcgmi diag -r 3` and `bench check --memtest`; RMA it if it repeats",
+     "Dixit et al., Silent Data Corruptions at Scale (Meta, arXiv:2102.11245)"},
+    {"TDM-F123", "no GPU majority: the GPUs of one model disagree",
+     "the GPUs of one model give different bits and none has a majority: run `bench check --level 3` again and `dcgmi diag -r 3` on each; compare with the fleet (`bench compare --fleet`)",
+     "docs/CHECK.md: the majority of the GPUs of a model is the yardstick"},
     {NULL, NULL, NULL, NULL}};
 
 const check_code *check_codes(void) { return codes; }

@@ -55,7 +55,9 @@ static void check_usage(FILE *f) {
             "             remapped rows, retired pages and the error counters (no load);\n"
             "             2: about 2 minutes a GPU (= --quick); 3: about 15 minutes, + the sustained\n"
             "             load (targeted stress, targeted power; clocks, power, temperature and\n"
-            "             throttle reasons sampled at 2 Hz); 4: an hour, + the memory test and the\n"
+            "             throttle reasons sampled at 2 Hz) and silent data corruption (the same\n"
+            "             GEMM repeated, the same bits; a deterministic training run's fingerprint,\n"
+            "             the same on every GPU of a model); 4: an hour, + the memory test and the\n"
             "             pulsed load. Each level's time\n"
             "             budget is printed before it starts; a run past it is a WARN (TDM-F090).\n"
             "             Checks of levels 3 and 4 not yet implemented are listed as not run\n"
@@ -714,6 +716,8 @@ int bench_check(int argc, char **argv) {
     }
     if (n && !check_interrupted() && check_level_runs(level, "sustained.load"))   // levels 3 and 4
         check_run_sustained(gpus, index, n, level, duration);
+    if (n && !check_interrupted() && check_level_runs(level, "sdc.gemm"))   // levels 3, 4
+        check_sdc_run(gpus, index, n, &o);
     for (int i = 0; i < n; i++) {   // the counters' ends, and the Xids that came in between
         cJSON *g = cJSON_GetArrayItem(gpus, i);
         if (g && !check_interrupted()) check_counters_end(g, counters[i], index[i]);

@@ -13,9 +13,13 @@
  * never called faster (nor slower), and the exit is 1, so that no one takes it for an improvement.
  * A run on the emulated CUDA device (emulated.h) is refused, whichever side or fleet member it is:
  * its timings measure the emulator, and no emulated figure goes into a comparison.
- * Exit: 0, 1 when a benchmark is significantly slower (two runs) or a node is a slow outlier
- * (fleet), or a change is suspect — so CI can gate on it —, 2 on bad arguments, an unreadable
- * results directory or an emulated run. */
+ * Over results of `bench check --out`, --fleet first compares the fingerprints of silent data
+ * corruption (sdc.train, check_sdc.c): per build, libraries, GPU model, precision, model and
+ * steps, the fleet's fingerprint is the majority's, and a node with another DIFFERS; an emulated
+ * run is allowed there, labelled, its fingerprints grouped apart (its timings left out).
+ * Exit: 0, 1 when a benchmark is significantly slower (two runs) or a node is a slow outlier or
+ * its fingerprint differs (fleet), or a change is suspect — so CI can gate on it —, 2 on bad
+ * arguments, an unreadable results directory or an emulated run. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -29,6 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench.h"
+#include "check.h"
 #include "emulated.h"
 #include "fileio.h"
 #include "json_strict.h"
@@ -663,12 +668,294 @@ static int compare_fleet(run_data *runs, int nruns, double threshold, double max
     return n_suspect ? 1 : 0;
 }
 
+// ---- --fleet over `bench check --out` results: the fingerprints (silent data corruption) -------
+// Each GPU's sdc.train fingerprints (check.h) grouped by what must give the same bits — the
+// build, the libraries, the GPU model (and whether it is the emulated device), the precision, the
+// model trained and its steps —; per group the fleet's fingerprint is the majority's (more than
+// half of the group's GPUs, check_sdc_tally), and a node with a GPU outside it DIFFERS, as every
+// node of a group where no fingerprint has a majority. docs/CHECK.md "Silent data corruption".
+
+typedef struct {
+    const char *dir;
+    char label[300];   // context.json's env.host, else the path given
+    cJSON *status;     // status.json, when it has a "check" section (else NULL)
+    bool emulated;
+    char emulated_why[1024];
+} fleet_node;
+
+// Control characters of a recorded string (a terminal escape in a hostile name) printed as '?'.
+static void tame(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
+// Reads DIR's context.json (its host) and status.json (a "check" section, its sdc records valid);
+// -1 with load_error on bad input: not a directory, a file that is not strict JSON, a record
+// that cannot be one.
+static int fleet_node_read(fleet_node *f, const char *dir) {
+    memset(f, 0, sizeof *f);
+    f->dir = dir;
+    snprintf(f->label, sizeof f->label, "%s", dir);
+    tame(f->label);
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return fail("%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a results directory of `bench check --out`)", dir);
+    static const char *const files[] = {"context.json", "status.json"};
+    for (int k = 0; k < 2; k++) {
+        char path[4200], why[300] = "not an object";
+        snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+        if (stat(path, &sb) != 0) continue;
+        size_t len = 0;
+        char *text = bench_read_file_max(path, 256u << 20, &len);
+        if (!text) return fail("%s: cannot read: %s", path, bench_strerror(errno));
+        cJSON *j = bench_json_parse_strict(text, len, false, why, sizeof why);
+        free(text);
+        if (!cJSON_IsObject(j)) {
+            cJSON_Delete(j);
+            return fail("%s: not valid JSON: %s", path, why);
+        }
+        if (k == 0) {
+            const cJSON *host = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "env"), "host");
+            if (cJSON_IsString(host) && host->valuestring[0])
+                snprintf(f->label, sizeof f->label, "%s", host->valuestring);
+            tame(f->label);
+            cJSON_Delete(j);
+            continue;
+        }
+        const cJSON *check = cJSON_GetObjectItemCaseSensitive(j, "check");
+        if (!check) {   // a run of `bench run`: no fingerprint
+            cJSON_Delete(j);
+            continue;
+        }
+        const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(check, "gpus"), *g;
+        if (!cJSON_IsObject(check) || !cJSON_IsArray(gpus)) {
+            cJSON_Delete(j);
+            return fail("%s: check: not a check section (an object with a \"gpus\" array)", path);
+        }
+        int i = 0;
+        cJSON_ArrayForEach(g, gpus) {
+            char err[600];
+            if (!cJSON_IsObject(g)) {
+                cJSON_Delete(j);
+                return fail("%s: check.gpus[%d]: must be an object", path, i);
+            }
+            if (!check_sdc_valid(cJSON_GetObjectItemCaseSensitive(g, "sdc"), i, err, sizeof err)) {
+                cJSON_Delete(j);
+                return fail("%s: check.%s", path, err);
+            }
+            i++;
+        }
+        f->status = j;
+    }
+    int emu = bench_dir_emulated(dir, f->emulated_why, sizeof f->emulated_why);
+    if (emu < 0) {
+        cJSON_Delete(f->status);
+        f->status = NULL;
+        return fail("%s", f->emulated_why);
+    }
+    f->emulated = emu == 1;
+    return 0;
+}
+
+static const char *fp_str(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+// The fingerprints' table: a row per node; returns 1 when a node differs, 0 when none does.
+static int compare_fingerprints(fleet_node *nodes, int n) {
+    int cap = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *g;
+        cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(
+                                  cJSON_GetObjectItemCaseSensitive(nodes[i].status, "check"), "gpus"))
+            cap += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(g, "sdc"), "sdc.train"),
+                "fingerprints"));
+    }
+    check_sdc_vote *v = calloc((size_t)(cap ? cap : 1), sizeof *v);
+    if (!v) {
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *g, *f;
+        int gi = 0;
+        cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(
+                                  cJSON_GetObjectItemCaseSensitive(nodes[i].status, "check"), "gpus")) {
+            cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(
+                                      cJSON_GetObjectItemCaseSensitive(
+                                          cJSON_GetObjectItemCaseSensitive(g, "sdc"), "sdc.train"),
+                                      "fingerprints")) {
+                char steps[32];
+                snprintf(steps, sizeof steps, "%.0f",
+                         cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "steps")));
+                const cJSON *em = cJSON_GetObjectItemCaseSensitive(f, "emulated");
+                bool emu = cJSON_IsTrue(em) || nodes[i].emulated;
+                // each part prefixed by its length: no two different lists read the same
+                const char *part[] = {fp_str(f, "build"),     fp_str(f, "libs"),
+                                      fp_str(f, "gpu"),       emu ? "emulated" : "gpu",
+                                      fp_str(f, "precision"), fp_str(f, "model"),
+                                      steps};
+                size_t l = 1;
+                for (int q = 0; q < 7; q++) l += strlen(part[q]) + 24;
+                char *key = malloc(l);
+                if (!key) continue;
+                int w = 0;
+                for (int q = 0; q < 7; q++)
+                    w += snprintf(key + w, l - (size_t)w, "%zu:%s", strlen(part[q]), part[q]);
+                v[m++] = (check_sdc_vote){.group = key, .digest = fp_str(f, "digest"), .owner = i,
+                                          .sub = gi, .what = fp_str(f, "precision"), .ref = g};
+            }
+            gi++;
+        }
+    }
+    check_sdc_tally(v, m);
+    printf("fingerprints (sdc.train, bench check --level 3): each GPU's against the fleet's, the "
+           "majority of the GPUs\nwith the same build, libraries, GPU model, precision, model and "
+           "steps\n\n");
+    table t = {.ncols = 4, .head = {"node", "fingerprints", "verdict", "detail"},
+               .right = {false, true, false, false}};
+    int differ = 0, rc = 0;
+    char names[600] = "";
+    for (int i = 0; i < n && !rc; i++) {
+        int nf = 0, compared = 0, bad = 0, k = 0;
+        char detail[1500] = "";
+        for (int x = 0; x < m; x++) {
+            if (v[x].owner != i) continue;
+            nf++;
+            compared += v[x].size > 1;
+            bool ok = v[x].majority && !strcmp(v[x].digest, v[x].major);
+            if (v[x].size < 2 || ok) continue;
+            bad++;
+            const cJSON *g = v[x].ref;
+            const char *dev = fp_str(g, "device"), *gpu = fp_str(g, "name");
+            int w = v[x].majority
+                        ? snprintf(detail + k, sizeof detail - (size_t)k,
+                                   "%s%s %s (%s): %.16s, the fleet's %.16s (%d of %d GPUs)",
+                                   k ? "; " : "", dev, v[x].what, gpu, v[x].digest, v[x].major,
+                                   v[x].majority, v[x].size)
+                        : snprintf(detail + k, sizeof detail - (size_t)k,
+                                   "%s%s %s (%s): %.16s, no majority in the fleet (%d GPUs, %d "
+                                   "with this fingerprint)", k ? "; " : "", dev, v[x].what, gpu,
+                                   v[x].digest, v[x].size, v[x].same);
+            if (w > 0) k = k + w < (int)sizeof detail ? k + w : (int)sizeof detail - 1;
+        }
+        const char *verdict = !nodes[i].status ? "no fingerprint (not a bench check result)"
+                              : !nf            ? "no fingerprint"
+                              : bad            ? "DIFFERS"
+                              : compared       ? "matches"
+                                               : "not compared";
+        if (nf && !bad && !compared)
+            snprintf(detail, sizeof detail, "no other GPU in the fleet with the same build, libraries, model and precision");
+        char cnt[16], verd[96];
+        snprintf(cnt, sizeof cnt, "%d", nf);
+        snprintf(verd, sizeof verd, "%s%s", verdict, nodes[i].emulated ? " (EMULATED)" : "");
+        tame(detail);
+        char *cells[] = {nodes[i].label, cnt, verd, detail};
+        if (table_row(&t, cells) != 0) rc = 2;
+        if (bad) {
+            size_t l = strlen(names);
+            snprintf(names + l, sizeof names - l, " %s", nodes[i].label);
+            differ++;
+        }
+    }
+    for (int x = 0; x < m; x++) free(v[x].group);
+    free(v);
+    if (rc) {
+        table_free(&t);
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    table_print(&t);
+    table_free(&t);
+    bool emu = false;
+    for (int i = 0; i < n; i++) emu = emu || nodes[i].emulated;
+    if (emu)
+        printf("EMULATED: a run on the emulated device (suites/emu) has the emulated device's bits, "
+               "grouped apart from any GPU's (its model differs): they prove the check, not a GPU\n");
+    if (differ) printf("DIFFERS: %d of %d nodes have a fingerprint other than the fleet's:%s\n", differ, n, names);
+    else printf("AGREE: no node's fingerprint differs from the fleet's (%d nodes)\n", n);
+    return differ ? 1 : 0;
+}
+
+// --fleet when a directory holds `bench check` results: the fingerprints, then the timings of the
+// runs that are not emulated when there are 3 or more of them.
+static int fleet_check(char **dirs, int n, double threshold, double max_change, bool *handled) {
+    *handled = false;
+    fleet_node *nodes = calloc((size_t)n, sizeof *nodes);
+    if (!nodes) {
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    int rc = 0, loaded = 0;
+    bool any_check = false;
+    for (; loaded < n; loaded++) {
+        if (fleet_node_read(&nodes[loaded], dirs[loaded]) != 0) {
+            fprintf(stderr, "bench compare: %s\n", load_error);
+            rc = 2;
+            break;
+        }
+        any_check = any_check || nodes[loaded].status;
+    }
+    *handled = rc || any_check;
+    bool *dup = calloc((size_t)n, sizeof *dup);   // the same host twice: the paths name them
+    for (int i = 0; dup && !rc && i < n; i++)
+        for (int j = 0; j < n; j++) dup[i] |= i != j && !strcmp(nodes[i].label, nodes[j].label);
+    for (int i = 0; dup && !rc && i < n; i++)
+        if (dup[i]) {
+            snprintf(nodes[i].label, sizeof nodes[i].label, "%s", dirs[i]);
+            tame(nodes[i].label);
+        }
+    free(dup);
+    if (!rc && any_check) {
+        printf("fleet of %d results:\n", n);
+        for (int i = 0; i < n; i++) {
+            char d[4096];
+            snprintf(d, sizeof d, "%s", dirs[i]);
+            tame(d);
+            printf("  %s  (%s%s)\n", d, nodes[i].label, nodes[i].emulated ? ", EMULATED" : "");
+        }
+        printf("\n");
+        rc = compare_fingerprints(nodes, n);
+        // the timings: of the runs not on the emulated device, when 3 or more
+        int nt = 0;
+        for (int i = 0; i < n; i++) nt += !nodes[i].emulated;
+        printf("\n");
+        if (rc != 2 && nt < 3) {
+            printf("timings: not compared (%d of the %d runs are not on the emulated device: a "
+                   "fleet's timings need 3)\n", nt, n);
+        } else if (rc != 2) {
+            run_data *runs = calloc((size_t)nt, sizeof *runs);
+            int k = 0, trc = runs ? 0 : 2;
+            for (int i = 0; i < n && !trc; i++) {
+                if (nodes[i].emulated) continue;
+                if (run_load(&runs[k], dirs[i]) != 0) {   // no timings there (level 1)
+                    printf("timings: not compared: %s\n", load_error);
+                    trc = -1;
+                    break;
+                }
+                k++;
+            }
+            if (!trc) trc = compare_fleet(runs, nt, threshold, max_change);
+            for (int i = 0; i < k; i++) run_free(&runs[i]);
+            free(runs);
+            if (trc >= 0) rc = trc == 2 ? 2 : rc > trc ? rc : trc;
+        }
+    }
+    for (int i = 0; i < loaded; i++) cJSON_Delete(nodes[i].status);
+    free(nodes);
+    return rc;
+}
+
 // ---- the command ---------------------------------------------------------------------------
 
 static void compare_usage(FILE *f) {
     fprintf(f,
             "usage: bench compare BASE NEW [--threshold PCT] [--alpha A]\n"
             "       bench compare --fleet DIR DIR DIR... [--threshold PCT]\n"
+            "       bench compare --fleet CHECKDIR CHECKDIR...   (bench check --out results)\n"
             "  BASE NEW: two results directories of `bench run`. For every benchmark and metric\n"
             "  in both: the medians over the repetitions, change = new / base - 1, the p-value of\n"
             "  the two-sided Mann-Whitney U test over the repetitions (as Google Benchmark's\n"
@@ -678,15 +965,21 @@ static void compare_usage(FILE *f) {
             "  --fleet: 3 or more runs of the same benchmarks, one per node: each node's median\n"
             "  against the fleet's median; a node off by more than PCT and outside the range of\n"
             "  the other nodes is an outlier, one row per node and benchmark (a slow PCIe link, a\n"
-            "  throttled GPU).\n"
+            "  throttled GPU). Over results of `bench check --out` (level 3 or 4), first the\n"
+            "  fingerprints of silent data corruption (sdc.train): each GPU's against the fleet's,\n"
+            "  the majority of the GPUs with the same build, libraries, GPU model, precision,\n"
+            "  model and steps; a row per node: matches, DIFFERS (which GPU and precision), no\n"
+            "  fingerprint; 2 or more directories; a run on the emulated device labelled\n"
+            "  EMULATED, its timings left out (docs/CHECK.md \"Silent data corruption\").\n"
             "  --threshold PCT  smallest change that counts, in percent (default 5)\n"
             "  --alpha A        significance level of the U test (default 0.05)\n"
             "  --max-change F   a median F times the other's or more is too large to be real:\n"
             "                   \"suspect\", named in a warning, never called faster (default 10)\n"
             "  Exit: 0 no regression; 1 a benchmark significantly slower by PCT or more (fleet:\n"
-            "  a slow outlier), or a suspect change, for CI to gate on; 2 bad arguments, an\n"
-            "  unreadable directory, or a run on the emulated CUDA device (the emulator's\n"
-            "  timings: never compared).\n");
+            "  a slow outlier, or a node whose fingerprint differs), or a suspect change, for CI\n"
+            "  to gate on; 2 bad arguments, an unreadable directory or status.json, a malformed\n"
+            "  fingerprint, or a run on the emulated CUDA device (the emulator's timings: never\n"
+            "  compared; bench check's fingerprints excepted).\n");
 }
 
 int bench_compare(int argc, char **argv) {
@@ -737,6 +1030,11 @@ int bench_compare(int argc, char **argv) {
         }
     }
     int ndirs = argc - optind;
+    if (fleet && ndirs >= 2) {   // results of `bench check`: their fingerprints first
+        bool handled = false;
+        int frc = fleet_check(argv + optind, ndirs, threshold, max_change, &handled);
+        if (handled) return frc;
+    }
     if (fleet ? ndirs < 3 : ndirs != 2) {
         fprintf(stderr, fleet ? "bench compare: --fleet takes 3 or more results directories "
                                 "(got %d)\n"

@@ -7,6 +7,7 @@
 # levels end to end: gpu.check.level*).
 tdm_test_executable(check)
 target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                  ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_levels.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
                                   ${PROJECT_SOURCE_DIR}/harness/check_expect.c
@@ -80,6 +81,7 @@ add_test(NAME check.installed_uses_its_files COMMAND sh -c
 # files under ${TEST_TMP}/check/rules for the CLI tests below (text, JSON lines, Markdown, HTML).
 tdm_test_executable(check_rules)
 target_sources(test_check_rules PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                                        ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_levels.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
                                         ${PROJECT_SOURCE_DIR}/harness/check_expect.c
