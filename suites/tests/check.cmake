@@ -5,17 +5,19 @@
 # and on cuda:0 — the emulated device in the emu preset — the quick check itself; then a fleet's
 # baseline and rules (check.rules.*); at the end the levels and fault codes (check.levels.*, and the
 # levels end to end: gpu.check.level*).
+# The judge (check_judge.c, a pure function of recorded figures) and what it reads: every test
+# executable that judges figures links these.
+set(CHECK_JUDGE_SOURCES ${PROJECT_SOURCE_DIR}/harness/check_judge.c
+                        ${PROJECT_SOURCE_DIR}/harness/check_levels.c
+                        ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
+                        ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
+                        ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+                        ${PROJECT_SOURCE_DIR}/harness/emulated.c
+                        ${PROJECT_SOURCE_DIR}/harness/json_strict.c
+                        ${PROJECT_SOURCE_DIR}/harness/fileio.c
+                        ${PROJECT_SOURCE_DIR}/harness/stats.c)
 tdm_test_executable(check)
-target_sources(test_check PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
-                                  ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
-                                  ${PROJECT_SOURCE_DIR}/harness/check_levels.c
-                                  ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
-                                  ${PROJECT_SOURCE_DIR}/harness/check_expect.c
-                                  ${PROJECT_SOURCE_DIR}/harness/check_rules.c
-                                  ${PROJECT_SOURCE_DIR}/harness/emulated.c
-                                  ${PROJECT_SOURCE_DIR}/harness/json_strict.c
-                                  ${PROJECT_SOURCE_DIR}/harness/fileio.c
-                                  ${PROJECT_SOURCE_DIR}/harness/stats.c)
+target_sources(test_check PRIVATE ${CHECK_JUDGE_SOURCES} ${PROJECT_SOURCE_DIR}/harness/check_rules.c)
 set(CHECK_EXPECT ${PROJECT_SOURCE_DIR}/suites/check/expectations.json)
 set(CHECK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/check)
 file(MAKE_DIRECTORY ${TEST_TMP}/check)
@@ -24,14 +26,7 @@ add_test(NAME check.unit COMMAND test_check ${CHECK_EXPECT} ${TEST_TMP}/check)
 # The sustained and pulsed load's judge (harness/check_sustained_judge.c, docs/CHECK.md "Sustained
 # and pulsed load"): planted series on the recorded healthy level-2 node, malformed series refused.
 tdm_test_executable(check_sustained)
-target_sources(test_check_sustained PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
-                                            ${PROJECT_SOURCE_DIR}/harness/check_levels.c
-                                            ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
-                                            ${PROJECT_SOURCE_DIR}/harness/check_expect.c
-                                            ${PROJECT_SOURCE_DIR}/harness/emulated.c
-                                            ${PROJECT_SOURCE_DIR}/harness/json_strict.c
-                                            ${PROJECT_SOURCE_DIR}/harness/fileio.c
-                                            ${PROJECT_SOURCE_DIR}/harness/stats.c)
+target_sources(test_check_sustained PRIVATE ${CHECK_JUDGE_SOURCES})
 add_test(NAME check.sustained.unit COMMAND test_check_sustained ${CHECK_EXPECT}
                                            ${CMAKE_CURRENT_SOURCE_DIR}/check/level2-healthy.json)
 # the recorded runs it leaves (we21-*) are hostile21_judge.cmake's --write-expect inputs
@@ -80,16 +75,7 @@ add_test(NAME check.installed_uses_its_files COMMAND sh -c
 # by each kind of rule and refuses malformed files; it leaves the nodes, the baseline and the rules
 # files under ${TEST_TMP}/check/rules for the CLI tests below (text, JSON lines, Markdown, HTML).
 tdm_test_executable(check_rules)
-target_sources(test_check_rules PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_judge.c
-                                        ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
-                                        ${PROJECT_SOURCE_DIR}/harness/check_levels.c
-                                        ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
-                                        ${PROJECT_SOURCE_DIR}/harness/check_expect.c
-                                        ${PROJECT_SOURCE_DIR}/harness/check_rules.c
-                                        ${PROJECT_SOURCE_DIR}/harness/emulated.c
-                                        ${PROJECT_SOURCE_DIR}/harness/json_strict.c
-                                        ${PROJECT_SOURCE_DIR}/harness/fileio.c
-                                        ${PROJECT_SOURCE_DIR}/harness/stats.c)
+target_sources(test_check_rules PRIVATE ${CHECK_JUDGE_SOURCES} ${PROJECT_SOURCE_DIR}/harness/check_rules.c)
 set(R ${TEST_TMP}/check/rules)
 set(BR "$<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --baseline ${R}/baseline.json")
 add_test(NAME check.rules.unit COMMAND test_check_rules ${CHECK_EXPECT} ${CHECK_DATA}/healthy-2xa100.json ${TEST_TMP}/check)

@@ -60,7 +60,29 @@ static cJSON *series(bool pulsed) {
     return s;
 }
 
-// The recorded healthy node at LEVEL, each GPU with healthy series (level 4: pulsed too).
+// The other checks of levels 3 and 4, passed: the silent data corruption records (the same
+// digests on every GPU of the node) and, at level 4, the memory test.
+static void other_checks(cJSON *g, int level) {
+    static const char *const sdc =
+        "{\"sdc.gemm\": {\"repeats\": 20, \"mismatches\": 0, \"first_mismatch\": null, \"dtype\": \"bf16\","
+        " \"shape\": [4096, 4096, 4096], \"digest\": \"%s\", \"seconds\": 10},"
+        " \"sdc.train\": {\"fingerprints\": [{\"digest\": \"%s\", \"build\": \"tandem\", \"libs\": \"cuBLAS\","
+        " \"gpu\": \"%s\", \"emulated\": false, \"precision\": \"f32\", \"model\": \"gpt:L2-H2-D32-T16-V67\","
+        " \"steps\": 50, \"final_loss\": 3.25, \"final_loss_bits\": \"0x40500000\"}], \"seconds\": 4}}";
+    char text[2048], a[65], b[65];
+    memset(a, 'a', 64), memset(b, 'b', 64), a[64] = b[64] = '\0';
+    snprintf(text, sizeof text, sdc, a, b, cJSON_GetStringValue(cJSON_GetObjectItem(g, "name")));
+    cJSON *rec = cJSON_Parse(text);
+    CHECK(rec != NULL);
+    cJSON_AddItemToObject(g, "sdc", rec);
+    if (level >= 4) {
+        cJSON *mt = cJSON_AddObjectToObject(cJSON_GetObjectItem(g, "numerics"), "memory.test");
+        cJSON_AddStringToObject(mt, "result", "pass");
+    }
+}
+
+// The recorded healthy node at LEVEL, each GPU with healthy series (level 4: pulsed too) and its
+// other level-3 and level-4 checks passed.
 static cJSON *node(int level) {
     cJSON *f = cJSON_Duplicate(healthy, true);
     cJSON_DeleteItemFromObject(f, "level");
@@ -70,6 +92,7 @@ static cJSON *node(int level) {
         cJSON *s = cJSON_AddObjectToObject(g, "series");
         cJSON_AddItemToObject(s, "sustained.load", series(false));
         if (level >= 4) cJSON_AddItemToObject(s, "pulsed.load", series(true));
+        other_checks(g, level);
     }
     return f;
 }
