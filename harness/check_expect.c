@@ -22,15 +22,6 @@ const char *const check_perf_names[] = {"memory.d2d", "gemm.tf32", "gemm.f16", "
                                         "gemm.f64",   "pcie.h2d",  "pcie.d2h", "multi.allreduce",
                                         "multi.peer", NULL};
 
-static bool bad(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 // A number in [lo, hi] (finite: "1e999" is read as infinity).
 static bool in_range(const cJSON *v, double lo, double hi) {
     return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= lo &&
@@ -133,10 +124,10 @@ static bool valid_threshold(const cJSON *t, const char *name, const char *where,
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(t, "warn");
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "fail");
     if (!cJSON_IsObject(t) || !cJSON_IsNumber(w) || !cJSON_IsNumber(f))
-        return bad(err, len, "%s: %s: needs numbers \"warn\" and \"fail\"", where, name);
+        return bench_err(err, len, "%s: %s: needs numbers \"warn\" and \"fail\"", where, name);
     if (!(f->valuedouble >= 0.01 && f->valuedouble <= w->valuedouble && w->valuedouble <= 10))
-        return bad(err, len, "%s: %s: needs 0.01 <= fail (%g) <= warn (%g) <= 10", where, name,
-                   f->valuedouble, w->valuedouble);
+        return bench_err(err, len, "%s: %s: needs 0.01 <= fail (%g) <= warn (%g) <= 10", where,
+                         name, f->valuedouble, w->valuedouble);
     return true;
 }
 
@@ -146,22 +137,22 @@ static bool valid_model(const cJSON *e, const cJSON *m, int i, const char *name,
     snprintf(where, sizeof where, "%s: models[%d]", name, i);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(m, "model");
     if (!cJSON_IsObject(m) || !cJSON_IsString(model) || !model->valuestring[0])
-        return bad(err, len, "%s: needs a \"model\" name", where);
+        return bench_err(err, len, "%s: needs a \"model\" name", where);
     if (!check_name_valid(model->valuestring, why, sizeof why))
-        return bad(err, len, "%s: \"model\" %s", where, why);
+        return bench_err(err, len, "%s: \"model\" %s", where, why);
     const char *mn = model->valuestring;
     const cJSON *names = cJSON_GetObjectItemCaseSensitive(m, "names");
     if (!cJSON_IsArray(names) || cJSON_GetArraySize(names) == 0)
-        return bad(err, len, "%s (%s): \"names\" must be a non-empty array of device names", where,
-                   mn);
+        return bench_err(err, len, "%s (%s): \"names\" must be a non-empty array of device names",
+                         where, mn);
     int k = 0;
     const cJSON *n;
     cJSON_ArrayForEach(n, names) {
         if (!cJSON_IsString(n) || !n->valuestring[0])
-            return bad(err, len, "%s (%s): \"names\" holds something that is not a name", where,
-                       mn);
+            return bench_err(err, len, "%s (%s): \"names\" holds something that is not a name",
+                             where, mn);
         if (!check_name_valid(n->valuestring, why, sizeof why))
-            return bad(err, len, "%s (%s): names[%d] %s", where, mn, k, why);
+            return bench_err(err, len, "%s (%s): names[%d] %s", where, mn, k, why);
         k++;
     }
     // datasheet figures: a number that disables its check (1e999 is infinity, a PCIe generation
@@ -170,59 +161,64 @@ static bool valid_model(const cJSON *e, const cJSON *m, int i, const char *name,
     for (size_t r = 0; r < sizeof rates / sizeof *rates; r++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, rates[r]);
         if (v && !in_range(v, 1, CHECK_FIGURE_CAP))
-            return bad(err, len, "%s (%s): \"%s\" is not a positive number of GB/s up to %g", where,
-                       mn, rates[r], CHECK_FIGURE_CAP);
+            return bench_err(err, len, "%s (%s): \"%s\" is not a positive number of GB/s up to %g",
+                             where, mn, rates[r], CHECK_FIGURE_CAP);
     }
     const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "pcie_gen");
     const cJSON *width = cJSON_GetObjectItemCaseSensitive(m, "pcie_width");
     if (gen && !(in_range(gen, 1, 6) && gen->valuedouble == floor(gen->valuedouble)))
-        return bad(err, len, "%s (%s): \"pcie_gen\" is not a PCIe generation (1 to 6)", where, mn);
+        return bench_err(err, len, "%s (%s): \"pcie_gen\" is not a PCIe generation (1 to 6)", where,
+                         mn);
     if (width && !(in_range(width, 1, 32) &&
                    ((int)width->valuedouble & ((int)width->valuedouble - 1)) == 0 &&
                    width->valuedouble == floor(width->valuedouble)))
-        return bad(err, len, "%s (%s): \"pcie_width\" is not a PCIe width (1, 2, 4, 8, 16, 32)",
-                   where, mn);
+        return bench_err(err, len,
+                         "%s (%s): \"pcie_width\" is not a PCIe width (1, 2, 4, 8, 16, 32)", where,
+                         mn);
     if (!gen != !width)
-        return bad(err, len, "%s (%s): \"pcie_gen\" and \"pcie_width\" go together", where, mn);
+        return bench_err(err, len, "%s (%s): \"pcie_gen\" and \"pcie_width\" go together", where,
+                         mn);
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(m, "nvlink_note");
     if (note && !cJSON_IsString(note))
-        return bad(err, len, "%s (%s): \"nvlink_note\" must be a string", where, mn);
+        return bench_err(err, len, "%s (%s): \"nvlink_note\" must be a string", where, mn);
     const cJSON *tf = cJSON_GetObjectItemCaseSensitive(m, "tflops");
     if (tf) {
         if (!cJSON_IsObject(tf))
-            return bad(err, len, "%s (%s): \"tflops\" must be an object", where, mn);
+            return bench_err(err, len, "%s (%s): \"tflops\" must be an object", where, mn);
         const cJSON *p;
         cJSON_ArrayForEach(p, tf) {
             if (strcmp(p->string, "tf32") && strcmp(p->string, "f16") && strcmp(p->string, "bf16") &&
                 strcmp(p->string, "f64"))
-                return bad(err, len, "%s (%s): tflops.%s: unknown precision (tf32, f16, bf16, f64)",
-                           where, mn, p->string);
+                return bench_err(err, len,
+                                 "%s (%s): tflops.%s: unknown precision (tf32, f16, bf16, f64)",
+                                 where, mn, p->string);
             if (!in_range(p, 0.01, CHECK_FIGURE_CAP))
-                return bad(err, len,
-                           "%s (%s): tflops.%s is not a positive number of TFLOP/s up to %g", where,
-                           mn, p->string, CHECK_FIGURE_CAP);
+                return bench_err(err, len,
+                                 "%s (%s): tflops.%s is not a positive number of TFLOP/s up to %g",
+                                 where, mn, p->string, CHECK_FIGURE_CAP);
         }
     }
     const cJSON *checks = cJSON_GetObjectItemCaseSensitive(m, "checks");
     if (checks) {  // a fleet's measured medians, per check: below the model's physical limit
         if (!cJSON_IsObject(checks))
-            return bad(err, len, "%s (%s): \"checks\" must be an object", where, mn);
+            return bench_err(err, len, "%s (%s): \"checks\" must be an object", where, mn);
         const cJSON *c;
         cJSON_ArrayForEach(c, checks) {
             bool known = false;
             for (int q = 0; check_perf_names[q]; q++)
                 known = known || !strcmp(c->string, check_perf_names[q]);
             if (!known)
-                return bad(err, len, "%s (%s): checks.%s: not a performance check", where, mn,
-                           c->string);
+                return bench_err(err, len, "%s (%s): checks.%s: not a performance check", where, mn,
+                                 c->string);
             char lwhy[160];
             double limit = check_expect_limit(e, m, c->string, lwhy, sizeof lwhy);
             if (!cJSON_IsNumber(c) || !(c->valuedouble > 0) || !isfinite(c->valuedouble))
-                return bad(err, len, "%s (%s): checks.%s is not a positive number", where, mn,
-                           c->string);
+                return bench_err(err, len, "%s (%s): checks.%s is not a positive number", where, mn,
+                                 c->string);
             if (c->valuedouble > limit)
-                return bad(err, len, "%s (%s): checks.%s = %g is faster than this GPU can be (%s)",
-                           where, mn, c->string, c->valuedouble, lwhy);
+                return bench_err(err, len,
+                                 "%s (%s): checks.%s = %g is faster than this GPU can be (%s)",
+                                 where, mn, c->string, c->valuedouble, lwhy);
         }
     }
     return true;
@@ -248,7 +244,7 @@ static int cmp_model_name(const void *a, const void *b) {
 // the order. Sorted, so that a file of many names is checked in O(n log n).
 static bool unique_names(const cJSON *models, int nn, const char *name, char *err, size_t len) {
     model_name *v = malloc((size_t)(nn ? nn : 1) * sizeof *v);
-    if (!v) return bad(err, len, "%s: out of memory", name);
+    if (!v) return bench_err(err, len, "%s: out of memory", name);
     int k = 0, mi = 0;
     const cJSON *m, *n;
     cJSON_ArrayForEach(m, models) {
@@ -260,10 +256,10 @@ static bool unique_names(const cJSON *models, int nn, const char *name, char *er
     qsort(v, (size_t)k, sizeof *v, cmp_model_name);
     for (int i = 1; i < k; i++)
         if (!strcasecmp(bare_name(v[i - 1].name), bare_name(v[i].name))) {
-            bad(err, len,
-                "%s: models[%d] names[%d] \"%s\" is also models[%d] names[%d]: which model "
-                "judges the device would depend on the order",
-                name, v[i].model, v[i].index, v[i].name, v[i - 1].model, v[i - 1].index);
+            bench_err(err, len,
+                      "%s: models[%d] names[%d] \"%s\" is also models[%d] names[%d]: which model "
+                      "judges the device would depend on the order",
+                      name, v[i].model, v[i].index, v[i].name, v[i - 1].model, v[i - 1].index);
             free(v);
             return false;
         }
@@ -275,16 +271,16 @@ static bool unique_names(const cJSON *models, int nn, const char *name, char *er
 static bool valid_expect(const cJSON *e, const char *name, char *err, size_t len) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(e, "format");
     if (!cJSON_IsObject(e) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, CHECK_EXPECT_FORMAT))
-        return bad(err, len, "%s: not an expectations file (\"format\" must be \"%s\")", name,
-                   CHECK_EXPECT_FORMAT);
+        return bench_err(err, len, "%s: not an expectations file (\"format\" must be \"%s\")", name,
+                         CHECK_EXPECT_FORMAT);
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(e, "thresholds");
     static const char *needed[] = {"memory.d2d", "gemm", "pcie.copy", "multi.allreduce", "multi.peer"};
-    if (!cJSON_IsObject(th)) return bad(err, len, "%s: needs a \"thresholds\" object", name);
+    if (!cJSON_IsObject(th)) return bench_err(err, len, "%s: needs a \"thresholds\" object", name);
     char where[300];
     snprintf(where, sizeof where, "%s: thresholds", name);
     for (size_t k = 0; k < sizeof needed / sizeof *needed; k++) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(th, needed[k]);
-        if (!t) return bad(err, len, "%s: thresholds: \"%s\" is missing", name, needed[k]);
+        if (!t) return bench_err(err, len, "%s: thresholds: \"%s\" is missing", name, needed[k]);
         if (!valid_threshold(t, needed[k], where, err, len)) return false;
     }
     if (!valid_threshold(cJSON_GetObjectItemCaseSensitive(e, "outlier"), "outlier", name, err, len))
@@ -294,10 +290,10 @@ static bool valid_expect(const cJSON *e, const char *name, char *err, size_t len
     const cJSON *pl = cJSON_GetObjectItemCaseSensitive(e, "physical_limit");
     if (pl &&
         !(cJSON_IsObject(pl) && in_range(cJSON_GetObjectItemCaseSensitive(pl, "margin"), 1, 2)))
-        return bad(err, len, "%s: physical_limit: needs a \"margin\" from 1 to 2 (x the datasheet)",
-                   name);
+        return bench_err(
+            err, len, "%s: physical_limit: needs a \"margin\" from 1 to 2 (x the datasheet)", name);
     const cJSON *models = cJSON_GetObjectItemCaseSensitive(e, "models");
-    if (!cJSON_IsArray(models)) return bad(err, len, "%s: needs a \"models\" array", name);
+    if (!cJSON_IsArray(models)) return bench_err(err, len, "%s: needs a \"models\" array", name);
     int i = 0, nn = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, models) {
@@ -307,32 +303,18 @@ static bool valid_expect(const cJSON *e, const char *name, char *err, size_t len
     return unique_names(models, nn, name, err, len);
 }
 
-static cJSON *parse_expect(const char *text, size_t n, const char *name, char *err, size_t len) {
-    char why[300];
-    cJSON *e = bench_json_parse_strict(text, n, true, why, sizeof why);
-    if (!e) {
-        bad(err, len, "%s: %s", name, why);
-        return NULL;
-    }
-    if (!valid_expect(e, name, err, len)) {
-        cJSON_Delete(e);
-        return NULL;
-    }
-    return e;
-}
-
 cJSON *check_expect_parse(const char *text, const char *name, char *err, size_t len) {
-    return parse_expect(text, strlen(text), name, err, len);
+    return bench_json_parse_valid(text, strlen(text), name, valid_expect, err, len);
 }
 
 cJSON *check_expect_load(const char *path, char *err, size_t len) {
     size_t n = 0;
     char *buf = bench_read_file_max(path, 64u << 20, &n);  // no expectations file is this big
     if (!buf) {
-        bad(err, len, "%s: cannot read: %s", path, bench_strerror(errno));
+        bench_err(err, len, "%s: cannot read: %s", path, bench_strerror(errno));
         return NULL;
     }
-    cJSON *e = parse_expect(buf, n, path, err, len);
+    cJSON *e = bench_json_parse_valid(buf, n, path, valid_expect, err, len);
     free(buf);
     return e;
 }
@@ -371,7 +353,7 @@ cJSON *check_figures_parse(const char *text, size_t n, const char *path, char *e
     char why[1200];
     cJSON *f = bench_json_parse_strict(text, n, false, why, sizeof why);
     if (!f) {
-        bad(err, len, "%s", why);
+        bench_err(err, len, "%s", why);
         return NULL;
     }
     cJSON *sec = cJSON_GetObjectItemCaseSensitive(f, "check");
@@ -384,7 +366,7 @@ cJSON *check_figures_parse(const char *text, size_t n, const char *path, char *e
         int e = bench_dir_emulated(dir[0] ? dir : "/", why, sizeof why);
         if (e < 0) {
             cJSON_Delete(f);
-            bad(err, len, "%s", why);
+            bench_err(err, len, "%s", why);
             return NULL;
         }
         emu = e == 1;
@@ -487,23 +469,23 @@ bool check_run_read(const cJSON *base, const char *dir, check_run_dir *r, char *
     snprintf(path, sizeof path, "%s/status.json", dir);
     size_t n = 0;
     char *text = bench_read_file_max(path, 256u << 20, &n);  // no status.json is this big
-    if (!text) return bad(err, len, "%s: cannot read: %s", path, bench_strerror(errno));
+    if (!text) return bench_err(err, len, "%s: cannot read: %s", path, bench_strerror(errno));
     r->status = bench_json_parse_strict(text, n, false, r->why, sizeof r->why);
     free(text);
-    if (!r->status) return bad(err, len, "%s: %s", path, r->why);
+    if (!r->status) return bench_err(err, len, "%s: %s", path, r->why);
     const cJSON *st = r->status, *sec = cJSON_GetObjectItemCaseSensitive(st, "check");
     if (!cJSON_IsObject(sec)) {
         check_run_dir_free(r);
-        return bad(err, len,
-                   "%s: has no \"check\" section: not a results directory of `bench "
-                   "check --out`",
-                   path);
+        return bench_err(err, len,
+                         "%s: has no \"check\" section: not a results directory of `bench "
+                         "check --out`",
+                         path);
     }
     // the run as a whole: emulated, incomplete or failed runs give no figure
     int emu = bench_dir_emulated(dir, r->why, sizeof r->why);
     const cJSON *we = cJSON_GetObjectItemCaseSensitive(st, "write_errors");
     if (emu < 0) {
-        bad(err, len, "%s", r->why);
+        bench_err(err, len, "%s", r->why);
         check_run_dir_free(r);
         return false;
     }
@@ -512,7 +494,7 @@ bool check_run_read(const cJSON *base, const char *dir, check_run_dir *r, char *
     r->judged = check_judge(sec, base, jerr, sizeof jerr);  // the figures, judged again
     if (!r->judged) {
         check_run_dir_free(r);
-        return bad(err, len, "%s: \"check\": %s", path, jerr);
+        return bench_err(err, len, "%s: \"check\": %s", path, jerr);
     }
     const cJSON *host = cJSON_GetObjectItemCaseSensitive(sec, "host");
     if (r->emulated)
@@ -584,7 +566,7 @@ static bool take_run(const cJSON *base, const char *dir, name_figures **nf, int 
         }
         int i = group_of(nf, nn, base, name);
         if (i < 0) {
-            ok = bad(err, len, "out of memory");
+            ok = bench_err(err, len, "out of memory");
             break;
         }
         (*used)++;
@@ -595,7 +577,7 @@ static bool take_run(const cJSON *base, const char *dir, name_figures **nf, int 
             // check_judge let through only finite positive figures below the physical limit
             if (cJSON_IsNumber(v) && v->valuedouble > 0 && isfinite(v->valuedouble) &&
                 !push(&(*nf)[i], k, v->valuedouble))
-                ok = bad(err, len, "out of memory");
+                ok = bench_err(err, len, "out of memory");
         }
     }
     check_run_dir_free(&run);
@@ -609,10 +591,10 @@ cJSON *check_expect_from_runs(const cJSON *base, char **dirs, int nd, char *err,
     bool ok = true;
     char **real = calloc((size_t)(nd > 0 ? nd : 1), sizeof *real);
     bool *taken = calloc((size_t)(nd > 0 ? nd : 1), sizeof *taken);
-    if (!real || !taken) ok = bad(err, len, "out of memory");
+    if (!real || !taken) ok = bench_err(err, len, "out of memory");
     for (int d = 0; ok && d < nd; d++) {
         if (!(real[d] = realpath(dirs[d], NULL))) {
-            ok = bad(err, len, "%s: %s", dirs[d], strerror(errno));
+            ok = bench_err(err, len, "%s: %s", dirs[d], strerror(errno));
             break;
         }
         int same = -1;  // the same directory named twice (a path, a link) counts once
@@ -628,9 +610,9 @@ cJSON *check_expect_from_runs(const cJSON *base, char **dirs, int nd, char *err,
         ok = take_run(base, dirs[d], &nf, &nn, &used, &left_out, note, sizeof note, err, len);
     }
     if (ok && used == 0)
-        ok = bad(err, len, "no GPU figures to take medians of in %d director%s%s%s%s", counted,
-                 counted == 1 ? "y" : "ies", note[0] ? " (left out: " : "", note,
-                 note[0] ? ")" : "");
+        ok = bench_err(err, len, "no GPU figures to take medians of in %d director%s%s%s%s",
+                       counted, counted == 1 ? "y" : "ies", note[0] ? " (left out: " : "", note,
+                       note[0] ? ")" : "");
     cJSON *e = NULL;
     if (ok) {
         e = cJSON_CreateObject();
@@ -693,8 +675,8 @@ cJSON *check_expect_from_runs(const cJSON *base, char **dirs, int nd, char *err,
         char *text = cJSON_Print(e), verr[600];
         cJSON *back = text ? check_expect_parse(text, "the fleet file", verr, sizeof verr) : NULL;
         if (!back) {
-            bad(err, len, "the result would not be a valid expectations file: %s",
-                text ? verr : "out of memory");
+            bench_err(err, len, "the result would not be a valid expectations file: %s",
+                      text ? verr : "out of memory");
             cJSON_Delete(e);
             e = NULL;
         } else {

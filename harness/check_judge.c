@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "json_strict.h"
 #include "stats.h"
 
 // ---- small JSON helpers ---------------------------------------------------------------------
@@ -713,16 +714,6 @@ done:
 // ---- the figures: what cannot be true is bad input, named
 // ----------------------------------------
 
-static bool bad_in(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool bad_in(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 // Absent or null (not read), or a number in [lo, hi] (an integer when asked).
 static bool reading_ok(const cJSON *v, double lo, double hi, bool integer) {
     if (!v || cJSON_IsNull(v)) return true;
@@ -762,158 +753,165 @@ static const struct {
 // The run's error counters (check_measure.c check_counters_end): counts that only grow.
 static bool valid_counters(const cJSON *c, int i, char *err, size_t len) {
     if (!c || cJSON_IsNull(c)) return true;
-    if (!cJSON_IsObject(c)) return bad_in(err, len, "gpus[%d].counters: must be an object", i);
+    if (!cJSON_IsObject(c)) return bench_err(err, len, "gpus[%d].counters: must be an object", i);
     static const char *const keys[] = {"pcie_replay", "nvlink_links_active", "nvlink_crc", "nvlink_replay",
                                        "nvlink_recovery", "ecc_corrected_volatile", "ecc_uncorrected_volatile"};
     static const char *const ends[] = {"start", "end"};
     for (int e = 0; e < 2; e++) {
         const cJSON *o = item(c, ends[e]);
         if (o && !cJSON_IsNull(o) && !cJSON_IsObject(o))
-            return bad_in(err, len, "gpus[%d].counters.%s: must be an object", i, ends[e]);
+            return bench_err(err, len, "gpus[%d].counters.%s: must be an object", i, ends[e]);
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
             if (!reading_ok(item(o, keys[k]), 0, 9007199254740992.0, true))
-                return bad_in(err, len, "gpus[%d].counters.%s.%s: not a count (a whole number from 0)", i,
-                              ends[e], keys[k]);
+                return bench_err(err, len,
+                                 "gpus[%d].counters.%s.%s: not a count (a whole number from 0)", i,
+                                 ends[e], keys[k]);
     }
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         double a = num(item(c, "start"), keys[k]), b = num(item(c, "end"), keys[k]);
         if (k != 1 && b < a)   // the links' count may change; the error counters only grow
-            return bad_in(err, len, "gpus[%d].counters.%s: the end (%g) is below the start (%g): "
-                                    "not one counter", i, keys[k], b, a);
+            return bench_err(err, len,
+                             "gpus[%d].counters.%s: the end (%g) is below the start (%g): "
+                             "not one counter",
+                             i, keys[k], b, a);
     }
     if (!reading_ok(item(c, "seconds"), 0, 1e7, false))
-        return bad_in(err, len, "gpus[%d].counters.seconds: not a duration (0 to 1e7 s)", i);
+        return bench_err(err, len, "gpus[%d].counters.seconds: not a duration (0 to 1e7 s)", i);
     const cJSON *x = item(c, "xid"), *e;
     if (x && !cJSON_IsNull(x) && !cJSON_IsArray(x))
-        return bad_in(err, len, "gpus[%d].counters.xid: must be an array of Xids or null", i);
+        return bench_err(err, len, "gpus[%d].counters.xid: must be an array of Xids or null", i);
     int k = 0;
     const cJSON *xs = cJSON_IsArray(x) ? x : NULL;
     cJSON_ArrayForEach(e, xs) {
         if (!cJSON_IsNumber(e) || !reading_ok(e, 0, 4294967295.0, true))
-            return bad_in(err, len, "gpus[%d].counters.xid[%d]: not an Xid (a whole number from 0)", i, k);
+            return bench_err(err, len,
+                             "gpus[%d].counters.xid[%d]: not an Xid (a whole number from 0)", i, k);
         k++;
     }
     const cJSON *w = item(c, "xid_why");
     if (w && !cJSON_IsString(w) && !cJSON_IsNull(w))
-        return bad_in(err, len, "gpus[%d].counters.xid_why: must be a string", i);
+        return bench_err(err, len, "gpus[%d].counters.xid_why: must be a string", i);
     return true;
 }
 
 static bool valid_driver(const cJSON *d, int i, char *err, size_t len) {
     if (!d || cJSON_IsNull(d)) return true;
-    if (!cJSON_IsObject(d)) return bad_in(err, len, "gpus[%d].driver: must be an object", i);
+    if (!cJSON_IsObject(d)) return bench_err(err, len, "gpus[%d].driver: must be an object", i);
     static const char *const vers[] = {"cuda_driver_version", "cuda_runtime_version"};
     for (int k = 0; k < 2; k++)
         if (!reading_ok(item(d, vers[k]), 1000, 1000000, true))
-            return bad_in(err, len, "gpus[%d].driver.%s: not a CUDA version (12040 = 12.4)", i, vers[k]);
+            return bench_err(err, len, "gpus[%d].driver.%s: not a CUDA version (12040 = 12.4)", i,
+                             vers[k]);
     static const char *const texts[] = {"driver_version", "cublas_version", "cudnn_version", "nccl_version"};
     for (int k = 0; k < 4; k++)
         if (item(d, texts[k]) && !cJSON_IsString(item(d, texts[k])) && !cJSON_IsNull(item(d, texts[k])))
-            return bad_in(err, len, "gpus[%d].driver.%s: must be a string", i, texts[k]);
+            return bench_err(err, len, "gpus[%d].driver.%s: must be a string", i, texts[k]);
     return true;
 }
 
 static bool valid_link(const cJSON *l, int i, char *err, size_t len) {
     if (!l || cJSON_IsNull(l)) return true;
-    if (!cJSON_IsObject(l)) return bad_in(err, len, "gpus[%d].link: must be an object", i);
+    if (!cJSON_IsObject(l)) return bench_err(err, len, "gpus[%d].link: must be an object", i);
     static const char *const gens[] = {"pcie_gen", "pcie_gen_max"};
     static const char *const widths[] = {"pcie_width", "pcie_width_max"};
     for (int k = 0; k < 2; k++) {
         const cJSON *g = item(l, gens[k]), *w = item(l, widths[k]);
         if (!reading_ok(g, 1, 6, true))
-            return bad_in(err, len, "gpus[%d].link.%s: not a PCIe generation (1 to 6)", i, gens[k]);
+            return bench_err(err, len, "gpus[%d].link.%s: not a PCIe generation (1 to 6)", i,
+                             gens[k]);
         double x = cJSON_IsNumber(w) ? w->valuedouble : 1;
         if (!reading_ok(w, 1, 32, true) || ((long)x & ((long)x - 1)))
-            return bad_in(err, len, "gpus[%d].link.%s: not a PCIe width (1, 2, 4, 8, 16 or 32)", i,
-                          widths[k]);
+            return bench_err(err, len, "gpus[%d].link.%s: not a PCIe width (1, 2, 4, 8, 16 or 32)",
+                             i, widths[k]);
     }
     if (num(l, "pcie_gen") > num(l, "pcie_gen_max") ||
         num(l, "pcie_width") > num(l, "pcie_width_max"))
-        return bad_in(err, len,
-                      "gpus[%d].link: the current link (gen%g x%g) is above its maximum "
-                      "(gen%g x%g): a misreading",
-                      i, num(l, "pcie_gen"), num(l, "pcie_width"), num(l, "pcie_gen_max"),
-                      num(l, "pcie_width_max"));
+        return bench_err(err, len,
+                         "gpus[%d].link: the current link (gen%g x%g) is above its maximum "
+                         "(gen%g x%g): a misreading",
+                         i, num(l, "pcie_gen"), num(l, "pcie_width"), num(l, "pcie_gen_max"),
+                         num(l, "pcie_width_max"));
     const cJSON *u = item(l, "under_load");
     if (u && !cJSON_IsBool(u) && !cJSON_IsNull(u))
-        return bad_in(err, len, "gpus[%d].link.under_load: must be true or false", i);
+        return bench_err(err, len, "gpus[%d].link.under_load: must be true or false", i);
     return true;
 }
 
 static bool valid_health(const cJSON *h, int i, char *err, size_t len) {
     if (!h || cJSON_IsNull(h)) return true;
-    if (!cJSON_IsObject(h)) return bad_in(err, len, "gpus[%d].health: must be an object", i);
+    if (!cJSON_IsObject(h)) return bench_err(err, len, "gpus[%d].health: must be an object", i);
     for (size_t k = 0; k < sizeof health_fields / sizeof *health_fields; k++) {
         const cJSON *v = item(h, health_fields[k].key);
         if (!reading_ok(v, health_fields[k].lo, health_fields[k].hi, health_fields[k].integer)) {
             char got[48] = "not a number";
             if (cJSON_IsNumber(v)) snprintf(got, sizeof got, "%g", v->valuedouble);
-            return bad_in(err, len, "gpus[%d].health.%s: %s is not %s", i, health_fields[k].key,
-                          got, health_fields[k].what);
+            return bench_err(err, len, "gpus[%d].health.%s: %s is not %s", i, health_fields[k].key,
+                             got, health_fields[k].what);
         }
     }
     const cJSON *nv = item(h, "nvml");
     if (nv && !cJSON_IsString(nv) && !cJSON_IsNull(nv))
-        return bad_in(err, len, "gpus[%d].health.nvml: must be a string", i);
+        return bench_err(err, len, "gpus[%d].health.nvml: must be a string", i);
     return true;
 }
 
 // The runs' results (numerics): objects with a "result" string.
 static bool valid_runs(const cJSON *r, const char *where, char *err, size_t len) {
     if (!r || cJSON_IsNull(r)) return true;
-    if (!cJSON_IsObject(r)) return bad_in(err, len, "%s.numerics: must be an object", where);
+    if (!cJSON_IsObject(r)) return bench_err(err, len, "%s.numerics: must be an object", where);
     const cJSON *x;
     cJSON_ArrayForEach(
         x, r) if (!cJSON_IsObject(x) ||
                   !cJSON_IsString(
-                      item(x, "result"))) return bad_in(err, len,
-                                                        "%s.numerics.%s: needs {\"result\": "
-                                                        "\"pass\", \"fail\" or "
-                                                        "\"error\"}",
-                                                        where, x->string);
+                      item(x, "result"))) return bench_err(err, len,
+                                                           "%s.numerics.%s: needs {\"result\": "
+                                                           "\"pass\", \"fail\" or "
+                                                           "\"error\"}",
+                                                           where, x->string);
     return true;
 }
 
 static bool valid_figures(const cJSON *f, int i, char *err, size_t len) {
     if (!f || cJSON_IsNull(f)) return true;
-    if (!cJSON_IsObject(f)) return bad_in(err, len, "gpus[%d].figures: must be an object", i);
+    if (!cJSON_IsObject(f)) return bench_err(err, len, "gpus[%d].figures: must be an object", i);
     const cJSON *x;
     cJSON_ArrayForEach(x, f) {
         const cJSON *v = item(x, "value");
         // a figure is measured (a finite rate above 0) or not (null): 1e999 is read as
         // infinity, "fast", {} or a missing value are no figure at all
         if (!cJSON_IsObject(x) || !v || !(cJSON_IsNull(v) || cJSON_IsNumber(v)))
-            return bad_in(err, len, "gpus[%d].figures.%s: needs {\"value\": number or null}", i,
-                          x->string);
+            return bench_err(err, len, "gpus[%d].figures.%s: needs {\"value\": number or null}", i,
+                             x->string);
         if (cJSON_IsNumber(v) && !(isfinite(v->valuedouble) && v->valuedouble > 0))
-            return bad_in(err, len, "gpus[%d].figures.%s: value %g is not a finite rate above 0", i,
-                          x->string, v->valuedouble);
+            return bench_err(err, len, "gpus[%d].figures.%s: value %g is not a finite rate above 0",
+                             i, x->string, v->valuedouble);
         const cJSON *u = item(x, "unit");
         bool perf = false;
         for (int k = 0; check_perf_names[k]; k++)
             perf = perf || !strcmp(x->string, check_perf_names[k]);
         if (u && !cJSON_IsNull(u) &&
             !(cJSON_IsString(u) && (!perf || !strcmp(u->valuestring, perf_unit(x->string)))))
-            return bad_in(err, len, "gpus[%d].figures.%s: unit must be \"%s\"", i, x->string,
-                          perf ? perf_unit(x->string) : "a string");
+            return bench_err(err, len, "gpus[%d].figures.%s: unit must be \"%s\"", i, x->string,
+                             perf ? perf_unit(x->string) : "a string");
         const cJSON *sm = item(x, "samples"), *e;
         if (sm && !cJSON_IsArray(sm) && !cJSON_IsNull(sm))
-            return bad_in(err, len, "gpus[%d].figures.%s.samples: must be an array", i, x->string);
+            return bench_err(err, len, "gpus[%d].figures.%s.samples: must be an array", i,
+                             x->string);
         int k = 0;
         const cJSON *arr = cJSON_IsArray(sm) ? sm : NULL;
         cJSON_ArrayForEach(e, arr) {
             if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || !(e->valuedouble > 0))
-                return bad_in(err, len,
-                              "gpus[%d].figures.%s.samples[%d]: not a finite rate above 0", i,
-                              x->string, k);
+                return bench_err(err, len,
+                                 "gpus[%d].figures.%s.samples[%d]: not a finite rate above 0", i,
+                                 x->string, k);
             k++;
         }
         static const char *const texts[] = {"error", "why", "note"};
         for (size_t t = 0; t < sizeof texts / sizeof *texts; t++)
             if (item(x, texts[t]) && !cJSON_IsString(item(x, texts[t])) &&
                 !cJSON_IsNull(item(x, texts[t])))
-                return bad_in(err, len, "gpus[%d].figures.%s.%s: must be a string", i, x->string,
-                              texts[t]);
+                return bench_err(err, len, "gpus[%d].figures.%s.%s: must be a string", i, x->string,
+                                 texts[t]);
     }
     return true;
 }
@@ -927,13 +925,13 @@ static int cmp_str(const void *a, const void *b) {
 static bool valid_input(const cJSON *figures, char *err, size_t len) {
     const cJSON *gpus = item(figures, "gpus");
     if (!cJSON_IsObject(figures) || !cJSON_IsArray(gpus))
-        return bad_in(err, len,
-                      "not check figures: needs an object with a \"gpus\" array (format "
-                      "%s, or a status.json \"check\" section)",
-                      CHECK_FIGURES_FORMAT);
+        return bench_err(err, len,
+                         "not check figures: needs an object with a \"gpus\" array (format "
+                         "%s, or a status.json \"check\" section)",
+                         CHECK_FIGURES_FORMAT);
     int n = cJSON_GetArraySize(gpus), i = 0;
     const char **devs = malloc((size_t)(n ? n : 1) * sizeof *devs);
-    if (!devs) return bad_in(err, len, "out of memory");
+    if (!devs) return bench_err(err, len, "out of memory");
     bool ok = true;
     const cJSON *g;
     char why[64];
@@ -942,16 +940,16 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
         snprintf(where, sizeof where, "gpus[%d]", i);
         const cJSON *name = item(g, "name"), *emu = item(g, "emulated");
         if (!cJSON_IsObject(g) || !cJSON_IsString(item(g, "device")))
-            ok = bad_in(err, len, "gpus[%d]: needs an object with a \"device\" (\"cuda:N\")", i);
+            ok = bench_err(err, len, "gpus[%d]: needs an object with a \"device\" (\"cuda:N\")", i);
         else if (!check_name_valid(str(g, "device"), why, sizeof why))
-            ok = bad_in(err, len, "gpus[%d].device: %s", i, why);
+            ok = bench_err(err, len, "gpus[%d].device: %s", i, why);
         else if (name && !cJSON_IsNull(name) && !cJSON_IsString(name))
-            ok = bad_in(err, len, "gpus[%d].name: must be a string", i);
+            ok = bench_err(err, len, "gpus[%d].name: must be a string", i);
         else if (cJSON_IsString(name) && name->valuestring[strspn(name->valuestring, " \t")] &&
                  !check_name_valid(name->valuestring, why, sizeof why))  // blank: no model
-            ok = bad_in(err, len, "gpus[%d].name: %s", i, why);
+            ok = bench_err(err, len, "gpus[%d].name: %s", i, why);
         else if (emu && !cJSON_IsBool(emu) && !cJSON_IsNull(emu))
-            ok = bad_in(err, len, "gpus[%d].emulated: must be true or false", i);
+            ok = bench_err(err, len, "gpus[%d].emulated: must be true or false", i);
         else
             ok = valid_figures(item(g, "figures"), i, err, len) &&
                  valid_link(item(g, "link"), i, err, len) &&
@@ -968,22 +966,23 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
         qsort(devs, (size_t)i, sizeof *devs, cmp_str);
         for (int k = 1; ok && k < i; k++)
             if (!strcmp(devs[k - 1], devs[k]))
-                ok = bad_in(err, len, "gpus: device \"%s\" is listed twice", devs[k]);
+                ok = bench_err(err, len, "gpus: device \"%s\" is listed twice", devs[k]);
     }
     free(devs);
     const cJSON *host = item(figures, "host");
     if (ok && host && !cJSON_IsNull(host) && !cJSON_IsObject(host))
-        ok = bad_in(err, len, "host: must be an object");
+        ok = bench_err(err, len, "host: must be an object");
     if (ok) ok = valid_runs(item(host, "numerics"), "host", err, len);
     if (ok && !reading_ok(item(figures, "level"), CHECK_LEVEL_MIN, CHECK_LEVEL_MAX, true))
-        ok = bad_in(err, len, "level: not a level (1, 2, 3 or 4)");
+        ok = bench_err(err, len, "level: not a level (1, 2, 3 or 4)");
     if (ok && (!reading_ok(item(figures, "budget_s"), 1, 1e7, false) ||
                !reading_ok(item(figures, "elapsed_s"), 0, 1e7, false)))
-        ok = bad_in(err, len, "%s: not a duration (seconds, up to 1e7)",
-                    reading_ok(item(figures, "budget_s"), 1, 1e7, false) ? "elapsed_s" : "budget_s");
+        ok = bench_err(
+            err, len, "%s: not a duration (seconds, up to 1e7)",
+            reading_ok(item(figures, "budget_s"), 1, 1e7, false) ? "elapsed_s" : "budget_s");
     const cJSON *ng = item(figures, "no_gpu");
     if (ok && ng && !cJSON_IsString(ng) && !cJSON_IsNull(ng))
-        ok = bad_in(err, len, "no_gpu: must be a string");
+        ok = bench_err(err, len, "no_gpu: must be a string");
     return ok;
 }
 

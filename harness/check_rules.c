@@ -21,15 +21,6 @@
 #include "json_strict.h"
 #include "stats.h"
 
-static bool bad(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 static const cJSON *item(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);
 }
@@ -155,7 +146,8 @@ static bool only_keys(const cJSON *o, const char *const *keys, const char *where
             for (int i = 0; keys[i]; i++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                          keys[i]);
-            return bad(err, len, "%s: unknown key \"%s\" (known: %s)", where, k->string, list);
+            return bench_err(err, len, "%s: unknown key \"%s\" (known: %s)", where, k->string,
+                             list);
         }
     }
     return true;
@@ -170,54 +162,59 @@ static bool valid_baseline(const cJSON *b, const char *name, char *err, size_t l
     static const char *const entry[] = {"unit", "median", "min", "max", "count", "nodes", NULL};
     const cJSON *fmt = item(b, "format");
     if (!cJSON_IsObject(b) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, CHECK_BASELINE_FORMAT))
-        return bad(err, len, "%s: not a baseline file (\"format\" must be \"%s\")", name,
-                   CHECK_BASELINE_FORMAT);
+        return bench_err(err, len, "%s: not a baseline file (\"format\" must be \"%s\")", name,
+                         CHECK_BASELINE_FORMAT);
     if (!only_keys(b, top, name, err, len)) return false;
     const cJSON *models = item(b, "models");
     if (!cJSON_IsObject(models) || !models->child)
-        return bad(err, len, "%s: \"models\" must be an object with one or more models", name);
+        return bench_err(err, len, "%s: \"models\" must be an object with one or more models",
+                         name);
     char why[64], where[700];
     const cJSON *m;
     cJSON_ArrayForEach(m, models) {
         if (!check_name_valid(m->string, why, sizeof why))
-            return bad(err, len, "%s: models: a model name %s", name, why);
+            return bench_err(err, len, "%s: models: a model name %s", name, why);
         for (const cJSON *o = models->child; o != m; o = o->next)
             if (!strcasecmp(o->string, m->string))
-                return bad(err, len, "%s: models.\"%s\" is also models.\"%s\" (names are compared "
-                                     "without case)", name, m->string, o->string);
+                return bench_err(err, len,
+                                 "%s: models.\"%s\" is also models.\"%s\" (names are compared "
+                                 "without case)",
+                                 name, m->string, o->string);
         if (!cJSON_IsObject(m) || !m->child)
-            return bad(err, len, "%s: models.\"%s\" must be an object of one or more metrics",
-                       name, m->string);
+            return bench_err(err, len, "%s: models.\"%s\" must be an object of one or more metrics",
+                             name, m->string);
         const cJSON *e;
         cJSON_ArrayForEach(e, m) {
             snprintf(where, sizeof where, "%s: models.\"%.200s\".\"%.200s\"", name, m->string,
                      e->string);
             if (!check_name_valid(e->string, why, sizeof why))
-                return bad(err, len, "%s: the metric name %s", where, why);
-            if (!cJSON_IsObject(e)) return bad(err, len, "%s: must be an object", where);
+                return bench_err(err, len, "%s: the metric name %s", where, why);
+            if (!cJSON_IsObject(e)) return bench_err(err, len, "%s: must be an object", where);
             if (!only_keys(e, entry, where, err, len)) return false;
             const cJSON *u = item(e, "unit"), *nodes = item(e, "nodes"), *count = item(e, "count");
-            if (!cJSON_IsString(u)) return bad(err, len, "%s: \"unit\" must be a string", where);
+            if (!cJSON_IsString(u))
+                return bench_err(err, len, "%s: \"unit\" must be a string", where);
             static const char *const nums[] = {"median", "min", "max"};
             for (int k = 0; k < 3; k++)
                 if (!finite_num(item(e, nums[k])))
-                    return bad(err, len, "%s: \"%s\" must be a finite number", where, nums[k]);
+                    return bench_err(err, len, "%s: \"%s\" must be a finite number", where,
+                                     nums[k]);
             double lo = item(e, "min")->valuedouble, med = item(e, "median")->valuedouble,
                    hi = item(e, "max")->valuedouble;
             if (!(lo <= med && med <= hi))
-                return bad(err, len, "%s: needs min (%g) <= median (%g) <= max (%g)", where, lo,
-                           med, hi);
+                return bench_err(err, len, "%s: needs min (%g) <= median (%g) <= max (%g)", where,
+                                 lo, med, hi);
             if (!finite_num(count) || count->valuedouble < 1 || count->valuedouble > INT_MAX ||
                 count->valuedouble != floor(count->valuedouble))
-                return bad(err, len, "%s: \"count\" must be a whole number from 1", where);
+                return bench_err(err, len, "%s: \"count\" must be a whole number from 1", where);
             if (!cJSON_IsArray(nodes) || !nodes->child)
-                return bad(err, len, "%s: \"nodes\" must be an array of one or more node names",
-                           where);
+                return bench_err(err, len,
+                                 "%s: \"nodes\" must be an array of one or more node names", where);
             int k = 0;
             const cJSON *n;
             cJSON_ArrayForEach(n, nodes) {
                 if (!cJSON_IsString(n) || !check_name_valid(n->valuestring, why, sizeof why))
-                    return bad(err, len, "%s: nodes[%d] is not a node name", where, k);
+                    return bench_err(err, len, "%s: nodes[%d] is not a node name", where, k);
                 k++;
             }
         }
@@ -226,17 +223,7 @@ static bool valid_baseline(const cJSON *b, const char *name, char *err, size_t l
 }
 
 cJSON *check_baseline_parse(const char *text, size_t n, const char *name, char *err, size_t len) {
-    char why[300];
-    cJSON *b = bench_json_parse_strict(text, n, true, why, sizeof why);
-    if (!b) {
-        bad(err, len, "%s: %s", name, why);
-        return NULL;
-    }
-    if (!valid_baseline(b, name, err, len)) {
-        cJSON_Delete(b);
-        return NULL;
-    }
-    return b;
+    return bench_json_parse_valid(text, n, name, valid_baseline, err, len);
 }
 
 // ---- --write-baseline -------------------------------------------------------------------------
@@ -244,12 +231,16 @@ cJSON *check_baseline_parse(const char *text, size_t n, const char *name, char *
 // A results directory as given: a directory, or a path to its status.json (its directory).
 static bool run_dir_of(const char *arg, char *dir, size_t n, char *err, size_t len) {
     struct stat sb;
-    if (stat(arg, &sb) != 0) return bad(err, len, "%s: %s", arg, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) return snprintf(dir, n, "%s", arg) < (int)n || bad(err, len, "%s: path too long", arg);
+    if (stat(arg, &sb) != 0) return bench_err(err, len, "%s: %s", arg, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return snprintf(dir, n, "%s", arg) < (int)n ||
+               bench_err(err, len, "%s: path too long", arg);
     const char *slash = strrchr(arg, '/'), *base = slash ? slash + 1 : arg;
     if (strcmp(base, "status.json"))
-        return bad(err, len, "%s: not a results directory of `bench check --out` (nor its "
-                             "status.json)", arg);
+        return bench_err(err, len,
+                         "%s: not a results directory of `bench check --out` (nor its "
+                         "status.json)",
+                         arg);
     snprintf(dir, n, "%.*s", slash ? (int)(slash - arg) : 1, slash ? arg : ".");
     if (!dir[0]) snprintf(dir, n, "/");
     return true;
@@ -293,7 +284,7 @@ static cJSON *stats_of(const cJSON *acc, char *err, size_t len) {
             double *v = malloc((size_t)n * sizeof *v);
             if (!v) {
                 cJSON_Delete(models);
-                bad(err, len, "out of memory");
+                bench_err(err, len, "out of memory");
                 return NULL;
             }
             int i = 0;
@@ -319,7 +310,7 @@ cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int nargs, cha
     cJSON *acc = cJSON_CreateObject(), *runs = cJSON_CreateArray();
     char **real = calloc((size_t)(nargs > 0 ? nargs : 1), sizeof *real);
     bool ok = acc && runs && real;
-    if (!ok) bad(err, len, "out of memory");
+    if (!ok) bench_err(err, len, "out of memory");
     int used = 0;
 #define NOTE(...)                                                                          \
     do {                                                                                   \
@@ -332,7 +323,7 @@ cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int nargs, cha
         char dir[4096];
         if (!(ok = run_dir_of(args[a], dir, sizeof dir, err, len))) break;
         if (!(real[a] = realpath(dir, NULL))) {
-            ok = bad(err, len, "%s: %s", args[a], strerror(errno));
+            ok = bench_err(err, len, "%s: %s", args[a], strerror(errno));
             break;
         }
         int same = -1;  // the same directory named twice (a path, a link) counts once
@@ -345,8 +336,10 @@ cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int nargs, cha
         check_run_dir r;
         if (!(ok = check_run_read(expect, dir, &r, err, len))) break;
         if (r.emulated) {  // not a GPU's figure: never a baseline, never quietly left out
-            ok = bad(err, len, "%s: a run on the emulated device (%s): its figures are not a GPU's, "
-                               "so it is no baseline source", args[a], r.why);
+            ok = bench_err(err, len,
+                           "%s: a run on the emulated device (%s): its figures are not a GPU's, "
+                           "so it is no baseline source",
+                           args[a], r.why);
             check_run_dir_free(&r);
             break;
         }
@@ -379,7 +372,7 @@ cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int nargs, cha
                     continue;
                 if (!push_value(acc, model_key(jg), m->string, cJSON_GetStringValue(item(m, "unit")),
                                 v->valuedouble, node))
-                    ok = bad(err, len, "out of memory");
+                    ok = bench_err(err, len, "out of memory");
             }
             cJSON_Delete(metrics);
             jg = jg->next;
@@ -390,8 +383,9 @@ cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int nargs, cha
     for (int a = 0; real && a < nargs; a++) free(real[a]);
     free(real);
     if (ok && used == 0)
-        ok = bad(err, len, "no healthy GPU figures in %d result%s%s%s%s", nargs, nargs == 1 ? "" : "s",
-                 note[0] ? " (left out: " : "", note, note[0] ? ")" : "");
+        ok = bench_err(err, len, "no healthy GPU figures in %d result%s%s%s%s", nargs,
+                       nargs == 1 ? "" : "s", note[0] ? " (left out: " : "", note,
+                       note[0] ? ")" : "");
     cJSON *b = NULL, *models = ok ? stats_of(acc, err, len) : NULL;
     if (models) {
         b = cJSON_CreateObject();
@@ -410,7 +404,8 @@ cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int nargs, cha
         char *text = cJSON_Print(b), verr[600];
         cJSON *back = text ? check_baseline_parse(text, strlen(text), "the baseline", verr, sizeof verr) : NULL;
         if (!back) {
-            bad(err, len, "the result would not be a valid baseline: %s", text ? verr : "out of memory");
+            bench_err(err, len, "the result would not be a valid baseline: %s",
+                      text ? verr : "out of memory");
             cJSON_Delete(b);
             b = NULL;
         }
@@ -429,19 +424,22 @@ cJSON *check_baseline_from_runs(const cJSON *expect, char **args, int nargs, cha
 static bool valid_limits(const cJSON *c, bool relative, const char *where, char *err, size_t len) {
     static const char *const keys[] = {"min", "max", NULL};
     const char *kind = relative ? "relative" : "absolute";
-    if (!cJSON_IsObject(c)) return bad(err, len, "%s: \"%s\" must be an object {\"min\", \"max\"}", where, kind);
+    if (!cJSON_IsObject(c))
+        return bench_err(err, len, "%s: \"%s\" must be an object {\"min\", \"max\"}", where, kind);
     if (!only_keys(c, keys, where, err, len)) return false;
     const cJSON *lo = item(c, "min"), *hi = item(c, "max");
-    if (!lo && !hi) return bad(err, len, "%s: \"%s\" needs \"min\" or \"max\" (or both)", where, kind);
+    if (!lo && !hi)
+        return bench_err(err, len, "%s: \"%s\" needs \"min\" or \"max\" (or both)", where, kind);
     for (int k = 0; k < 2; k++) {
         const cJSON *v = k ? hi : lo;
         if (v && (!finite_num(v) || (relative && !(v->valuedouble > 0))))
-            return bad(err, len, "%s: %s.%s must be a finite number%s", where, kind,
-                       k ? "max" : "min", relative ? " above 0 (a fraction of the median)" : "");
+            return bench_err(err, len, "%s: %s.%s must be a finite number%s", where, kind,
+                             k ? "max" : "min",
+                             relative ? " above 0 (a fraction of the median)" : "");
     }
     if (lo && hi && lo->valuedouble > hi->valuedouble)
-        return bad(err, len, "%s: %s.min (%g) is above %s.max (%g): no value passes", where, kind,
-                   lo->valuedouble, kind, hi->valuedouble);
+        return bench_err(err, len, "%s: %s.min (%g) is above %s.max (%g): no value passes", where,
+                         kind, lo->valuedouble, kind, hi->valuedouble);
     return true;
 }
 
@@ -452,32 +450,39 @@ static bool valid_rule(const cJSON *r, int i, const cJSON *rules, const cJSON *b
     char where[700], why[64];
     const cJSON *rn = item(r, "name");
     snprintf(where, sizeof where, "%s: rules[%d]", name, i);
-    if (!cJSON_IsObject(r)) return bad(err, len, "%s: must be an object", where);
-    if (!cJSON_IsString(rn)) return bad(err, len, "%s: needs a \"name\" (a string)", where);
+    if (!cJSON_IsObject(r)) return bench_err(err, len, "%s: must be an object", where);
+    if (!cJSON_IsString(rn)) return bench_err(err, len, "%s: needs a \"name\" (a string)", where);
     if (!check_name_valid(rn->valuestring, why, sizeof why))
-        return bad(err, len, "%s: \"name\" %s", where, why);
+        return bench_err(err, len, "%s: \"name\" %s", where, why);
     snprintf(where, sizeof where, "%s: rules[%d] (%s)", name, i, rn->valuestring);
     if (!only_keys(r, keys, where, err, len)) return false;
     int j = 0;
     for (const cJSON *o = rules->child; o != r; o = o->next, j++)
         if (!strcmp(cJSON_GetStringValue(item(o, "name")), rn->valuestring))
-            return bad(err, len, "%s: \"name\" is also rules[%d]'s: which rule failed would be "
-                                 "ambiguous", where, j);
+            return bench_err(err, len,
+                             "%s: \"name\" is also rules[%d]'s: which rule failed would be "
+                             "ambiguous",
+                             where, j);
     const cJSON *about = item(r, "about");
-    if (about && !cJSON_IsString(about)) return bad(err, len, "%s: \"about\" must be a string", where);
+    if (about && !cJSON_IsString(about))
+        return bench_err(err, len, "%s: \"about\" must be a string", where);
     const cJSON *pat = item(r, "metric");
     if (!cJSON_IsString(pat) || !check_name_valid(pat->valuestring, why, sizeof why))
-        return bad(err, len, "%s: \"metric\" must be a pattern of metric names (\"gemm.*\")%s%s",
-                   where, cJSON_IsString(pat) ? ": it " : "", cJSON_IsString(pat) ? why : "");
+        return bench_err(err, len,
+                         "%s: \"metric\" must be a pattern of metric names (\"gemm.*\")%s%s", where,
+                         cJSON_IsString(pat) ? ": it " : "", cJSON_IsString(pat) ? why : "");
     const cJSON *rel = item(r, "relative"), *abs_ = item(r, "absolute"), *mf = item(r, "missing_fails");
     if ((rel != NULL) + (abs_ != NULL) + (mf != NULL) != 1)
-        return bad(err, len, "%s: needs exactly one of \"relative\", \"absolute\", \"missing_fails\"",
-                   where);
+        return bench_err(err, len,
+                         "%s: needs exactly one of \"relative\", \"absolute\", \"missing_fails\"",
+                         where);
     if (rel && !valid_limits(rel, true, where, err, len)) return false;
     if (abs_ && !valid_limits(abs_, false, where, err, len)) return false;
     if (mf && !cJSON_IsTrue(mf))
-        return bad(err, len, "%s: \"missing_fails\" must be true (false would be a rule that never "
-                             "fires: leave the rule out)", where);
+        return bench_err(err, len,
+                         "%s: \"missing_fails\" must be true (false would be a rule that never "
+                         "fires: leave the rule out)",
+                         where);
     // a rule that matches no metric of the baseline could never fire: refused, not passed
     int matched = 0;
     const cJSON *m, *e;
@@ -485,13 +490,16 @@ static bool valid_rule(const cJSON *r, int i, const cJSON *rules, const cJSON *b
         if (fnmatch(pat->valuestring, e->string, 0) != 0) continue;
         matched++;
         if (rel && !(item(e, "median")->valuedouble > 0))
-            return bad(err, len, "%s: \"relative\" to %s of %s, whose median is %g: a fraction of "
-                                 "it means nothing (give an absolute limit)", where, e->string,
-                       m->string, item(e, "median")->valuedouble);
+            return bench_err(err, len,
+                             "%s: \"relative\" to %s of %s, whose median is %g: a fraction of "
+                             "it means nothing (give an absolute limit)",
+                             where, e->string, m->string, item(e, "median")->valuedouble);
     }
     if (!matched)
-        return bad(err, len, "%s: \"metric\" \"%s\" matches no metric of the baseline: the rule "
-                             "could never fire", where, pat->valuestring);
+        return bench_err(err, len,
+                         "%s: \"metric\" \"%s\" matches no metric of the baseline: the rule "
+                         "could never fire",
+                         where, pat->valuestring);
     return true;
 }
 
@@ -501,19 +509,20 @@ cJSON *check_rules_parse(const char *text, size_t n, const char *name, const cJS
     char why[300];
     cJSON *r = bench_json_parse_strict(text, n, true, why, sizeof why);
     if (!r) {
-        bad(err, len, "%s: %s", name, why);
+        bench_err(err, len, "%s: %s", name, why);
         return NULL;
     }
     const cJSON *fmt = item(r, "format"), *rules = item(r, "rules"), *about = item(r, "about");
     bool ok = true;
     if (!cJSON_IsObject(r) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, CHECK_RULES_FORMAT))
-        ok = bad(err, len, "%s: not a rules file (\"format\" must be \"%s\")", name, CHECK_RULES_FORMAT);
+        ok = bench_err(err, len, "%s: not a rules file (\"format\" must be \"%s\")", name,
+                       CHECK_RULES_FORMAT);
     else if (!only_keys(r, top, name, err, len))
         ok = false;
     else if (about && !cJSON_IsString(about))
-        ok = bad(err, len, "%s: \"about\" must be a string", name);
+        ok = bench_err(err, len, "%s: \"about\" must be a string", name);
     else if (!cJSON_IsArray(rules) || !rules->child)
-        ok = bad(err, len, "%s: \"rules\" must be an array of one or more rules", name);
+        ok = bench_err(err, len, "%s: \"rules\" must be an array of one or more rules", name);
     int i = 0;
     const cJSON *x;
     if (ok) cJSON_ArrayForEach(x, rules) if (ok) ok = valid_rule(x, i++, rules, baseline, name, err, len);

@@ -8,12 +8,12 @@
  * (TDM-F123). The recorded sections are validated strictly: what cannot be a record is bad
  * input, named. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "json_strict.h"
 
 static const cJSON *item(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);
@@ -30,15 +30,6 @@ static double num(const cJSON *o, const char *k) {  // NaN when absent or null
 }
 
 // ---- validation: what cannot be a record is bad input -------------------------------------------
-
-static bool bad(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 bool check_sdc_digest_valid(const char *s) {
     if (!s || strlen(s) != 64) return false;
@@ -64,105 +55,109 @@ static bool seconds_ok(const cJSON *v) {
 
 static bool valid_gemm(const cJSON *g, int i, char *err, size_t len) {
     const char *w = "sdc[\"sdc.gemm\"]";
-    if (!cJSON_IsObject(g)) return bad(err, len, "gpus[%d].%s: must be an object", i, w);
+    if (!cJSON_IsObject(g)) return bench_err(err, len, "gpus[%d].%s: must be an object", i, w);
     const cJSON *r = item(g, "repeats"), *m = item(g, "mismatches"), *f = item(g, "first_mismatch");
     if (!count_in(r, 0, 1e12))
-        return bad(err, len, "gpus[%d].%s.repeats: not a count (an integer from 0)", i, w);
+        return bench_err(err, len, "gpus[%d].%s.repeats: not a count (an integer from 0)", i, w);
     double reps = r->valuedouble;
     if (!count_in(m, 0, reps))
-        return bad(err, len, "gpus[%d].%s.mismatches: not a count from 0 to repeats (%.0f)", i, w,
-                   reps);
+        return bench_err(err, len, "gpus[%d].%s.mismatches: not a count from 0 to repeats (%.0f)",
+                         i, w, reps);
     if (m->valuedouble > 0 ? !count_in(f, 1, reps - 1) : !(!f || cJSON_IsNull(f)))
-        return bad(err, len, "gpus[%d].%s.first_mismatch: %s", i, w,
-                   m->valuedouble > 0 ? "not a repetition from 1 to repeats - 1 (mismatches > 0)"
-                                      : "must be null when nothing mismatched");
+        return bench_err(err, len, "gpus[%d].%s.first_mismatch: %s", i, w,
+                         m->valuedouble > 0
+                             ? "not a repetition from 1 to repeats - 1 (mismatches > 0)"
+                             : "must be null when nothing mismatched");
     if (!cJSON_IsString(item(g, "dtype")))
-        return bad(err, len, "gpus[%d].%s.dtype: must be a string", i, w);
+        return bench_err(err, len, "gpus[%d].%s.dtype: must be a string", i, w);
     const cJSON *sh = item(g, "shape"), *e;
     bool shape_ok = cJSON_IsArray(sh) && cJSON_GetArraySize(sh) == 3;
     const cJSON *dims = shape_ok ? sh : NULL;
     cJSON_ArrayForEach(e, dims) shape_ok = shape_ok && count_in(e, 1, 1e9);
     if (!shape_ok)
-        return bad(err, len, "gpus[%d].%s.shape: must be [m, k, n], integers from 1", i, w);
+        return bench_err(err, len, "gpus[%d].%s.shape: must be [m, k, n], integers from 1", i, w);
     const cJSON *d = item(g, "digest");
     if (reps > 0 ? !(cJSON_IsString(d) && check_sdc_digest_valid(d->valuestring))
                  : !(!d || cJSON_IsNull(d) ||
                      (cJSON_IsString(d) && check_sdc_digest_valid(d->valuestring))))
-        return bad(err, len, "gpus[%d].%s.digest: not a SHA-256 digest (64 lowercase hex digits)%s",
-                   i, w, reps > 0 ? ", with repeats above 0" : "");
+        return bench_err(err, len,
+                         "gpus[%d].%s.digest: not a SHA-256 digest (64 lowercase hex digits)%s", i,
+                         w, reps > 0 ? ", with repeats above 0" : "");
     if (!seconds_ok(item(g, "seconds")))
-        return bad(err, len, "gpus[%d].%s.seconds: not a duration", i, w);
+        return bench_err(err, len, "gpus[%d].%s.seconds: not a duration", i, w);
     if (!text_or_null(item(g, "error")))
-        return bad(err, len, "gpus[%d].%s.error: must be a string", i, w);
+        return bench_err(err, len, "gpus[%d].%s.error: must be a string", i, w);
     return true;
 }
 
 static bool valid_train(const cJSON *t, int i, char *err, size_t len) {
     const char *w = "sdc[\"sdc.train\"]";
-    if (!cJSON_IsObject(t)) return bad(err, len, "gpus[%d].%s: must be an object", i, w);
+    if (!cJSON_IsObject(t)) return bench_err(err, len, "gpus[%d].%s: must be an object", i, w);
     const cJSON *fps = item(t, "fingerprints"), *f;
     if (!cJSON_IsArray(fps))
-        return bad(err, len, "gpus[%d].%s.fingerprints: must be an array", i, w);
+        return bench_err(err, len, "gpus[%d].%s.fingerprints: must be an array", i, w);
     int k = 0;
     cJSON_ArrayForEach(f, fps) {
         static const char *const texts[] = {"build", "gpu", "precision", "model"};
         if (!cJSON_IsObject(f))
-            return bad(err, len, "gpus[%d].%s.fingerprints[%d]: must be an object", i, w, k);
+            return bench_err(err, len, "gpus[%d].%s.fingerprints[%d]: must be an object", i, w, k);
         if (!check_sdc_digest_valid(str(f, "digest")))
-            return bad(err, len,
-                       "gpus[%d].%s.fingerprints[%d].digest: not a SHA-256 digest (64 "
-                       "lowercase hex digits)",
-                       i, w, k);
+            return bench_err(err, len,
+                             "gpus[%d].%s.fingerprints[%d].digest: not a SHA-256 digest (64 "
+                             "lowercase hex digits)",
+                             i, w, k);
         for (size_t q = 0; q < sizeof texts / sizeof *texts; q++)
             if (!str(f, texts[q]) || !str(f, texts[q])[0])
-                return bad(err, len, "gpus[%d].%s.fingerprints[%d].%s: must be a string, not empty",
-                           i, w, k, texts[q]);
+                return bench_err(err, len,
+                                 "gpus[%d].%s.fingerprints[%d].%s: must be a string, not empty", i,
+                                 w, k, texts[q]);
         if (!text_or_null(item(f, "libs")))
-            return bad(err, len, "gpus[%d].%s.fingerprints[%d].libs: must be a string", i, w, k);
+            return bench_err(err, len, "gpus[%d].%s.fingerprints[%d].libs: must be a string", i, w,
+                             k);
         if (!count_in(item(f, "steps"), 1, 1e12))
-            return bad(err, len,
-                       "gpus[%d].%s.fingerprints[%d].steps: not a count of steps (from 1)", i, w,
-                       k);
+            return bench_err(err, len,
+                             "gpus[%d].%s.fingerprints[%d].steps: not a count of steps (from 1)", i,
+                             w, k);
         const cJSON *l = item(f, "final_loss"), *lb = item(f, "final_loss_bits"),
                     *em = item(f, "emulated");
         if (l && !cJSON_IsNull(l) && !(cJSON_IsNumber(l) && isfinite(l->valuedouble)))
-            return bad(err, len, "gpus[%d].%s.fingerprints[%d].final_loss: not a finite number", i,
-                       w, k);
+            return bench_err(
+                err, len, "gpus[%d].%s.fingerprints[%d].final_loss: not a finite number", i, w, k);
         bool lb_ok = !lb || cJSON_IsNull(lb);
         if (cJSON_IsString(lb) && strlen(lb->valuestring) == 10 &&
             !strncmp(lb->valuestring, "0x", 2))
             lb_ok = strspn(lb->valuestring + 2, "0123456789abcdef") == 8;
         if (!lb_ok)
-            return bad(err, len,
-                       "gpus[%d].%s.fingerprints[%d].final_loss_bits: not \"0x\" and 8 "
-                       "lowercase hex digits",
-                       i, w, k);
+            return bench_err(err, len,
+                             "gpus[%d].%s.fingerprints[%d].final_loss_bits: not \"0x\" and 8 "
+                             "lowercase hex digits",
+                             i, w, k);
         if (em && !cJSON_IsBool(em) && !cJSON_IsNull(em))
-            return bad(err, len, "gpus[%d].%s.fingerprints[%d].emulated: must be true or false", i,
-                       w, k);
+            return bench_err(
+                err, len, "gpus[%d].%s.fingerprints[%d].emulated: must be true or false", i, w, k);
         const cJSON *o;
         int q = 0;
         cJSON_ArrayForEach(o, fps) {  // one run per precision, model and steps
             if (q++ >= k) break;
             if (!strcmp(str(o, "precision"), str(f, "precision")) &&
                 !strcmp(str(o, "model"), str(f, "model")) && num(o, "steps") == num(f, "steps"))
-                return bad(err, len,
-                           "gpus[%d].%s.fingerprints[%d]: the same precision, model and "
-                           "steps as fingerprints[%d]",
-                           i, w, k, q - 1);
+                return bench_err(err, len,
+                                 "gpus[%d].%s.fingerprints[%d]: the same precision, model and "
+                                 "steps as fingerprints[%d]",
+                                 i, w, k, q - 1);
         }
         k++;
     }
     if (!seconds_ok(item(t, "seconds")))
-        return bad(err, len, "gpus[%d].%s.seconds: not a duration", i, w);
+        return bench_err(err, len, "gpus[%d].%s.seconds: not a duration", i, w);
     if (!text_or_null(item(t, "error")))
-        return bad(err, len, "gpus[%d].%s.error: must be a string", i, w);
+        return bench_err(err, len, "gpus[%d].%s.error: must be a string", i, w);
     return true;
 }
 
 bool check_sdc_valid(const cJSON *sdc, int i, char *err, size_t len) {
     if (!sdc || cJSON_IsNull(sdc)) return true;
-    if (!cJSON_IsObject(sdc)) return bad(err, len, "gpus[%d].sdc: must be an object", i);
+    if (!cJSON_IsObject(sdc)) return bench_err(err, len, "gpus[%d].sdc: must be an object", i);
     const cJSON *g = item(sdc, "sdc.gemm"), *t = item(sdc, "sdc.train");
     if (g && !cJSON_IsNull(g) && !valid_gemm(g, i, err, len)) return false;
     if (t && !cJSON_IsNull(t) && !valid_train(t, i, err, len)) return false;

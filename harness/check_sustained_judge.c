@@ -10,12 +10,12 @@
  * sustained.throttle and pulsed.load (NVML's clocks-event reasons: hw slowdown, sw or hw thermal,
  * hw power brake are faults; the sw power cap is normal at full power). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "json_strict.h"
 #include "check_sustained.h"
 #include "stats.h"
 
@@ -342,17 +342,8 @@ void check_judge_sustained(cJSON *checks, const cJSON *gpu, const cJSON *model, 
 
 // ---- recorded series, checked strictly -------------------------------------------------------------
 
-static bool bad(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 static bool one_series(const cJSON *o, const char *where, char *err, size_t len) {
-    if (!cJSON_IsObject(o)) return bad(err, len, "%s: must be an object", where);
+    if (!cJSON_IsObject(o)) return bench_err(err, len, "%s: must be an object", where);
     static const struct {
         double lo, hi;
         bool integer;
@@ -367,11 +358,13 @@ static bool one_series(const cJSON *o, const char *where, char *err, size_t len)
     int n = -1;
     for (int k = 0; k < N_KEYS; k++) {
         const cJSON *a = item(o, check_series_keys[k]);
-        if (!cJSON_IsArray(a)) return bad(err, len, "%s.%s: must be an array", where, check_series_keys[k]);
+        if (!cJSON_IsArray(a))
+            return bench_err(err, len, "%s.%s: must be an array", where, check_series_keys[k]);
         int m = cJSON_GetArraySize(a);
         if (n >= 0 && m != n)
-            return bad(err, len, "%s.%s: %d entries, but t_s has %d: every array has one per sample", where,
-                       check_series_keys[k], m, n);
+            return bench_err(err, len,
+                             "%s.%s: %d entries, but t_s has %d: every array has one per sample",
+                             where, check_series_keys[k], m, n);
         n = m;
         int i = 0;
         double prev = -INFINITY;
@@ -382,55 +375,65 @@ static bool one_series(const cJSON *o, const char *where, char *err, size_t len)
                 for (size_t p = 0; p < 5; p++)
                     known = known || (cJSON_IsString(e) && !strcmp(e->valuestring, check_series_phases[p]));
                 if (!known)
-                    return bad(err, len, "%s.phase[%d]: not a phase (calibrate, stress, power, on or off)", where, i);
+                    return bench_err(
+                        err, len, "%s.phase[%d]: not a phase (calibrate, stress, power, on or off)",
+                        where, i);
             } else if (k == K_T) {
                 if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 0 || e->valuedouble > 1e7)
-                    return bad(err, len, "%s.t_s[%d]: not a time (seconds from 0 to 1e7)", where, i);
+                    return bench_err(err, len, "%s.t_s[%d]: not a time (seconds from 0 to 1e7)",
+                                     where, i);
                 if (!(e->valuedouble > prev))
-                    return bad(err, len, "%s.t_s[%d]: %g does not come after %g: times must increase", where, i,
-                               e->valuedouble, prev);
+                    return bench_err(err, len,
+                                     "%s.t_s[%d]: %g does not come after %g: times must increase",
+                                     where, i, e->valuedouble, prev);
                 prev = e->valuedouble;
             } else if (!cJSON_IsNull(e)) {
                 double x = cJSON_IsNumber(e) ? e->valuedouble : NAN;
                 if (!isfinite(x) || x < range[k].lo || x > range[k].hi || (range[k].integer && x != floor(x)))
-                    return bad(err, len, "%s.%s[%d]: not %s, nor null", where, check_series_keys[k], i, range[k].what);
+                    return bench_err(err, len, "%s.%s[%d]: not %s, nor null", where,
+                                     check_series_keys[k], i, range[k].what);
             }
             i++;
         }
     }
     const cJSON *t = item(o, "target_tflops"), *nn = item(o, "n"), *w = item(o, "window_s");
     if (t && !cJSON_IsNull(t) && !(cJSON_IsNumber(t) && t->valuedouble > 0 && t->valuedouble <= CHECK_FIGURE_CAP))
-        return bad(err, len, "%s.target_tflops: not a rate above 0 (TFLOP/s), nor null", where);
+        return bench_err(err, len, "%s.target_tflops: not a rate above 0 (TFLOP/s), nor null",
+                         where);
     if (nn && !(cJSON_IsNumber(nn) && nn->valuedouble >= 1 && nn->valuedouble <= 1e6 &&
                 nn->valuedouble == floor(nn->valuedouble)))
-        return bad(err, len, "%s.n: not a matrix size (a whole number from 1)", where);
+        return bench_err(err, len, "%s.n: not a matrix size (a whole number from 1)", where);
     if (w && !(cJSON_IsNumber(w) && w->valuedouble > 0 && w->valuedouble <= 3600))
-        return bad(err, len, "%s.window_s: not a window (seconds above 0, up to 3600)", where);
+        return bench_err(err, len, "%s.window_s: not a window (seconds above 0, up to 3600)",
+                         where);
     const cJSON *med = item(o, "median_tflops"), *e;
-    if (med && !cJSON_IsObject(med)) return bad(err, len, "%s.median_tflops: must be an object", where);
+    if (med && !cJSON_IsObject(med))
+        return bench_err(err, len, "%s.median_tflops: must be an object", where);
     cJSON_ArrayForEach(e, med) {
         bool known = false;
         for (size_t p = 0; p < 5; p++) known = known || !strcmp(e->string, check_series_phases[p]);
         if (!known || !(cJSON_IsNull(e) || (cJSON_IsNumber(e) && e->valuedouble >= 0 &&
                                             e->valuedouble <= CHECK_FIGURE_CAP)))
-            return bad(err, len, "%s.median_tflops.%s: a phase's median rate (TFLOP/s) or null", where, e->string);
+            return bench_err(err, len,
+                             "%s.median_tflops.%s: a phase's median rate (TFLOP/s) or null", where,
+                             e->string);
     }
     static const char *const texts[] = {"error", "nvml"};
     for (int k = 0; k < 2; k++)
         if (item(o, texts[k]) && !cJSON_IsString(item(o, texts[k])))
-            return bad(err, len, "%s.%s: must be a string", where, texts[k]);
+            return bench_err(err, len, "%s.%s: must be a string", where, texts[k]);
     return true;
 }
 
 bool check_sustained_valid(const cJSON *gpu, int i, char *err, size_t len) {
     const cJSON *s = item(gpu, "series"), *x;
     if (!s || cJSON_IsNull(s)) return true;
-    if (!cJSON_IsObject(s)) return bad(err, len, "gpus[%d].series: must be an object", i);
+    if (!cJSON_IsObject(s)) return bench_err(err, len, "gpus[%d].series: must be an object", i);
     cJSON_ArrayForEach(x, s) {
         char where[160];
         snprintf(where, sizeof where, "gpus[%d].series.%s", i, x->string);
         if (strcmp(x->string, "sustained.load") && strcmp(x->string, "pulsed.load"))
-            return bad(err, len, "%s: not a series (sustained.load or pulsed.load)", where);
+            return bench_err(err, len, "%s: not a series (sustained.load or pulsed.load)", where);
         if (!one_series(x, where, err, len)) return false;
     }
     return true;

@@ -4,10 +4,35 @@
 #include "json_strict.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+bool bench_err(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+cJSON *bench_json_parse_valid(const char *text, size_t n, const char *name,
+                              bool (*valid)(const cJSON *, const char *, char *, size_t), char *err,
+                              size_t len) {
+    char why[300];
+    cJSON *v = bench_json_parse_strict(text, n, true, why, sizeof why);
+    if (!v) {
+        bench_err(err, len, "%s: %s", name, why);
+        return NULL;
+    }
+    if (!valid(v, name, err, len)) {
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return v;
+}
 
 size_t bench_utf8_invalid_at(const char *str, size_t n) {
     const unsigned char *s = (const unsigned char *)str;

@@ -12,6 +12,10 @@
 
 #include <cjson/cJSON.h>
 
+// Writes a one-line reason (printf's FMT) into err (len bytes) and returns false: how the readers
+// and validators of these files fail ("models[3].hbm_GBps: must be a number"), in one line.
+bool bench_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 // The first byte of s[0..n) that is not part of well-formed UTF-8 (no overlong forms, no
 // surrogates, nothing above U+10FFFF); n when all of it is.
 size_t bench_utf8_invalid_at(const char *s, size_t n);
@@ -22,6 +26,13 @@ size_t bench_utf8_invalid_at(const char *s, size_t n);
 // too (a file written by hand: the expectations); false for files bench writes, whose strings
 // may carry a path's or a child's bytes as they were.
 cJSON *bench_json_parse_strict(const char *text, size_t len, bool utf8, char *err, size_t err_len);
+
+// A file written by hand (an expectations file, a baseline): strict JSON and UTF-8, then checked
+// by VALID (which names NAME and the field in err and returns false when it is wrong). NULL with
+// err ("NAME: why") when either fails.
+cJSON *bench_json_parse_valid(const char *text, size_t n, const char *name,
+                              bool (*valid)(const cJSON *, const char *, char *, size_t), char *err,
+                              size_t len);
 
 // A JSON value read as a truthy marker, failing safe: absent, null, false, 0 and the strings
 // "false", "0", "no" and "" (any case, blanks around) are false; anything else (true, 1, "TRUE",
