@@ -267,7 +267,7 @@ static void verdict_line(cJSON *checks, const char *check, const char *measured,
         line(checks, check, measured, expected, verdict, code, note);
         return;
     }
-    char n[1400];
+    char n[1440];   // the prefix and a note of up to 1400 bytes
     snprintf(n, sizeof n, "on the emulated device: %s", note);
     line(checks, check, measured, expected, verdict, code, n);
 }
