@@ -30,10 +30,12 @@ RESERVE=$(scale_raw 10)      # for the last archive
 MIN_STAGE=$(scale_raw 5)     # a stage that would get less is skipped_time
 ARCHIVE_CAP=$((15 * 1024 * 1024))
 # ctest -L gpu less the tests other stages run (numerics: golden, conform, trajectories; check and
-# bench-run: the tests that measure speed, which must have the GPU to themselves)
+# bench-run: the tests that measure speed, which must have the GPU to themselves) and bench
+# check's levels 2 to 4 end to end (level 2 is the check stage's --quick again; 3 and 4 hold loads
+# and test 95 % of the memory: minutes on a GPU, `.ci/gpu-session check --level 3` runs them)
 TRAJECTORIES='^gpu\.train(_tf32|_fp16)?\.(mlp|cnn)-'
 GPU_TESTS_EXCLUDE="^gpu\.golden\.cuda0\$|^gpu\.conform\.cuda0\$|$TRAJECTORIES"
-GPU_TESTS_EXCLUDE+="|^gpu\.check\.quick_cuda0\$|^gpu\.bench\."
+GPU_TESTS_EXCLUDE+="|^gpu\.check\.quick_cuda0\$|^gpu\.check\.level[234]|^gpu\.bench\."
 # compute-sanitizer's subsets: tandem's own kernels (the vendor libraries' are not ours to check)
 MEMCHECK_OPS="relu gelu tanh sigmoid add mul dropout sum mean softmax log_softmax cross_entropy
               mse_loss layer_norm batch_norm embedding max_pool2d avg_pool2d sgd_step adam_step
