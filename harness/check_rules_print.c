@@ -84,23 +84,30 @@ static void print_text(FILE *f, const cJSON *rows) {
     fputc('\n', f);
 }
 
+// A row's failing rules, one after another with <br> between them (Markdown tables and HTML both
+// take it), each escaped by ESC.
+static void failures_joined(FILE *f, const cJSON *row, void (*esc)(FILE *, const char *)) {
+    char buf[1200];
+    const cJSON *x;
+    int k = 0;
+    cJSON_ArrayForEach(x, item(row, "failures")) {
+        failure_text(x, buf, sizeof buf);
+        if (k++) fputs("<br>", f);
+        esc(f, buf);
+    }
+}
+
 static void print_md(FILE *f, const cJSON *rows) {
     fprintf(f, "| node | verdict | GPUs | failing rules: GPU, metric, by how much |\n"
                "| --- | --- | --- | --- |\n");
-    char buf[1200];
-    const cJSON *r, *x;
+    const cJSON *r;
     cJSON_ArrayForEach(r, rows) {
         fputs("| ", f);
         bench_md_text(f, str(r, "node"));
         bool ok = !strcmp(str(r, "verdict"), "accepted");
         fprintf(f, " | %s | %d | ", ok ? "accepted" : "**rejected**",
                 (int)cJSON_GetNumberValue(item(r, "gpus")));
-        int k = 0;
-        cJSON_ArrayForEach(x, item(r, "failures")) {
-            failure_text(x, buf, sizeof buf);
-            if (k++) fputs("<br>", f);
-            bench_md_text(f, buf);
-        }
+        failures_joined(f, r, bench_md_text);
         fputs(" |\n", f);
     }
     fputs("\n**", f);
@@ -119,20 +126,14 @@ static void print_html(FILE *f, const cJSON *rows) {
     fputs("</p>\n<table>\n<tr><th>node</th><th>verdict</th><th>GPUs</th><th>failing rules: GPU, "
           "metric, by how much</th></tr>\n",
           f);
-    char buf[1200];
-    const cJSON *r, *x;
+    const cJSON *r;
     cJSON_ArrayForEach(r, rows) {
         bool ok = !strcmp(str(r, "verdict"), "accepted");
         fputs("<tr><td>", f);
         bench_html_text(f, str(r, "node"));
         fprintf(f, "</td><td class=\"%s\">%s</td><td>%d</td><td>", ok ? "accepted" : "rejected",
                 ok ? "accepted" : "rejected", (int)cJSON_GetNumberValue(item(r, "gpus")));
-        int k = 0;
-        cJSON_ArrayForEach(x, item(r, "failures")) {
-            failure_text(x, buf, sizeof buf);
-            if (k++) fputs("<br>", f);
-            bench_html_text(f, buf);
-        }
+        failures_joined(f, r, bench_html_text);
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n</body></html>\n", f);
