@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 #include "tandem/tandem.h"
@@ -21,6 +22,12 @@ static const struct {
     {"compare", "compare two runs (U test, verdict, exit 1 on a regression) or a fleet of runs", bench_compare},
     {"check", "is this node fit to train on: PASS/FAIL per GPU and check against its model", bench_check},
 };
+
+double bench_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 int bench_bad(const char *cmd, const char *fmt, ...) {
     va_list ap;

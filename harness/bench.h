@@ -25,7 +25,8 @@ int bench_check(int argc, char **argv);
 cJSON *bench_env_json(void);
 // Prints "bench CMD: <message>" on stderr and returns 2, the exit code of bad usage or input.
 int bench_bad(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *bench_git_commit(void);   // short hash bench was configured from, or "unknown"
+const char *bench_git_commit(void);
+double bench_now_s(void);   // seconds on the monotonic clock (CLOCK_MONOTONIC): for durations   // short hash bench was configured from, or "unknown"
 // Text from a results directory (names, reasons, GPU models) as report.html and report.md write
 // it (cmd_report.c): in HTML, & < > " ' as entities (control characters but line breaks and tabs
 // as spaces); in Markdown, its punctuation (\ ` * _ [ ] < > | ~ & #) backslash-escaped, control

@@ -84,7 +84,8 @@ cJSON *check_judge_line(cJSON *checks, const char *check, double measured, const
                         const char *unit, double expected, const char *expected_text, double ratio,
                         const char *verdict, const char *code, const char *note) {
     cJSON *line = add_line(checks, check, measured, measured_text, unit, expected, expected_text, ratio,
-                           verdict, "%s", note ? note : "");
+                           verdict, NULL);
+    cJSON_ReplaceItemInObjectCaseSensitive(line, "note", cJSON_CreateString(note ? note : ""));
     return code ? coded(line, code, NULL) : line;
 }
 

@@ -21,17 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "check.h"
 #include "check_memtest.h"
 #include "core/files_impl.h"   // tdm_file_open_read
 #include "stats.h"
 #include "tandem/tandem.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 // ---- child runs: this program's own commands ----------------------------------------------------
 // A child runs in a process group of its own, which its time limit and an interruption kill whole,
@@ -115,10 +110,10 @@ int check_run_child(char *const argv[], const char *log, double timeout_s, char 
     setpgid(pid, pid);   // as the child does: whichever runs first
     g_child_pgid = pid;
     int status = 0, rc;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     bool killed = false, timed_out = false;
     while ((rc = (int)waitpid(pid, &status, WNOHANG)) == 0 || (rc < 0 && errno == EINTR)) {
-        if (!killed && (g_signal || now_s() - t0 > timeout_s)) {
+        if (!killed && (g_signal || bench_now_s() - t0 > timeout_s)) {
             timed_out = !g_signal;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
@@ -231,7 +226,7 @@ static void replay_check(cJSON *numerics, const char *name, const char *dev, con
     char log[4200], last[600], measured[96];
     snprintf(log, sizeof log, "%s/%s.%s.log", o->logdir, name, dev);
     int rc = -1;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (argv) {
         int a = 0;
         argv[a++] = "bench";
@@ -243,7 +238,8 @@ static void replay_check(cJSON *numerics, const char *name, const char *dev, con
         rc = check_run_child(argv, log, o->timeout_s, last, sizeof last);
     }
     snprintf(measured, sizeof measured, "%d golden case%s%s", n, n == 1 ? "" : "s", o->quick ? " (one per op)" : "");
-    add_run(numerics, name, rc, measured, "every element within its bound", last, log, now_s() - t0);
+    add_run(numerics, name, rc, measured, "every element within its bound", last, log,
+            bench_now_s() - t0);
     free(argv);
     free_list(cases, n);
 }
@@ -514,12 +510,12 @@ static void conform_check(cJSON *numerics, const char *dev, const check_run_opts
     const char *cases = o->quick ? "1" : "3";
     char *argv[] = {"bench", "conform", "--device", (char *)dev, "--cases", (char *)cases, "--seed", seed,
                     "--dtypes", "f32,f16,bf16,f64", "--quiet", "--failures", fails, NULL};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int rc = check_run_child(argv, log, o->timeout_s, last, sizeof last);
     snprintf(measured, sizeof measured, "%s random case%s per op and dtype, seed %u", cases,
              o->quick ? "" : "s", o->seed);
     add_run(numerics, "numerics.conform", rc, measured, "every element within its bound, guards intact", last, log,
-            now_s() - t0);
+            bench_now_s() - t0);
 }
 
 typedef struct {
@@ -564,7 +560,7 @@ static void train_checks(cJSON *numerics, const char *dev, const check_run_opts 
         snprintf(dump, sizeof dump, "%s/%s.%s.safetensors", o->logdir, name, dev);
         snprintf(log, sizeof log, "%s/%s.%s.log", o->logdir, name, dev);
         char *argv[40];
-        double t0 = now_s();
+        double t0 = bench_now_s();
         int argc = check_train_argv(golden, runs[i].amp, runs[i].tf32, dev, dump, store, sizeof store, argv, 40);
         int rc = argc < 0 ? 2 : check_run_child(argv, log, o->timeout_s, last, sizeof last);
         const char *amp = runs[i].amp ? runs[i].amp : strstr(runs[i].file, "bf16") ? "bf16" : "off";
@@ -574,7 +570,7 @@ static void train_checks(cJSON *numerics, const char *dev, const check_run_opts 
             snprintf(last, sizeof last, "%s", detail);
         }
         add_run(numerics, name, rc, "trajectory vs float64", "within 4x PyTorch's own deviation + N u", last, log,
-                now_s() - t0);
+                bench_now_s() - t0);
     }
     // A small GPT-2 (suites/golden/gpt, check_gpt.c's rule): step 0's logits and gradients, then
     // nanoGPT's AdamW steps with clipping and the schedule; quick: f32 and bf16.
@@ -592,7 +588,7 @@ static void train_checks(cJSON *numerics, const char *dev, const check_run_opts 
         snprintf(dump, sizeof dump, "%s/%s.%s.safetensors", o->logdir, name, dev);
         snprintf(log, sizeof log, "%s/%s.%s.log", o->logdir, name, dev);
         char *argv[64];
-        double t0 = now_s();
+        double t0 = bench_now_s();
         int argc = check_gpt_argv(golden, gpt_precs[i], dev, dump, store, sizeof store, argv, 64);
         int rc = argc < 0 ? 2 : check_run_child(argv, log, o->timeout_s, last, sizeof last);
         if (rc == 0) {
@@ -601,7 +597,7 @@ static void train_checks(cJSON *numerics, const char *dev, const check_run_opts 
             snprintf(last, sizeof last, "%s", detail);
         }
         add_run(numerics, name, rc, "trajectory vs float64", "within 4x PyTorch's own deviation + N u",
-                last, log, now_s() - t0);
+                last, log, bench_now_s() - t0);
     }
 }
 
@@ -691,7 +687,7 @@ static cJSON *counter_sample(const tdm_device_props *p) {
 cJSON *check_counters_begin(int index) {
     tdm_device d = {TDM_DEVICE_CUDA, index};
     cJSON *b = cJSON_CreateObject();
-    cJSON_AddNumberToObject(b, "t0", now_s());
+    cJSON_AddNumberToObject(b, "t0", bench_now_s());
     tdm_device_props p;
     if (tdm_device_props_get(d, &p) == TDM_OK) cJSON_AddItemToObject(b, "start", counter_sample(&p));
     else cJSON_AddNullToObject(b, "start");
@@ -708,7 +704,7 @@ void check_counters_end(cJSON *gpu, cJSON *begin, int index) {
     tdm_device d = {TDM_DEVICE_CUDA, index};
     cJSON *c = cJSON_AddObjectToObject(gpu, "counters");
     const cJSON *t0 = cJSON_GetObjectItemCaseSensitive(begin, "t0");
-    cJSON_AddNumberToObject(c, "seconds", cJSON_IsNumber(t0) ? now_s() - t0->valuedouble : 0);
+    cJSON_AddNumberToObject(c, "seconds", cJSON_IsNumber(t0) ? bench_now_s() - t0->valuedouble : 0);
     cJSON *start = cJSON_DetachItemFromObjectCaseSensitive(begin, "start");
     cJSON_AddItemToObject(c, "start", start ? start : cJSON_CreateNull());
     tdm_device_props p;
@@ -767,10 +763,10 @@ static tdm_status ar_iteration(int rank, void *arg) {
     if (s == TDM_OK) s = tdm_tensor_set_grad(a->param[rank], a->work[rank]);
     double t[1] = {0};
     tdm_status s2 = tdm_dp_allreduce_mean(a->g, rank, t, 1);   // all here before the clock starts
-    double t0 = now_s();
+    double t0 = bench_now_s();
     tdm_status s3 = tdm_dp_sync(a->g, rank);
     if (s3 == TDM_OK) s3 = tdm_device_synchronize(d);
-    t[0] = now_s() - t0;
+    t[0] = bench_now_s() - t0;
     tdm_status s4 = tdm_dp_allreduce_mean(a->g, rank, t, 1);
     if (rank == 0) a->seconds = t[0];
     return s != TDM_OK ? s : s2 != TDM_OK ? s2 : s3 != TDM_OK ? s3 : s4;

@@ -18,18 +18,13 @@
 
 #include <openssl/evp.h>
 
+#include "bench.h"
 #include "check.h"
 #include "tandem/tandem.h"
 
 #ifndef TDM_GIT_COMMIT
 #define TDM_GIT_COMMIT "unknown"
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void hex(const unsigned char *md, unsigned n, char *out) {  // out: 2 n + 1 bytes
     for (unsigned i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
@@ -58,8 +53,8 @@ static void sdc_gemm(cJSON *sdc, tdm_device d, bool emu) {
         snprintf(error, sizeof error, "%s", tdm_last_error());
     else if (!h)
         snprintf(error, sizeof error, "out of host memory for the product");
-    double t0 = now_s();
-    while (!error[0] && reps < max_reps && (reps < 2 || now_s() - t0 < max_s) &&
+    double t0 = bench_now_s();
+    while (!error[0] && reps < max_reps && (reps < 2 || bench_now_s() - t0 < max_s) &&
            !check_interrupted()) {
         tdm_tensor *c = tdm_matmul(a, b);
         if (!c || tdm_tensor_to_host(c, h, bytes) != TDM_OK) {
@@ -90,7 +85,7 @@ static void sdc_gemm(cJSON *sdc, tdm_device d, bool emu) {
         cJSON_AddStringToObject(g, "digest", digest);
     else
         cJSON_AddNullToObject(g, "digest");
-    cJSON_AddNumberToObject(g, "seconds", now_s() - t0);
+    cJSON_AddNumberToObject(g, "seconds", bench_now_s() - t0);
     if (error[0]) cJSON_AddStringToObject(g, "error", error);
     tdm_tf32_set_allowed(TDM_TF32_MATMUL, tf32_was);
     free(h);
@@ -171,7 +166,7 @@ static void sdc_train(cJSON *sdc, const char *dev, const char *gpu_name, const c
     const char *steps = emu ? CHECK_SDC_TRAIN_STEPS_EMU : CHECK_SDC_TRAIN_STEPS;
     char build[400], error[1200] = "";
     snprintf(build, sizeof build, "%s, commit %s", tdm_build_info(), TDM_GIT_COMMIT);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (size_t k = 0; k < sizeof train_precs / sizeof *train_precs && !error[0]; k++) {
         char dump[4400], log[4400], last[600], why[600];
         snprintf(dump, sizeof dump, "%s/sdc.train.%s.%s.safetensors", o->logdir,
@@ -234,7 +229,7 @@ static void sdc_train(cJSON *sdc, const char *dev, const char *gpu_name, const c
             cJSON_AddItemToArray(fps, f);
         }
     }
-    cJSON_AddNumberToObject(t, "seconds", now_s() - t0);
+    cJSON_AddNumberToObject(t, "seconds", bench_now_s() - t0);
     if (error[0]) cJSON_AddStringToObject(t, "error", error);
 }
 

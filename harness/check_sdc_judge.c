@@ -238,23 +238,10 @@ static const char *vote_note(const check_sdc_vote *x, const char *name, char *no
     return code;
 }
 
-static cJSON *line(cJSON *checks, const char *check, const char *measured, const char *expected,
-                   const char *verdict, const char *code, const char *note) {
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddStringToObject(c, "check", check);
-    cJSON_AddStringToObject(c, "measured", measured);
-    cJSON_AddNullToObject(c, "unit");
-    cJSON_AddStringToObject(c, "expected", expected);
-    cJSON_AddNullToObject(c, "ratio");
-    cJSON_AddStringToObject(c, "verdict", verdict);
-    cJSON_AddStringToObject(c, "note", note);
-    const check_code *cc = code ? check_code_of(code) : NULL;
-    if (cc && (!strcmp(verdict, CHECK_FAIL) || !strcmp(verdict, CHECK_WARN))) {
-        cJSON_AddStringToObject(c, "code", cc->code);
-        cJSON_AddStringToObject(c, "remedy", cc->remedy);
-    }
-    cJSON_AddItemToArray(checks, c);
-    return c;
+// A line of text figures (no unit, no ratio), as check_judge's own.
+static void line(cJSON *checks, const char *check, const char *measured, const char *expected,
+                 const char *verdict, const char *code, const char *note) {
+    check_judge_line(checks, check, NAN, measured, NULL, NAN, expected, NAN, verdict, code, note);
 }
 
 // A GPU's line; on the emulated device the same verdict, the note saying where it ran: its bits

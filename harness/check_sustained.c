@@ -22,16 +22,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "check.h"
 #include "check_sustained.h"
 #include "stats.h"
 #include "tandem/tandem.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void sleep_s(double s) {
     if (!(s > 0)) return;
@@ -59,6 +54,12 @@ static void add_reading(cJSON *a, double v) {
     cJSON_AddItemToArray(a, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
 }
 
+// Whether a phase takes another window: its first always, then until END (monotonic seconds), while
+// the load has no error and the check was not interrupted.
+static bool go_on(const load *L, bool first, double end) {
+    return !L->error && !check_interrupted() && (first || bench_now_s() < end);
+}
+
 // One sample: the telemetry now, the throughput of its window (filled by add_rate).
 static void sample(load *L, const char *phase) {
     tdm_device_telemetry t;
@@ -68,7 +69,7 @@ static void sample(load *L, const char *phase) {
         cJSON_AddStringToObject(L->s, "nvml", t.nvml);
         L->nvml_said = true;
     }
-    double ts = now_s() - L->t0;
+    double ts = bench_now_s() - L->t0;
     L->last_t = ts = ts > L->last_t ? ts : L->last_t + 1e-6;
     add_reading(L->arr[K_T], ts);
     add_reading(L->arr[K_SM], ok && t.clock_sm_mhz >= 0 ? t.clock_sm_mhz : NAN);
@@ -119,9 +120,9 @@ static double phase_median(load *L, const char *phase, int from) {
 // Windows at full speed until `seconds` passed (one at least); k products per window, resized
 // to window_s. Returns the median rate (TFLOP/s) of these windows.
 static double full_speed(load *L, const char *phase, double seconds, int *k) {
-    double end = now_s() + seconds;
+    double end = bench_now_s() + seconds;
     int from = cJSON_GetArraySize(L->arr[K_T]);
-    for (bool first = true; !L->error && !check_interrupted() && (first || now_s() < end); first = false) {
+    for (bool first = true; go_on(L, first, end); first = false) {
         double t = products(L, *k, phase);
         if (t <= 0) break;
         add_rate(L, *k * L->flop / t / 1e12);
@@ -134,19 +135,19 @@ static double full_speed(load *L, const char *phase, double seconds, int *k) {
 // Targeted stress: windows of five slices, each slice k products then a sleep to its deadline,
 // so that the window's throughput (its FLOPs over its wall time) is the target.
 static double stress(load *L, double seconds, double target) {
-    double end = now_s() + seconds, slice = L->window_s / 5;
+    double end = bench_now_s() + seconds, slice = L->window_s / 5;
     int k = (int)lround(target * 1e12 * slice / L->flop);
     if (k < 1) k = 1;
-    for (bool first = true; !L->error && !check_interrupted() && (first || now_s() < end); first = false) {
-        double w0 = now_s(), flop = 0;
+    for (bool first = true; go_on(L, first, end); first = false) {
+        double w0 = bench_now_s(), flop = 0;
         for (int s = 0; s < 5 && !L->error; s++) {
-            double s0 = now_s();
+            double s0 = bench_now_s();
             if (products(L, k, s == 0 ? "stress" : NULL) <= 0) break;
             flop += k * L->flop;
-            sleep_s(s0 + k * L->flop / (target * 1e12) - now_s());
+            sleep_s(s0 + k * L->flop / (target * 1e12) - bench_now_s());
         }
         if (L->error) break;
-        add_rate(L, flop / (now_s() - w0) / 1e12);
+        add_rate(L, flop / (bench_now_s() - w0) / 1e12);
     }
     return phase_median(L, "stress", 0);
 }
@@ -154,13 +155,13 @@ static double stress(load *L, double seconds, double target) {
 // Pulsed load: 1 s on (full speed), 1 s off (idle, sampled at the same rate), repeated; on the
 // emulated device the periods are two windows each.
 static double pulsed(load *L, double seconds, int *k) {
-    double end = now_s() + seconds, period = 2 * L->window_s;
-    for (bool first = true; !L->error && !check_interrupted() && (first || now_s() < end); first = false) {
+    double end = bench_now_s() + seconds, period = 2 * L->window_s;
+    for (bool first = true; go_on(L, first, end); first = false) {
         (void)full_speed(L, "on", period, k);
-        for (double t1 = now_s() + period; !L->error && !check_interrupted() && now_s() < t1;) {
+        for (double t1 = bench_now_s() + period; go_on(L, false, t1);) {
             sample(L, "off");
             add_rate(L, 0);
-            sleep_s(fmin(L->window_s, t1 - now_s()));
+            sleep_s(fmin(L->window_s, t1 - bench_now_s()));
         }
     }
     return phase_median(L, "on", 0);
@@ -171,7 +172,7 @@ static cJSON *new_series(load *L, cJSON *parent, const char *name) {
     cJSON_AddNumberToObject(L->s, "n", (double)L->n);
     cJSON_AddNumberToObject(L->s, "window_s", L->window_s);
     for (int k = 0; k < N_KEYS; k++) L->arr[k] = cJSON_AddArrayToObject(L->s, check_series_keys[k]);
-    L->t0 = now_s();
+    L->t0 = bench_now_s();
     L->last_t = -1;
     L->nvml_said = false;
     return L->s;
@@ -298,10 +299,8 @@ char *check_series_csv(const cJSON *gpus, const char *series, bool emulated) {
     static const struct {
         int key;
         const char *metric, *unit;
-        double scale;
-    } cols[] = {{K_SM, "sm_clock", "MHz", 1},     {K_MEM, "memory_clock", "MHz", 1},
-                {K_POWER, "power", "W", 1},        {K_TEMP, "temperature", "C", 1},
-                {K_TFLOPS, "throughput", "TFLOP/s", 1}};
+    } cols[] = {{K_SM, "sm_clock", "MHz"},    {K_MEM, "memory_clock", "MHz"}, {K_POWER, "power", "W"},
+                {K_TEMP, "temperature", "C"}, {K_TFLOPS, "throughput", "TFLOP/s"}};
     const char *suite = !strcmp(series, "sustained.load") ? "sustained" : "pulsed";
     size_t cap = 1 << 16, len = 0;
     char *out = malloc(cap);
@@ -320,7 +319,7 @@ char *check_series_csv(const cJSON *gpus, const char *series, bool emulated) {
             for (int i = 0; i < cJSON_GetArraySize(t); i++) {
                 const cJSON *ti = cJSON_GetArrayItem(t, i), *vi = cJSON_GetArrayItem(v, i);
                 if (!cJSON_IsNumber(ti) || !cJSON_IsNumber(vi)) continue;
-                double x = vi->valuedouble * cols[c].scale;
+                double x = vi->valuedouble;
                 while (len + 400 > cap) {
                     char *b = realloc(out, cap *= 2);
                     if (!b) {

@@ -65,6 +65,13 @@ static bool series_read(const cJSON *o, series *s) {
     return true;
 }
 
+// Whether the series has a reading of KEY at any sample.
+static bool any_reading(const series *s, int key) {
+    for (int i = 0; i < s->n; i++)
+        if (isfinite(s->v[key][i])) return true;
+    return false;
+}
+
 static bool in_phase(const series *s, int i, const char *phase) {
     return s->phase[i] && (!phase || !strcmp(s->phase[i], phase));
 }
@@ -237,9 +244,7 @@ static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, cons
         emulated_line(checks, "sustained.clocks", NAN, w);
         emulated_line(checks, "sustained.decay", NAN, w);
         // a reading there is judged, as the error counters are: a stand-in NVML's planted fault
-        bool any = false;
-        for (int i = 0; i < s->n; i++) any = any || isfinite(s->v[K_THROTTLE][i]);
-        if (any) judge_throttle(checks, "sustained.throttle", s, load_phases, "TDM-F105", "during the sustained load");
+        if (any_reading(s, K_THROTTLE)) judge_throttle(checks, "sustained.throttle", s, load_phases, "TDM-F105", "during the sustained load");
         else emulated_line(checks, "sustained.throttle", NAN, no_nvml(o));
         return;
     }
@@ -288,10 +293,8 @@ static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, cons
 
 static void judge_pulsed(cJSON *checks, const cJSON *o, const series *s, bool emulated) {
     const char *const ph[] = {"on", "off", NULL};
-    bool any = false;
-    for (int i = 0; i < s->n; i++) any = any || isfinite(s->v[K_THROTTLE][i]);
     double on = num(item(o, "median_tflops"), "on");
-    if (emulated && !any) {
+    if (emulated && !any_reading(s, K_THROTTLE)) {
         char w[160];
         snprintf(w, sizeof w, "measured on the emulated device: not judged (%d samples)", s->n);
         emulated_line(checks, "pulsed.load", on, w);

@@ -100,12 +100,6 @@ static void check_usage(FILE *f) {
             "  node rejected, 2 bad input (the file and field named).\n");
 }
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 // ---- files ------------------------------------------------------------------------------------
 
 typedef struct {
@@ -684,7 +678,7 @@ int bench_check(int argc, char **argv) {
             fprintf(say, "bench check: level %d: %s (%s) is not implemented yet: not run, the verdict "
                          "cannot be PASS\n", r->level, r->check, r->what);
     fflush(say);
-    double t_start = mono_s();
+    double t_start = bench_now_s();
     cJSON *counters[64] = {0};   // the run's error counters and Xid events, from its start
     for (int i = 0; i < n; i++) counters[i] = check_counters_begin(index[i]);
 
@@ -723,7 +717,7 @@ int bench_check(int argc, char **argv) {
         if (g && !check_interrupted()) check_counters_end(g, counters[i], index[i]);
         else cJSON_Delete(counters[i]);
     }
-    cJSON_AddNumberToObject(fig, "elapsed_s", mono_s() - t_start);
+    cJSON_AddNumberToObject(fig, "elapsed_s", bench_now_s() - t_start);
     cJSON *judged = NULL;
     int rc = check_interrupted() ? 128 + check_interrupted()
                                  : judge_and_print(fig, expect, json, &judged);

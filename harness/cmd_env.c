@@ -394,14 +394,16 @@ static int jbool(const cJSON *o, const char *key) {
     return cJSON_IsBool(it) ? cJSON_IsTrue(it) : -1;
 }
 
+// Appends to the line being built (char v[], its length n), cut at v's end.
+#define PART(...) (n += (size_t)snprintf(v + n, n < sizeof v ? sizeof v - n : 0, __VA_ARGS__), \
+                   n = n < sizeof v ? n : sizeof v - 1)
+
 /* One line of NVML's health readings, the parts it reported: "41 C (slows at 87 C), remapped rows
  * 0 correctable 0 uncorrectable, retired pages 0 sbe 0 dbe, uncorrected ECC 0 since boot 0 ever";
  * none when it reported none (the nvml line says why). */
 static void health_line(env_lines *L, const cJSON *g, const char *key) {
     char v[512] = "";
     size_t n = 0;
-#define PART(...) (n += (size_t)snprintf(v + n, n < sizeof v ? sizeof v - n : 0, __VA_ARGS__), \
-                   n = n < sizeof v ? n : sizeof v - 1)
     const char *sep = "";
     if (jnum(g, "temperature_c") >= 0) {
         PART("%d C", (int)jnum(g, "temperature_c"));
@@ -425,7 +427,6 @@ static void health_line(env_lines *L, const cJSON *g, const char *key) {
     if (jnum(g, "ecc_uncorrected_volatile") >= 0)
         PART("%suncorrected ECC %.0f since boot %.0f ever", sep, jnum(g, "ecc_uncorrected_volatile"),
              jnum(g, "ecc_uncorrected_aggregate"));
-#undef PART
     if (v[0]) LINE(L, key, "%s", v);
 }
 
@@ -434,8 +435,6 @@ static void health_line(env_lines *L, const cJSON *g, const char *key) {
 static void counters_line(env_lines *L, const cJSON *g, const char *key) {
     char v[512] = "";
     size_t n = 0;
-#define PART(...) (n += (size_t)snprintf(v + n, n < sizeof v ? sizeof v - n : 0, __VA_ARGS__), \
-                   n = n < sizeof v ? n : sizeof v - 1)
     const char *sep = "since boot: ";
     if (jnum(g, "pcie_replay_count") >= 0) {
         PART("%sPCIe replays %.0f", sep, jnum(g, "pcie_replay_count"));

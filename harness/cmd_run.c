@@ -53,12 +53,6 @@
 
 // ---- small utilities ------------------------------------------------------------------------
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static char *xstrdup(const char *s) {
     char *d = strdup(s ? s : "");
     if (!d) {
@@ -540,7 +534,7 @@ static void progress_clear(run_ctx *r) {
 
 static void progress_show(run_ctx *r, const char *id) {
     if (!r->tty) return;
-    double el = now_s() - r->t0;
+    double el = bench_now_s() - r->t0;
     char e[32], eta[32] = "?";
     fmt_duration(el, e, sizeof e);
     if (r->done > 0) fmt_duration(el / r->done * (r->total - r->done), eta, sizeof eta);
@@ -552,7 +546,7 @@ static void on_start(void *user, int index, const char *name) {
     run_ctx *r = user;
     result_id(r->cur->suite->name, name, r->running, sizeof r->running);
     (void)index;
-    r->bench_t0 = now_s();
+    r->bench_t0 = bench_now_s();
     write_status(r);
     progress_show(r, r->running);
 }
@@ -576,7 +570,7 @@ static void print_result(run_ctx *r, const char *id, const series_set *ss, const
                 printf("  %10.4g %s", s.median, ss->s[i].unit);
             }
         }
-        printf("  (%.1f s)%s\n", now_s() - r->bench_t0, r->emulated ? "  [emulated]" : "");
+        printf("  (%.1f s)%s\n", bench_now_s() - r->bench_t0, r->emulated ? "  [emulated]" : "");
     }
     fflush(stdout);
 }
@@ -1225,7 +1219,7 @@ int bench_run(int argc, char **argv) {
     bool on_cpu = dev.type == TDM_DEVICE_CPU || emulated;   // the emulated device is the CPU
     double mhz0 = on_cpu ? cpu_mhz() : NAN;
     r.tty = isatty(STDERR_FILENO);
-    r.t0 = now_s();
+    r.t0 = bench_now_s();
     // Signals first: once status.json exists, Ctrl-C keeps what is written.
     struct sigaction sa = {0}, old_int, old_term;
     sa.sa_handler = on_signal;

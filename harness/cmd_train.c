@@ -314,12 +314,6 @@ static tdm_status batch_rows(const dataset *d, const char *spec, int64_t start, 
 
 // ---- the loop -----------------------------------------------------------------------------------
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // The loss: F.cross_entropy(out, y) (ignore_index -100, PyTorch's default); a language model's
 // logits (B,T,V) with targets (B,T) as nanoGPT's F.cross_entropy(logits.view(-1, V),
 // targets.view(-1), ignore_index=-1).
@@ -713,7 +707,7 @@ static tdm_status train_rank(int rank, void *arg) {
     // --graph: eager warm-up steps (at least one when there are two steps or more, so that the
     // optimizer's state exists before the capture), then capture + replays
     const int64_t warm = a->graph ? (a->steps - 1 < 3 ? a->steps - 1 : 3) : a->steps;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int64_t slice = a->batch / nranks, micro = slice / a->accumulate;
     const int64_t pfirst = a->steps > 1 ? 1 : 0;
     const int64_t plast = (a->steps < pfirst + PROFILE_STEPS ? a->steps : pfirst + PROFILE_STEPS) - 1;
@@ -743,7 +737,7 @@ static tdm_status train_rank(int rank, void *arg) {
             if (tty)
                 fprintf(stderr, "step %lld/%lld  loss %.6f  (graph replay)  %.0f samples/s\n",
                         (long long)step + 1, (long long)a->steps, total,
-                        (double)(step + 1) * a->batch / fmax(now_s() - t0, 1e-9));
+                        (double)(step + 1) * a->batch / fmax(bench_now_s() - t0, 1e-9));
             continue;
         }
         (void)tdm_profile_range_push("step");
@@ -800,7 +794,7 @@ static tdm_status train_rank(int rank, void *arg) {
         t->losses[step] = (float)total;
         if (t->norms) t->norms[step] = (float)norm;
         if (t->scales) t->scales[step] = (float)scale;
-        double el = now_s() - t0;
+        double el = bench_now_s() - t0;
         if (tty) {
             fprintf(stderr, "step %lld/%lld  loss %.6f", (long long)step + 1, (long long)a->steps, total);
             if (scaler) fprintf(stderr, "  scale %g%s", tdm_grad_scaler_get_scale(scaler), skipped ? " (skipped)" : "");
@@ -813,7 +807,7 @@ static tdm_status train_rank(int rank, void *arg) {
         s = tdm_error_set(tdm_last_status(), "--dump-optimizer %s: %s", a->dump_optimizer,
                           tdm_last_error());
     if (rank == 0) {
-        t->elapsed = now_s() - t0;
+        t->elapsed = bench_now_s() - t0;
         if (tdm_profile_is_recording()) tdm_profile_free(tdm_profile_stop());   // after an error
         tdm_memory_stats_get(t->dev, &t->mem1);
         t->model0 = m;

@@ -11,9 +11,7 @@
 # exit status (sustained.load, another check of level 3, decides that).
 # the vote against a brute-force count, and node splits the planted files lack (test_check_sdc.c)
 tdm_test_executable(check_sdc)
-target_sources(test_check_sdc PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
-                                      ${PROJECT_SOURCE_DIR}/harness/json_strict.c
-                                      ${PROJECT_SOURCE_DIR}/harness/check_levels.c)
+target_sources(test_check_sdc PRIVATE ${CHECK_JUDGE_SOURCES})   # check.cmake's (read first)
 add_test(NAME check.sdc.unit COMMAND test_check_sdc)
 
 set(SDC ${TEST_TMP}/sdc)
