@@ -1,9 +1,12 @@
-/* cmd_replay.c — `bench replay FILE... [--device D] [--write-actual DIR]`: runs each case file
- * forward (and backward when it has grad_output.0) and compares every output and gradient with
- * the expected values within the op's rounding-error bound. Exit 0 all pass, 1 any mismatch,
- * 2 bad input (a file that cannot be read or run, a bad argument). */
+/* cmd_replay.c — `bench replay FILE... [--device D] [--write-actual DIR] [--verbose|--quiet]`:
+ * runs each case file forward (and backward when it has grad_output.0) and compares every output
+ * and gradient with the expected values within the op's rounding-error bound. Prints each failure
+ * (every case with --verbose), then the worst error/bound ratio per op and dtype (not with
+ * --quiet) and a last line with the counts, the wall time and the worst case. Exit 0 all pass,
+ * 1 any mismatch, 2 bad input (a file that cannot be read or run, a bad argument). */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +18,18 @@
 
 static void replay_usage(FILE *f) {
     fprintf(f,
-            "usage: bench replay FILE... [--device cpu|cuda:N] [--write-actual DIR] [--quiet]\n"
+            "usage: bench replay FILE... [--device cpu|cuda:N] [--write-actual DIR]\n"
+            "                    [--verbose | --quiet]\n"
             "  Runs each tandem case file (docs/CASE_FORMAT.md) and compares with its expected\n"
-            "  values within the bounds of docs/CONFORMANCE.md. Prints one line per case:\n"
-            "  PASS|FAIL, the file, op, dtype, the worst element (tensor[index] actual expected),\n"
-            "  its bound and error/bound ratio. --write-actual writes the actual results, under\n"
-            "  the same tensor names, to DIR/<file name> (refused when that is a case given, or\n"
-            "  when two cases share a file name). --quiet prints failures and the summary.\n"
-            "  Exit: 0 all pass, 1 a mismatch, 2 bad input.\n");
+            "  values within the bounds of docs/CONFORMANCE.md. Prints a line per failing case\n"
+            "  (FAIL, or ERROR for a file that cannot be read or run): the file, op, dtype, the\n"
+            "  worst element (tensor[index] actual expected), its bound and error/bound ratio;\n"
+            "  then the worst ratio per op and dtype, and a last line: passed, failed, bad input,\n"
+            "  the wall time and the worst case. --verbose prints the PASS line of every case\n"
+            "  too; --quiet leaves out the table (failures and the last line only).\n"
+            "  --write-actual writes the actual results, under the same tensor names, to\n"
+            "  DIR/<file name> (refused when that is a case given, or when two cases share a\n"
+            "  file name). Exit: 0 all pass, 1 a mismatch, 2 bad input.\n");
 }
 
 static const char *file_name(const char *path) {
@@ -87,24 +94,120 @@ static int check_actual_paths(const char *dir, int n, char *const *paths) {
     return rc;
 }
 
+// ---- the summary: the worst error/bound ratio per op and dtype -------------------------------
+
+typedef struct {
+    char op[64];
+    tdm_dtype dtype;
+    int cases, failed;
+    double worst;   // the largest error/bound ratio of its cases; NaN counts as worst
+} replay_pair;
+
+typedef struct {
+    replay_pair *v;
+    int n, cap;
+    double worst;          // over every case compared
+    char worst_path[512];  // its file
+} replay_table;
+
+static bool worse(double r, double than) { return !(r <= than); }   // NaN is worse than anything
+
+// Adds one compared case; false when out of memory (the table then says less, nothing else).
+static bool table_add(replay_table *t, const char *op, tdm_dtype dt, const char *path,
+                      double ratio, bool pass) {
+    if (t->worst_path[0] == 0 || worse(ratio, t->worst)) {
+        t->worst = ratio;
+        snprintf(t->worst_path, sizeof t->worst_path, "%s", path);
+    }
+    replay_pair *e = NULL;
+    for (int i = 0; i < t->n && !e; i++)
+        if (t->v[i].dtype == dt && !strcmp(t->v[i].op, op)) e = &t->v[i];
+    if (!e) {
+        if (t->n == t->cap) {
+            int cap = t->cap ? 2 * t->cap : 64;
+            replay_pair *v = realloc(t->v, (size_t)cap * sizeof *v);
+            if (!v) return false;
+            t->v = v;
+            t->cap = cap;
+        }
+        e = &t->v[t->n++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->op, sizeof e->op, "%s", op);
+        e->dtype = dt;
+        e->worst = ratio;
+    }
+    e->cases++;
+    e->failed += !pass;
+    if (worse(ratio, e->worst)) e->worst = ratio;
+    return true;
+}
+
+static int pair_order(const void *a, const void *b) {
+    const replay_pair *x = a, *y = b;
+    int c = strcmp(x->op, y->op);
+    return c ? c : (int)x->dtype - (int)y->dtype;
+}
+
+// One row per op, one column per dtype that has cases: the worst ratio (a case passes at 1 or
+// less), "!" after it where a case of that op and dtype failed (its line is above), "-" where
+// there is no case.
+static void table_print(replay_table *t) {
+    if (!t->n) return;
+    qsort(t->v, (size_t)t->n, sizeof *t->v, pair_order);
+    bool has[TDM_DTYPE_COUNT] = {false};
+    int w = 2;
+    for (int i = 0; i < t->n; i++) {
+        if ((int)t->v[i].dtype >= 0 && t->v[i].dtype < TDM_DTYPE_COUNT) has[t->v[i].dtype] = true;
+        int l = (int)strlen(t->v[i].op);
+        if (l > w) w = l;
+    }
+    printf("worst error/bound per op and dtype (a case passes at 1 or less; ! a case failed):\n");
+    printf("  %-*s", w, "op");
+    for (int d = 0; d < TDM_DTYPE_COUNT; d++)
+        if (has[d]) printf(" %9s", tdm_dtype_name((tdm_dtype)d));
+    printf("\n");
+    for (int i = 0; i < t->n;) {
+        const char *op = t->v[i].op;
+        printf("  %-*s", w, op);
+        for (int d = 0; d < TDM_DTYPE_COUNT; d++) {
+            if (!has[d]) continue;
+            char cell[32] = "-";
+            for (int j = i; j < t->n && !strcmp(t->v[j].op, op); j++)
+                if (t->v[j].dtype == (tdm_dtype)d)
+                    snprintf(cell, sizeof cell, t->v[j].worst < 1000 ? "%.3f%s" : "%.3g%s",
+                             t->v[j].worst, t->v[j].failed ? "!" : "");
+            printf(" %9s", cell);
+        }
+        printf("\n");
+        while (i < t->n && !strcmp(t->v[i].op, op)) i++;
+    }
+}
+
 int bench_replay(int argc, char **argv) {
     static const struct option opts[] = {{"device", required_argument, 0, 'd'},
                                          {"write-actual", required_argument, 0, 'w'},
                                          {"quiet", no_argument, 0, 'q'},
+                                         {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *devname = "cpu", *actual_dir = NULL;
-    bool quiet = false;
+    bool quiet = false, verbose = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:w:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:w:qvh", opts, NULL)) != -1) {
         switch (c) {
         case 'd': devname = optarg; break;
         case 'w': actual_dir = optarg; break;
         case 'q': quiet = true; break;
+        case 'v': verbose = true; break;
         case 'h': replay_usage(stdout); return 0;
         default: replay_usage(stderr); return 2;
         }
+    }
+    if (quiet && verbose) {
+        fprintf(stderr, "bench replay: --quiet and --verbose: choose one\n");
+        replay_usage(stderr);
+        return 2;
     }
     if (optind >= argc) {
         fprintf(stderr, "bench replay: no case files given\n");
@@ -123,6 +226,8 @@ int bench_replay(int argc, char **argv) {
     }
     if (actual_dir && check_actual_paths(actual_dir, argc - optind, argv + optind) != 0) return 2;
     int n_pass = 0, n_fail = 0, n_bad = 0;
+    replay_table table = {0};
+    double t0 = bench_now_s();
     for (int i = optind; i < argc; i++) {
         const char *path = argv[i];
         tdm_error_clear();
@@ -145,7 +250,7 @@ int bench_replay(int argc, char **argv) {
             n_bad++;
         } else {
             const tdm_case_check *w = tdm_case_report_worst(&rep);
-            if (!rep.pass || !quiet) {
+            if (!rep.pass || verbose) {
                 if (w->missing)
                     printf("FAIL %s %s %s: %s: %s\n", path, cs->op, tdm_dtype_name(cs->dtype),
                            w->name, w->why);
@@ -165,11 +270,20 @@ int bench_replay(int argc, char **argv) {
             }
             if (rep.pass) n_pass++;
             else n_fail++;
+            // a missing or mis-shaped tensor has no ratio: it counts as the worst
+            (void)table_add(&table, cs->op, cs->dtype, path, w->missing ? INFINITY : rep.worst_ratio,
+                      rep.pass);
             if (actual_dir && write_actual(actual_dir, path, &r) != 0) n_bad++;
         }
         tdm_case_result_free(&r);
         tdm_case_free(cs);
     }
-    printf("replay on %s: %d passed, %d failed, %d bad input\n", devname, n_pass, n_fail, n_bad);
+    if (!quiet) table_print(&table);
+    printf("replay on %s: %d passed, %d failed, %d bad input in %.2f s", devname, n_pass, n_fail,
+           n_bad, bench_now_s() - t0);
+    if (table.worst_path[0])
+        printf("; worst ratio %.3g (%s)", table.worst, table.worst_path);
+    printf("\n");
+    free(table.v);
     return n_bad ? 2 : n_fail ? 1 : 0;
 }
