@@ -1355,13 +1355,66 @@ int bench_run(int argc, char **argv) {
 
 static void list_usage(FILE *f) {
     fprintf(f,
-            "usage: bench list [--suite S[,S...]] [--device D]\n"
+            "usage: bench list [--suite S[,S...]] [--device D] [--quick] [--json]\n"
             "  The benchmark suites, the devices each runs on, and their benchmarks: the\n"
             "  instances (parameters) `bench run` times, what each measures (bytes or FLOP\n"
             "  counted) and its unit. Names are what --filter matches.\n"
             "  --device D   the benchmarks registered for D (cpu or cuda:N; the device need not\n"
             "               be present). Default: cpu, and cuda:0 for a suite without a cpu form\n"
-            "  Exit: 0, 2 bad arguments.\n");
+            "  --quick      the instances of bench run --quick\n"
+            "  --json       one JSON object: per suite its rows, each with its id, unit and\n"
+            "               \"work\": what one timed iteration does (dtype, shapes, batch,\n"
+            "               products or steps per iteration, FLOP or bytes counted; null where\n"
+            "               the benchmark does not describe it), as the PyTorch peer's\n"
+            "               --list --json (docs/PEERS.md); nothing is timed\n"
+            "  Exit: 0, 1 a suite failed to register, 2 bad arguments.\n");
+}
+
+// bench list --json: suite i's registered rows (and skips) as a JSON object; NULL on a work
+// description that is not a JSON object (with a message on stderr).
+static cJSON *list_suite_json(const bench_suite *s, tdm_device d) {
+    cJSON *js = cJSON_CreateObject(), *rows = cJSON_CreateArray(), *skips = cJSON_CreateArray();
+    char ds[32];
+    cJSON_AddStringToObject(js, "name", s->name);
+    cJSON_AddStringToObject(js, "device", tdm_device_str(d, ds, sizeof ds));
+    cJSON_AddItemToObject(js, "benchmarks", rows);
+    cJSON_AddItemToObject(js, "skipped", skips);
+    static char work[4096];
+    for (int b = 0; b < tdm_gb_count(); b++) {
+        const tdm_gb_info *info = tdm_gb_get(b);
+        for (int t = 0; t < (info->n_tuples ? info->n_tuples : 1); t++) {
+            const int64_t *args = tdm_gb_tuple(b, t);
+            strbuf param = {0};
+            for (int a = 0; args && a < info->n_args; a++)
+                sb_add(&param, "%s%s:%lld", a ? "/" : "", info->arg_names[a], (long long)args[a]);
+            cJSON *row = cJSON_CreateObject();
+            char id[600];
+            snprintf(id, sizeof id, "%s/%s%s%s", s->name, info->name, param.n ? "/" : "",
+                     param.n ? param.s : "");
+            cJSON_AddStringToObject(row, "id", id);
+            cJSON_AddStringToObject(row, "unit", info->unit);
+            cJSON_AddStringToObject(row, "description", info->description);
+            free(param.s);
+            cJSON *w = tdm_gb_work(b, t, work, sizeof work) ? cJSON_Parse(work) : NULL;
+            if (work[0] && !cJSON_IsObject(w)) {
+                fprintf(stderr, "bench list: %s: its work description is not a JSON object: %s\n", id,
+                        work);
+                cJSON_Delete(w);
+                cJSON_Delete(row);
+                cJSON_Delete(js);
+                return NULL;
+            }
+            cJSON_AddItemToObject(row, "work", w ? w : cJSON_CreateNull());
+            cJSON_AddItemToArray(rows, row);
+        }
+    }
+    for (int j = 0; j < bench_suite_skip_count(); j++) {
+        cJSON *k = cJSON_CreateObject();
+        cJSON_AddStringToObject(k, "benchmark", bench_suite_skip_id(j));
+        cJSON_AddStringToObject(k, "reason", bench_suite_skip_reason(j));
+        cJSON_AddItemToArray(skips, k);
+    }
+    return js;
 }
 
 int bench_list(int argc, char **argv) {
@@ -1371,7 +1424,7 @@ int bench_list(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     const char *suites = NULL;
     tdm_device dev = TDM_CPU;
-    bool dev_given = false;
+    bool dev_given = false, quick = false, json = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -1408,7 +1461,23 @@ int bench_list(int argc, char **argv) {
         // without --device: the cpu form, or the cuda form of a suite that has no cpu form
         tdm_device d = dev_given || bench_suite_supports(v[i], dev) ? dev
                                                                      : (tdm_device){TDM_DEVICE_CUDA, 0};
-        bench_suite_config cfg = {.device = d, .quick = false};
+        bench_suite_config cfg = {.device = d, .quick = quick};
+        if (json) {
+            cJSON *js = NULL;
+            bench_suite_skips_clear();
+            if (!bench_suite_supports(v[i], d)) continue;   // listed by the caller's device
+            if (v[i]->register_benchmarks(&cfg) != 0) {
+                fprintf(stderr, "bench list: suite %s: %s\n", v[i]->name, tdm_last_error());
+                rc = 1;
+            } else if (!(js = list_suite_json(v[i], d))) {
+                rc = 1;
+            } else {
+                cJSON_AddItemToArray(json_suites, js);
+            }
+            bench_suite_skips_clear();
+            tdm_gb_clear();
+            continue;
+        }
         printf("%s%s [%s]: %s\n", i ? "\n" : "", v[i]->name,
                bench_suite_devices_str(v[i], devs, sizeof devs), v[i]->description);
         char **names = NULL;
@@ -1450,3 +1519,21 @@ int bench_list(int argc, char **argv) {
     tdm_gb_shutdown();
     return rc;
 }
+                                         {"quick", no_argument, 0, 'q'},
+                                         {"json", no_argument, 0, 'j'},
+        case 'q': quick = true; break;
+        case 'j': json = true; break;
+    cJSON *json_root = json ? cJSON_CreateObject() : NULL, *json_suites = NULL;
+    if (json) {
+        char ds[32];
+        cJSON_AddStringToObject(json_root, "format", "tandem-list/1");
+        cJSON_AddStringToObject(json_root, "device", tdm_device_str(dev, ds, sizeof ds));
+        cJSON_AddBoolToObject(json_root, "quick", quick);
+        json_suites = cJSON_AddArrayToObject(json_root, "suites");
+    }
+    if (json) {
+        char *text = rc ? NULL : cJSON_Print(json_root);
+        if (text) printf("%s\n", text);
+        free(text);
+        cJSON_Delete(json_root);
+    }

@@ -38,6 +38,9 @@ struct entry {
     bool manual_time = false, time_mode_set = false;
     tdm_gb_fn fn = nullptr;
     void *ctx = nullptr;
+    std::vector<std::vector<int64_t>> tuples;   // tdm_gb_args, in order
+    tdm_gb_work_fn work = nullptr;
+    void *work_ctx = nullptr;
     benchmark::internal::Benchmark *b = nullptr;
     tdm_gb_info info{};
 };
@@ -267,7 +270,15 @@ extern "C" void tdm_gb_args(tdm_gb_bench *b, int n, const int64_t *values) {
         return;
     }
     e->n_args = n;
-    e->b->Args(std::vector<int64_t>(values, values + n));
+    e->tuples.emplace_back(values, values + n);
+    e->b->Args(e->tuples.back());
+}
+
+extern "C" void tdm_gb_set_work(tdm_gb_bench *b, tdm_gb_work_fn fn, void *ctx) {
+    entry *e = reinterpret_cast<entry *>(b);
+    if (!e) return;
+    e->work = fn;
+    e->work_ctx = ctx;
 }
 
 extern "C" void tdm_gb_set_x_arg(tdm_gb_bench *b, int index) {
@@ -300,7 +311,25 @@ extern "C" const tdm_gb_info *tdm_gb_get(int i) {
     e->info.x_arg = e->x_arg == -2 ? (nargs == 1 ? 0 : -1) : std::min(e->x_arg, nargs - 1);
     e->info.arg_names = e->arg_names_c.data();
     e->info.manual_time = e->manual_time;
+    e->info.n_tuples = (int)e->tuples.size();
     return &e->info;
+}
+
+extern "C" const int64_t *tdm_gb_tuple(int i, int t) {
+    if (i < 0 || i >= (int)g_entries.size()) return nullptr;
+    entry *e = g_entries[(size_t)i].get();
+    if (t < 0 || t >= (int)e->tuples.size()) return nullptr;
+    return e->tuples[(size_t)t].data();
+}
+
+extern "C" bool tdm_gb_work(int i, int t, char *buf, int len) {
+    if (buf && len > 0) buf[0] = 0;
+    const int64_t *args = tdm_gb_tuple(i, t);
+    entry *e = i >= 0 && i < (int)g_entries.size() ? g_entries[(size_t)i].get() : nullptr;
+    if (!e || !e->work || !buf || len <= 0) return false;
+    static const int64_t none[1] = {0};
+    e->work(args ? args : none, args ? e->n_args : 0, e->work_ctx, buf, len);
+    return true;
 }
 
 // ---- inside a benchmark function ----------------------------------------------------------

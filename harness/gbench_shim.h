@@ -47,6 +47,13 @@ void tdm_gb_args(tdm_gb_bench *b, int n, const int64_t *values);
 // Which argument plots put on the x axis (default: the only one when there is one; -1: none).
 void tdm_gb_set_x_arg(tdm_gb_bench *b, int index);
 void tdm_gb_use_manual_time(tdm_gb_bench *b);
+// The work one timed iteration of an instance does, for `bench list --json` (the PyTorch peer's
+// --list --json describes its rows the same way, and a test compares the two): fn writes a JSON
+// object for the instance with arguments args[0..n_args) into buf (at most len bytes), e.g.
+// {"op": "matmul", "dtype": "f32", "shapes": [[n,n],[n,n]], "per_iteration": 1, "FLOP": 2n^3}.
+// ctx is handed to fn, not owned. Benchmarks without one are listed with "work": null.
+typedef void (*tdm_gb_work_fn)(const int64_t *args, int n_args, void *ctx, char *buf, int len);
+void tdm_gb_set_work(tdm_gb_bench *b, tdm_gb_work_fn fn, void *ctx);
 // Forgets every registered benchmark (between suites).
 void tdm_gb_clear(void);
 
@@ -57,9 +64,15 @@ typedef struct {
     int n_args, x_arg;
     const char *const *arg_names;
     bool manual_time;
+    int n_tuples;   // the argument tuples given (tdm_gb_args calls), in registration order
 } tdm_gb_info;
 int tdm_gb_count(void);
 const tdm_gb_info *tdm_gb_get(int i);   // NULL when out of range
+// The values of argument tuple t of benchmark i (n_args of them), NULL when out of range.
+const int64_t *tdm_gb_tuple(int i, int t);
+// The work description (tdm_gb_set_work) of tuple t of benchmark i into buf; false when the
+// benchmark has none (buf is then "").
+bool tdm_gb_work(int i, int t, char *buf, int len);
 
 // ---- inside a benchmark function ----------------------------------------------------------
 // The loop: true while another timed iteration should run. Always call it until it returns false

@@ -367,6 +367,38 @@ static void bm_conv(tdm_gb_state *st, void *arg) {
     tdm_tensor_free(y);
 }
 
+// ---- work descriptions (bench list --json; the peer's rows must match: test peer.work_match) ----
+
+static void amp_train_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const train_ctx *c = ctx;
+    bench_work_train(buf, len, c->spec, bench_prec_name(c->prec), n ? args[0] : 0, 0.01, 0, 1);
+}
+
+// matmul_<prec>/n:N: reps_for products of (n,n) @ (n,n) per timed iteration
+static void amp_matmul_work(const int64_t *args, int n_args, void *ctx, char *buf, int len) {
+    bench_prec p = (bench_prec)(intptr_t)ctx;
+    long long n = n_args ? (long long)args[0] : 0;
+    double flop = 2.0 * (double)n * (double)n * (double)n;
+    int reps = reps_for(flop);
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"matmul\", \"dtype\": \"%s\", \"shapes\": [[%lld, %lld], [%lld, %lld]], "
+             "\"per_iteration\": %d, \"FLOP\": %.17g}",
+             bench_prec_name(p), n, n, n, n, reps, reps * flop);
+}
+
+// conv_<prec>/batch:B: reps_for 3x3 convolutions (B,64,56,56) * (64,64,3,3), padding 1
+static void amp_conv_work(const int64_t *args, int n_args, void *ctx, char *buf, int len) {
+    bench_prec p = (bench_prec)(intptr_t)ctx;
+    long long B = n_args ? (long long)args[0] : 0;
+    double flop = 2.0 * (double)B * CONV_C * CONV_C * CONV_K * CONV_K * CONV_HW * CONV_HW;
+    int reps = reps_for(flop);
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"conv2d\", \"dtype\": \"%s\", \"shapes\": [[%lld, %d, %d, %d], "
+             "[%d, %d, %d, %d]], \"padding\": 1, \"per_iteration\": %d, \"FLOP\": %.17g}",
+             bench_prec_name(p), B, CONV_C, CONV_HW, CONV_HW, CONV_C, CONV_C, CONV_K, CONV_K, reps,
+             reps * flop);
+}
+
 // ---- registration -------------------------------------------------------------------------
 
 static int amp_register(const bench_suite_config *cfg) {
@@ -392,6 +424,7 @@ static int amp_register(const bench_suite_config *cfg) {
                      "after a fixed run vs f32's",
                      bench_models[m].spec, bench_prec_name(p));
             tdm_gb_set_info(b, info, "samples/s");
+            tdm_gb_set_work(b, amp_train_work, &amp_train_ctx[m][p]);
         }
     }
     // GPT: GPT-2 124M's shape on a GPU, the tiny one on the cpu and the emulated device
@@ -411,6 +444,7 @@ static int amp_register(const bench_suite_config *cfg) {
                  "(suites/check/expectations.json; not for f32, the cpu or the emulated device)",
                  g->spec, bench_prec_name(p), bench_prec_name(p));
         tdm_gb_set_info(b, info, "tokens/s");
+        tdm_gb_set_work(b, amp_train_work, &amp_train_ctx[AMP_MAX_MODELS][p]);
     }
     static const int64_t cuda_n[] = {1024, 2048, 4096, 8192}, cpu_n[] = {128, 256};
     static const int64_t cuda_b[] = {8, 32, 128}, cpu_b[] = {1, 4};
@@ -428,6 +462,7 @@ static int amp_register(const bench_suite_config *cfg) {
                  p == BENCH_PREC_TF32 ? "f32" : bench_prec_name(p),
                  p == BENCH_PREC_TF32 ? " with TF32 allowed" : "");
         tdm_gb_set_info(b, info, "GFLOP/s");
+        tdm_gb_set_work(b, amp_matmul_work, (void *)(intptr_t)p);
 
         snprintf(name, sizeof name, "conv_%s", bench_prec_name(p));
         if (!(b = tdm_gb_register(name, bm_conv, (void *)(intptr_t)p))) return -1;
@@ -439,6 +474,7 @@ static int amp_register(const bench_suite_config *cfg) {
                  "8 outputs checked against double",
                  bench_prec_name(p));
         tdm_gb_set_info(b, info, "GFLOP/s");
+        tdm_gb_set_work(b, amp_conv_work, (void *)(intptr_t)p);
     }
     return 0;
 }

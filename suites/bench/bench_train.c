@@ -269,6 +269,21 @@ int64_t bench_tokens_per_sample(const char *spec) {
     return c.block_size;
 }
 
+void bench_work_train(char *buf, int len, const char *spec, const char *prec, int64_t batch,
+                      double lr, double momentum, int steps) {
+    int64_t T = bench_tokens_per_sample(spec), samples = (int64_t)steps * batch;
+    char opt[64], tokens[48] = "";
+    if (momentum > 0)
+        snprintf(opt, sizeof opt, "SGD lr %g momentum %g", lr, momentum);
+    else
+        snprintf(opt, sizeof opt, "SGD lr %g", lr);
+    if (T > 0) snprintf(tokens, sizeof tokens, ", \"tokens\": %lld", (long long)(samples * T));
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"train_step\", \"model\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, "
+             "\"optimizer\": \"%s\", \"per_iteration\": %d, \"samples\": %lld%s}",
+             spec, prec, (long long)batch, opt, steps, (long long)samples, tokens);
+}
+
 void bench_rate_counters(tdm_gb_state *st, double samples, int64_t tokens_per_sample,
                          bool per_iteration) {
     bool lm = tokens_per_sample > 0;

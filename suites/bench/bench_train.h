@@ -117,6 +117,13 @@ double bench_gpt_peak_flops(tdm_device dev, bench_prec p, char *model, size_t mo
 void bench_gpt_counters(tdm_gb_state *st, const char *spec, tdm_device dev, int64_t batch,
                         bench_prec p, int64_t n_params, char *note, size_t note_len);
 
+// The work description (gbench_shim.h's tdm_gb_set_work; compared with the PyTorch peer's by
+// the test peer.work_match) of `steps` training steps of spec in prec on batch samples with
+// plain SGD at lr (momentum when > 0): {"op": "train_step", "model", "dtype", "batch",
+// "optimizer", "per_iteration": steps, "samples": steps x batch (+ "tokens" x T for a GPT)}.
+void bench_work_train(char *buf, int len, const char *spec, const char *prec, int64_t batch,
+                      double lr, double momentum, int steps);
+
 // A gpt: spec's row length T (the tokens of one sample); 0 for any other spec.
 int64_t bench_tokens_per_sample(const char *spec);
 // A training benchmark's main rate: tokens/s (samples x tokens_per_sample per iteration) when

@@ -55,6 +55,12 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     tdm_gb_set_label(st, label);
 }
 
+// The work of one timed iteration (bench list --json; the peer's rows match: peer.work_match).
+static void cvg_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const cvg_ctx *c = ctx;
+    bench_work_train(buf, len, c->spec, "f32", n ? args[0] : 0, 0.01, 0, 1);
+}
+
 static int cvg_register(const bench_suite_config *cfg) {
     cvg_cfg = *cfg;
     bool cuda = cfg->device.type == TDM_DEVICE_CUDA;
@@ -74,6 +80,7 @@ static int cvg_register(const bench_suite_config *cfg) {
                      "loss.item()); samples/s = batch / step time",
                      bench_models[m].spec, d ? "the GPU" : "the cpu reference backend");
             tdm_gb_set_info(b, info, "samples/s");
+            tdm_gb_set_work(b, cvg_work, &cvg_ctxs[m][d]);
         }
     for (int d = 0; d < (cuda ? 2 : 1); d++) {   // the tiny GPT, the same model on both
         cvg_ctxs[CVG_MAX_MODELS][d] = (cvg_ctx){bench_gpt_tiny.spec, d == 1};
@@ -87,6 +94,7 @@ static int cvg_register(const bench_suite_config *cfg) {
                  "(cross-entropy over (B*T,V)); tokens/s = B*T / step time",
                  bench_gpt_tiny.spec, d ? "the GPU" : "the cpu reference backend");
         tdm_gb_set_info(b, info, "tokens/s");
+        tdm_gb_set_work(b, cvg_work, &cvg_ctxs[CVG_MAX_MODELS][d]);
     }
     return 0;
 }

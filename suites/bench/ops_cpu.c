@@ -15,6 +15,7 @@
 
 #include "harness/gbench_shim.h"
 #include "harness/suites.h"
+#include "suites/bench/bench_train.h"   // bench_work_train
 #include "tandem/tandem.h"
 
 static bench_suite_config ops_cfg;   // the device and sizes of this registration
@@ -328,6 +329,46 @@ static void bm_mlp_train(tdm_gb_state *st, void *ctx) {
     mlp_free(&b);
 }
 
+// ---- work descriptions (bench list --json; the peer's rows match: test peer.work_match) ----
+
+static void ops_matmul_work(const int64_t *a, int n, void *ctx, char *buf, int len) {
+    (void)ctx, (void)n;
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"matmul\", \"dtype\": \"f32\", \"shapes\": [[%lld, %lld], [%lld, %lld]], "
+             "\"per_iteration\": 1, \"FLOP\": %.17g}", (long long)a[0], (long long)a[0],
+             (long long)a[0], (long long)a[0], 2.0 * (double)a[0] * (double)a[0] * (double)a[0]);
+}
+
+static void ops_add_work(const int64_t *a, int n, void *ctx, char *buf, int len) {
+    (void)ctx, (void)n;
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"add\", \"dtype\": \"f32\", \"shapes\": [[%lld], [%lld]], "
+             "\"per_iteration\": 1, \"bytes\": %lld}", (long long)a[0], (long long)a[0],
+             (long long)(12 * a[0]));
+}
+
+static void ops_softmax_work(const int64_t *a, int n, void *ctx, char *buf, int len) {
+    (void)ctx, (void)n;
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"softmax\", \"dtype\": \"f32\", \"shapes\": [[%lld, %lld]], \"dim\": 1, "
+             "\"per_iteration\": 1, \"bytes\": %lld}", (long long)a[0], (long long)a[1],
+             (long long)(8 * a[0] * a[1]));
+}
+
+static void ops_conv2d_work(const int64_t *a, int n, void *ctx, char *buf, int len) {
+    (void)ctx, (void)n;   // n c hw o k; stride 1, padding k/2
+    long long N = a[0], C = a[1], HW = a[2], O = a[3], K = a[4];
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"conv2d\", \"dtype\": \"f32\", \"shapes\": [[%lld, %lld, %lld, %lld], "
+             "[%lld, %lld, %lld, %lld]], \"padding\": %lld, \"per_iteration\": 1, \"FLOP\": %.17g}",
+             N, C, HW, HW, O, C, K, K, K / 2, 2.0 * N * O * HW * HW * C * K * K);
+}
+
+static void ops_mlp_work(const int64_t *a, int n, void *ctx, char *buf, int len) {
+    (void)ctx, (void)n;
+    bench_work_train(buf, len, OPS_MLP, "f32", a[0], 0.01, 0, 1);
+}
+
 // ---- registration -------------------------------------------------------------------------
 
 static int ops_register(const bench_suite_config *cfg) {
@@ -342,6 +383,7 @@ static int ops_register(const bench_suite_config *cfg) {
         "C = A @ B, A and B (n,n) f32 from N(0,1); FLOP = 2*n^3; checks 16 elements of C "
         "against double dot products",
         "GFLOP/s");
+    tdm_gb_set_work(b, ops_matmul_work, NULL);
 
     if (!(b = tdm_gb_register("add", bm_add, NULL))) return -1;
     tdm_gb_arg_names(b, 1, (const char *const[]){"n"});
@@ -350,6 +392,7 @@ static int ops_register(const bench_suite_config *cfg) {
                     "c = a + b over n f32 elements from N(0,1); bytes = 3*4*n (2 reads, 1 write); "
                     "checks every element",
                     "GB/s");
+    tdm_gb_set_work(b, ops_add_work, NULL);
 
     if (!(b = tdm_gb_register("softmax", bm_softmax, NULL))) return -1;
     tdm_gb_arg_names(b, 2, (const char *const[]){"rows", "cols"});
@@ -358,6 +401,7 @@ static int ops_register(const bench_suite_config *cfg) {
                     "softmax over the last dim of (rows,cols) f32; bytes = 2*4*rows*cols (1 read, "
                     "1 write); checks 4 rows against double",
                     "GB/s");
+    tdm_gb_set_work(b, ops_softmax_work, NULL);
 
     if (!(b = tdm_gb_register("conv2d", bm_conv2d, NULL))) return -1;
     tdm_gb_arg_names(b, 5, (const char *const[]){"n", "c", "hw", "o", "k"});
@@ -366,6 +410,7 @@ static int ops_register(const bench_suite_config *cfg) {
                     "conv2d of x (n,c,hw,hw) with weight (o,c,k,k), f32, stride 1, padding k/2, "
                     "no bias; FLOP = 2*N*O*H'*W'*C*kh*kw; checks 8 outputs against double",
                     "GFLOP/s");
+    tdm_gb_set_work(b, ops_conv2d_work, NULL);
 
     if (!(b = tdm_gb_register("mlp_train", bm_mlp_train, NULL))) return -1;
     tdm_gb_arg_names(b, 1, (const char *const[]){"batch"});
@@ -375,6 +420,7 @@ static int ops_register(const bench_suite_config *cfg) {
                     "update) through the nn/optim API on a random batch; samples/s = batch / "
                     "step time; checks that the loss falls",
                     "samples/s");
+    tdm_gb_set_work(b, ops_mlp_work, NULL);
     return 0;
 }
 

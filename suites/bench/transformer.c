@@ -458,6 +458,13 @@ static void bm_attn(tdm_gb_state *st, void *arg) {
     tdm_gb_set_label(st, label);
 }
 
+// The work of a training row's timed iteration (bench list --json; the peer's rows match: test
+// peer.work_match): one step of the amp suite's GPT.
+static void tf_train_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const tf_train_ctx *c = ctx;
+    bench_work_train(buf, len, c->spec, bench_prec_name(c->prec), n ? args[0] : 0, 0.01, 0, 1);
+}
+
 // ---- registration -------------------------------------------------------------------------
 
 static int tf_register(const bench_suite_config *cfg) {
@@ -489,6 +496,7 @@ static int tf_register(const bench_suite_config *cfg) {
                      p == BENCH_PREC_F32 ? "" : bench_prec_name(p),
                      p == BENCH_PREC_F32 ? "" : " peak (not on the cpu or the emulated device)");
             tdm_gb_set_info(b, info, "tokens/s");
+            tdm_gb_set_work(b, tf_train_work, &tf_train[p][mi]);
         }
     }
     // every fusion off: the bf16 step's "before"
@@ -502,6 +510,7 @@ static int tf_register(const bench_suite_config *cfg) {
              "conformance (unfused), no fused classifier, no add + layer_norm (tdm_fusions_set)",
              g->name);
     tdm_gb_set_info(ub, info, "tokens/s");
+    tdm_gb_set_work(ub, tf_train_work, &tf_train_unfused);
     // the optimizer step, fused and per tensor
     for (int f = 0; f < 2; f++) {
         tdm_gb_bench *ob = tdm_gb_register(f ? "optim_adamw_fused" : "optim_adamw_per_tensor",

@@ -54,14 +54,16 @@ MODELS = {  # name -> (spec in tandem's grammar, input shape without batch)
     "mlp_1000_512_10": ("mlp:1000-512-10", (1000,)),
     "mlp_1000_512_128_10": ("mlp:1000-512-128-10", (1000,)),
     "mlp_10000_5000_2000_10": ("mlp:10000-5000-2000-10", (10000,)),   # cuda only
-    "cnn_bn": ("cnn:3x32x32/c16k3p1-bn-relu-mp2-c32k3p1-bn-relu-mp2-flat-fc10", (3, 32, 32)),
+    "cnn_bn": ("cnn:3x32x32/c8p1-bn-relu-mp2-c16p1-bn-relu-mp2-flat-fc10", (3, 32, 32)),
 }
 CUDA_ONLY_MODELS = {"mlp_10000_5000_2000_10"}
-TRAIN_BATCHES, TRAIN_BATCHES_QUICK = [64, 256, 1024], [64]
+TRAIN_BATCHES, TRAIN_BATCHES_QUICK = [64, 256, 1024], [64]   # cpu-vs-gpu; amp on a GPU
+AMP_TRAIN_BATCHES_CPU = [64, 256]       # amp on the cpu (--quick: the first)
 TRAIN_LR = 0.01                         # plain SGD, as ops' mlp_train
-AMP_MATMUL_N, AMP_MATMUL_N_QUICK_CPU = [1024, 2048, 4096, 8192], [128]
-AMP_CONV_BATCHES = [64, 256, 1024]      # conv_<prec>/batch:B, 3x3 64->64 on 56x56
-AMP_CONV_BATCHES_QUICK_CUDA, AMP_CONV_BATCHES_CPU = [64], [1]
+# matmul_<prec>/n:N and conv_<prec>/batch:B (3x3 64->64 on 56x56); --quick: the first of each
+AMP_MATMUL_N = {"cuda": [1024, 2048, 4096, 8192], "cpu": [128, 256]}
+AMP_CONV_BATCHES = {"cuda": [8, 32, 128], "cpu": [1, 4]}
+AMP_PRODUCT_FLOP = 2.0**38   # amp.c's reps_for: products per timed iteration on a GPU
 
 # nanoGPT's GPT (suites/bench/bench_train.c's bench_gpt_*): tag -> (n_layer, n_head, n_embd,
 # block_size = the rows' length, vocab_size). amp: GPT-2 124M on a GPU (T256 with --quick), the tiny
@@ -199,6 +201,24 @@ def prec_dtype(prec):
             "bf16": torch.bfloat16}[prec]
 
 
+def work_train(spec, prec, batch, lr=TRAIN_LR, momentum=0.0, steps=1):
+    """bench_train.c's bench_work_train: `steps` training steps of spec per timed iteration."""
+    w = {"op": "train_step", "model": spec, "dtype": prec, "batch": batch,
+         "optimizer": "SGD lr %g" % lr + (" momentum %g" % momentum if momentum > 0 else ""),
+         "per_iteration": steps, "samples": steps * batch}
+    if spec.startswith("gpt:"):
+        w["tokens"] = steps * batch * int(re.search(r"-T(\d+)", spec).group(1))
+    return w
+
+
+def work_product(op, prec, shapes, flop, reps, **extra):
+    """reps products (matmul, conv2d) per timed iteration, FLOP counted over all of them."""
+    w = {"op": op, "dtype": prec, "shapes": [list(x) for x in shapes]}
+    w.update(extra)
+    w.update(per_iteration=reps, FLOP=reps * flop)
+    return w
+
+
 def set_tf32(on):
     """f32 is strict f32 (PyTorch's default lets cuDNN use TF32: turned off, as tandem's f32);
     tf32 allows TF32 in matmuls and convolutions (TDM_TF32_MATMUL + TDM_TF32_CONV)."""
@@ -213,10 +233,15 @@ class Bench:
     """One instance: name "matmul", args [("n", 64)], and a setup() returning the state a timed
     iteration needs. setup(b) fills b.body (one iteration), optionally b.verify (raises
     CheckFailed), b.counters_after (plain counters measured after timing); rates are amounts per
-    iteration of counters whose name ends in /s (GFLOP/s: FLOP/1e9 per iteration)."""
+    iteration of counters whose name ends in /s (GFLOP/s: FLOP/1e9 per iteration). work: the
+    work of one timed iteration (a dict: op or model, dtype, shapes, batch, per_iteration, the
+    FLOP/bytes/samples counted), printed by --list --json and compared with tandem's
+    `bench list --json` by the test peer.work_match: a row's name means the same work."""
 
-    def __init__(self, name, args, setup, rates, plain, label, dev, timer_dev=None, x_arg=None):
+    def __init__(self, name, args, setup, rates, plain, label, dev, timer_dev=None, x_arg=None,
+                 work=None):
         self.name, self.args, self.setup = name, args, setup
+        self.work = work   # what one timed iteration does, as tandem's bench list --json says
         self.rates, self.plain, self.label, self.dev = rates, plain, label, dev
         self.timer_dev = timer_dev or dev   # where the work runs (cpu-vs-gpu: cpu on a cuda run)
         self.x_arg = x_arg if x_arg is not None else (0 if len(args) == 1 else -1)
@@ -244,23 +269,31 @@ def ops_register(cfg):
     for n in OPS_MATMUL_N[:1 if cfg["quick"] else 3]:
         out.append(Bench("matmul", [("n", n)], lambda b, n=n: ops_matmul(b, n),
                          {"GFLOP/s": 2.0 * n**3 / 1e9}, {"FLOP/iteration": 2.0 * n**3},
-                         "FLOP = 2*n^3", dev))
+                         "FLOP = 2*n^3", dev,
+                         work=work_product("matmul", "f32", [(n, n), (n, n)], 2.0 * n**3, 1)))
     n = OPS_ADD_N
     out.append(Bench("add", [("n", n)], lambda b: ops_add(b, n), {"GB/s": 12.0 * n / 1e9},
-                     {"bytes/iteration": 12.0 * n}, "bytes = 3*4*n", dev))
+                     {"bytes/iteration": 12.0 * n}, "bytes = 3*4*n", dev,
+                     work={"op": "add", "dtype": "f32", "shapes": [[n], [n]], "per_iteration": 1,
+                           "bytes": 12 * n}))
     r, c = OPS_SOFTMAX
     out.append(Bench("softmax", [("rows", r), ("cols", c)], lambda b: ops_softmax(b, r, c),
                      {"GB/s": 8.0 * r * c / 1e9}, {"bytes/iteration": 8.0 * r * c},
-                     "bytes = 2*4*rows*cols", dev))
+                     "bytes = 2*4*rows*cols", dev,
+                     work={"op": "softmax", "dtype": "f32", "shapes": [[r, c]], "dim": 1,
+                           "per_iteration": 1, "bytes": 8 * r * c}))
     N, C, HW, O, K = OPS_CONV
     flop = 2.0 * N * O * HW * HW * C * K * K
     out.append(Bench("conv2d", [("n", N), ("c", C), ("hw", HW), ("o", O), ("k", K)],
                      lambda b: ops_conv2d(b, N, C, HW, O, K), {"GFLOP/s": flop / 1e9},
-                     {"FLOP/iteration": flop}, "FLOP = 2*N*O*H'*W'*C*kh*kw", dev))
+                     {"FLOP/iteration": flop}, "FLOP = 2*N*O*H'*W'*C*kh*kw", dev,
+                     work=work_product("conv2d", "f32", [(N, C, HW, HW), (O, C, K, K)], flop, 1,
+                                       padding=K // 2)))
     bs = OPS_MLP_BATCH
     out.append(Bench("mlp_train", [("batch", bs)], lambda b: ops_mlp_train(b, bs),
                      {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
-                     "mlp:256-128-10, SGD lr 0.01, samples = batch", dev))
+                     "mlp:256-128-10, SGD lr 0.01, samples = batch", dev,
+                     work=work_train("mlp:" + "-".join(map(str, OPS_MLP)), "f32", bs)))
     return out
 
 
@@ -344,11 +377,11 @@ def build_model(spec):
     c, h, _ = [int(v) for v in chw.split("x")]
     layers, flat = [], None
     for t in toks.split("-"):
-        m = re.fullmatch(r"c(\d+)k(\d+)p(\d+)", t)
+        m = re.fullmatch(r"c(\d+)(?:k(\d+))?(?:s(\d+))?(?:p(\d+))?", t)   # cO[kK][sS][pP]
         if m:
-            o, k, p = (int(v) for v in m.groups())
-            layers.append(nn.Conv2d(c, o, k, 1, p))
-            c, h = o, h + 2 * p - k + 1
+            o, k, st, p = (int(v) if v else d for v, d in zip(m.groups(), (0, 3, 1, 0)))
+            layers.append(nn.Conv2d(c, o, k, st, p))
+            c, h = o, (h + 2 * p - k) // st + 1
         elif t == "bn":
             layers.append(nn.BatchNorm2d(c))
         elif t == "relu":
@@ -527,7 +560,7 @@ def gpu_dense_peak(dev, prec):
     (tandem's bench_gpt_peak_flops): (FLOP/s, model); (0, "") for f32, the CPU or an unknown
     model."""
     key = {"tf32": "tf32", "fp16": "f16", "bf16": "bf16"}.get(prec)
-    if not is_cuda(dev) or key is None:
+    if not is_cuda(dev) or key is None or not torch.cuda.is_available():   # (--list on no GPU)
         return 0.0, ""
     path = os.environ.get("TANDEM_CHECK_EXPECT") or os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "check", "expectations.json")
@@ -600,7 +633,13 @@ def gpt_bench(name, tag, prec, dev, peak=False, mfu=False):
             plain["peak_TFLOP_per_s"] = pk / 1e12
             label += "; MFU = tokens/s * FLOP/token / %s's dense %s peak" % (model, prec)
     return Bench(name, [("batch", GPT_BATCH)],
-                 lambda b: gpt_setup(b, tag, GPT_BATCH, prec, peak), rates, plain, label, dev)
+                 lambda b: gpt_setup(b, tag, GPT_BATCH, prec, peak), rates, plain, label, dev,
+                 work=work_train(gpt_spec(tag), prec, GPT_BATCH))
+
+
+def gpt_spec(tag):
+    """tandem's spec of a GPT_MODELS entry: gpt:L12-H12-D768-T1024-V50257."""
+    return "gpt:L%d-H%d-D%d-T%d-V%d" % GPT_MODELS[tag]
 
 
 def gpt_setup(b, tag, batch, prec="f32", peak=False):
@@ -729,7 +768,8 @@ def amp_register(cfg):
     dev, quick, out = cfg["device"], cfg["quick"], []
     cuda = is_cuda(dev)
     precs = ["f32", "tf32", "fp16", "bf16"] if cuda else ["f32", "bf16"]
-    batches = TRAIN_BATCHES_QUICK if quick or not cuda else TRAIN_BATCHES
+    batches = TRAIN_BATCHES if cuda else AMP_TRAIN_BATCHES_CPU
+    batches = batches[:1] if quick else batches
     for model, (spec, shape) in MODELS.items():
         if model in CUDA_ONLY_MODELS and not cuda:
             continue
@@ -740,35 +780,62 @@ def amp_register(cfg):
                                      b, s, sh, bs, p, peak=True),
                                  {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
                                  "%s, SGD lr %g, %s, samples = batch" % (spec, TRAIN_LR, prec),
-                                 dev))
+                                 dev, work=work_train(spec, prec, bs)))
     tag = "gpt_tiny" if not cuda else "gpt_124m_t256" if quick else "gpt_124m"
     for prec in precs:
         out.append(gpt_bench("train_%s_%s" % (tag, prec), tag, prec, dev, peak=True, mfu=True))
-    mm = AMP_MATMUL_N_QUICK_CPU if not cuda else AMP_MATMUL_N[:1] if quick else AMP_MATMUL_N
-    for prec in precs:
-        for n in mm:
+    where = "cuda" if cuda else "cpu"
+    for prec in precs:   # C = A @ B, (n,n) @ (n,n); reps products per timed iteration
+        for n in AMP_MATMUL_N[where][:1 if quick else None]:
+            flop = 2.0 * n**3
+            reps = amp_reps(flop, cuda)
             out.append(Bench("matmul_%s" % prec, [("n", n)],
-                             lambda b, n=n, p=prec: amp_matmul(b, n, p),
-                             {"GFLOP/s": 2.0 * n**3 / 1e9}, {"FLOP/iteration": 2.0 * n**3},
-                             "FLOP = 2*n^3", dev))
-    cb = AMP_CONV_BATCHES_CPU if not cuda else AMP_CONV_BATCHES_QUICK_CUDA if quick \
-        else AMP_CONV_BATCHES
-    for prec in precs:
-        for bs in cb:
+                             lambda b, n=n, p=prec, r=reps: amp_matmul(b, n, p, r),
+                             {"GFLOP/s": reps * flop / 1e9}, {"FLOP/iteration": reps * flop},
+                             "FLOP = 2*n^3, %d per iteration" % reps, dev,
+                             work=work_product("matmul", prec, [(n, n), (n, n)], flop, reps)))
+    for prec in precs:   # y = conv2d(x (B,64,56,56), w (64,64,3,3)), padding 1; reps per iteration
+        for bs in AMP_CONV_BATCHES[where][:1 if quick else None]:
             flop = 2.0 * bs * 64 * 64 * 9 * 56 * 56
+            reps = amp_reps(flop, cuda)
             out.append(Bench("conv_%s" % prec, [("batch", bs)],
-                             lambda b, bs=bs, p=prec: amp_conv(b, bs, p),
-                             {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
-                             "FLOP = 2*B*64*64*9*56*56", dev))
+                             lambda b, bs=bs, p=prec, r=reps: amp_conv(b, bs, p, r),
+                             {"GFLOP/s": reps * flop / 1e9}, {"FLOP/iteration": reps * flop},
+                             "FLOP = 2*B*64*64*9*56*56, %d per iteration" % reps, dev,
+                             work=work_product("conv2d", prec, [(bs, 64, 56, 56), (64, 64, 3, 3)],
+                                               flop, reps, padding=1)))
     return out
 
 
-def amp_matmul(b, n, prec):
+def amp_reps(flop, cuda):
+    """amp.c's reps_for: products per timed iteration, so that the synchronize ending it is a
+    small part: on a GPU the least power of two (at most 1024) with reps * flop >= 2^38; 1 on the
+    cpu."""
+    r = 1
+    while cuda and r < 1024 and r * flop < AMP_PRODUCT_FLOP:
+        r *= 2
+    return r
+
+
+def products(dev, reps, fn):
+    """One timed iteration of amp's products: reps calls of fn, then (a GPU) a synchronize, as
+    amp.c's timed_products (its events see the same queue drained)."""
+    def body():
+        for _ in range(reps):
+            y = fn()
+        if is_cuda(dev):
+            torch.cuda.synchronize(dev)
+        return y
+    return body
+
+
+def amp_matmul(b, n, prec, reps):
     set_tf32(prec == "tf32")
     dt = prec_dtype(prec)
     a, c = randn((n, n), b.dev, dt, 1), randn((n, n), b.dev, dt, 2)
     res = {}
-    b.body = lambda: res.__setitem__("y", torch.matmul(a, c))
+    prod = products(b.dev, reps, lambda: torch.matmul(a, c))
+    b.body = lambda: res.__setitem__("y", prod())
 
     def verify():   # 16 elements; bound n * u(prec) * sum |a b| (inputs exact in double)
         ha, hc, hy = a.double().cpu(), c.double().cpu(), res["y"].double().cpu()
@@ -781,12 +848,13 @@ def amp_matmul(b, n, prec):
     b.verify = verify
 
 
-def amp_conv(b, bs, prec):
+def amp_conv(b, bs, prec, reps):
     set_tf32(prec == "tf32")
     dt = prec_dtype(prec)
     x, w = randn((bs, 64, 56, 56), b.dev, dt, 6), randn((64, 64, 3, 3), b.dev, dt, 7)
     res = {}
-    b.body = lambda: res.__setitem__("y", torch.nn.functional.conv2d(x, w, None, 1, 1))
+    prod = products(b.dev, reps, lambda: torch.nn.functional.conv2d(x, w, None, 1, 1))
+    b.body = lambda: res.__setitem__("y", prod())
     b.verify = lambda: conv_check("conv_%s: y" % prec, x, w, res["y"], 1, 1, 64 * 9, U[prec], 3)
 
 
@@ -805,7 +873,8 @@ def cpu_vs_gpu_register(cfg):
                 out.append(Bench("train_%s_%s" % (model, where), [("batch", bs)],
                                  lambda b, s=spec, sh=shape, bs=bs: train_setup(b, s, sh, bs),
                                  {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
-                                 "%s, SGD lr %g, f32, samples = batch" % (spec, TRAIN_LR), d))
+                                 "%s, SGD lr %g, f32, samples = batch" % (spec, TRAIN_LR), d,
+                                 work=work_train(spec, "f32", bs)))
         out.append(gpt_bench("train_gpt_tiny_%s" % where, "gpt_tiny", "f32", d))
     return out
 
@@ -1596,6 +1665,9 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads (default 1: tandem's CPU backend uses one thread)")
     p.add_argument("--list", action="store_true", help="print the benchmark ids and exit")
+    p.add_argument("--json", action="store_true",
+                   help="with --list: one JSON object, each row's id and work (what one timed "
+                        "iteration does), as tandem's bench list --json; nothing is timed")
     p.add_argument("--skip-unknown-suites", action="store_true",
                    help="skip (with the reason) suites the peer does not know instead of failing "
                         "(bench run --peer passes tandem's suite list)")
@@ -1679,6 +1751,14 @@ def main(argv):
             reason = "no benchmark matches --filter %s" % a.filter
         sys.stderr.write("torch_peer: skipping suite %s: %s\n" % (s, reason))
         skipped.append({"suite": s, "reason": reason})
+    if a.list and a.json:   # the shape of tandem's bench list --json
+        print(json.dumps({"format": "tandem-list/1", "device": a.device, "quick": a.quick,
+                          "peer": "torch", "suites": [
+                              {"name": s, "device": a.device,
+                               "benchmarks": [{"id": b.bench_id(s), "work": b.work} for b in bl],
+                               "skipped": [k for k in skipped if k["suite"] == s]}
+                              for s, bl in plans]}, indent=1))
+        return 0
     if a.list:
         for s, bl in plans:
             for b in bl:

@@ -46,3 +46,12 @@ set_tests_properties(peer.negative_filter PROPERTIES TIMEOUT 300)
 add_test(NAME peer.transformer_ids_match COMMAND sh -c
   "d=${TEST_TMP}/peer/transformer; rm -rf $d && mkdir -p ${TEST_TMP}/peer && $<TARGET_FILE:bench> run --device cpu --quick --suite transformer --peer torch --python ${PEER_PYTHON} --repetitions 1 --min-time 0.01 --out $d >$d.log 2>&1 || { cat $d.log; echo 'bench run --peer torch failed'; exit 1; }; $<TARGET_FILE:bench> report $d >/dev/null || exit 1; if grep '[1-9][0-9]* of tandem.s benchmarks have no PyTorch result' $d/report.md; then exit 1; fi; n=$(grep -c 'transformer/.*tandem .*x \\(slower\\|faster\\)' $d/report.md); echo \"$n ratio rows\"; [ $n -ge 21 ] || exit 1; ${PEER_PYTHON} -c 'import torch, sys; sys.exit(0 if hasattr(torch, \"compile\") else 1)' && exit 0; grep -q 'torch.compile unavailable' $d/peer-torch/status.json")
 set_tests_properties(peer.transformer_ids_match PROPERTIES TIMEOUT 300)
+# A row's name means the same work on both sides: tandem's `bench list --json` and the peer's
+# `--list --json` describe what one timed iteration of each row does (dtype, shapes, batch,
+# products or steps per iteration, FLOP/bytes/samples counted), and peer_work_match.py compares
+# them for every row both sides have, on the cpu and the cuda registrations (listing needs no
+# GPU), full and --quick. Nothing is timed: a second or two.
+set(PEER_WORK_MATCH ${CMAKE_CURRENT_SOURCE_DIR}/peer_work_match.py)
+add_test(NAME peer.work_match COMMAND sh -c
+  "d=${TEST_TMP}/peer/work; rm -rf $d && mkdir -p $d || exit 1; rc=0; for dev in cpu cuda:0; do for q in '' --quick; do $<TARGET_FILE:bench> list --json --device $dev $q > $d/tandem.json || { echo \"bench list --json --device $dev $q failed\"; exit 1; }; ${PEER_PYTHON} ${PEER_SCRIPT} --list --json --skip-unknown-suites --device $dev $q > $d/peer.json 2>$d/peer.err || { cat $d/peer.err; exit 1; }; ${PEER_PYTHON} ${PEER_WORK_MATCH} $d/tandem.json $d/peer.json || rc=1; done; done; exit $rc")
+set_tests_properties(peer.work_match PROPERTIES TIMEOUT 120)
