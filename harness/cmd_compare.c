@@ -2,15 +2,19 @@
  *
  * Reads results directories (docs/RESULTS_FORMAT.md): the per-repetition values of every
  * <suite>.samples.csv, and context.json for naming the run. Two runs: per (suite, benchmark,
- * param, metric) in both, change = median(new) / median(base) - 1, the two-sided Mann-Whitney U
- * test over the repetitions (as Google Benchmark's compare.py), and a verdict — faster or slower
- * when p < alpha and |change| >= the threshold, else same. Rates (units with "/s") are better
- * higher, everything else (times) lower. A fleet (3 runs or more, one per node): per benchmark
- * and metric, each node's median against the fleet's median, a node flagged as an outlier when
- * it is off by more than the threshold and outside the range of the other nodes' medians.
- * A change too large to be real (a median --max-change times the other's or more, 10 by default:
- * a timing bug, or runs of different machines, sizes or builds) is "suspect": named in a warning,
- * never called faster (nor slower), and the exit is 1, so that no one takes it for an improvement.
+ * param, metric) in both, change = (median(new) - median(base)) / |median(base)|, the two-sided
+ * Mann-Whitney U test over the repetitions (as Google Benchmark's compare.py), and a verdict.
+ * Each metric is of one kind (metric_kind): a rate (its name ends in "/s": GB/s, samples/s) is
+ * better higher, a time (`time`) lower: faster or slower when p < alpha and |change| >= the
+ * threshold, else same. Any other metric is a quantity a suite declares a result (loss,
+ * loss_vs_f32, efficiency, peak_bytes): not a speed, possibly signed or near zero, so it is
+ * called higher or lower (same below the threshold), never faster, slower or suspect, and it never
+ * sets the exit status. A fleet (3 runs or more, one per node): per benchmark and metric, each
+ * node's median against the fleet's median, a node flagged as an outlier when it is off by more
+ * than the threshold and outside the range of the other nodes' medians. A rate's or time's change
+ * too large to be real (a median --max-change times the other's or more, 10 by default: a timing
+ * bug, or runs of different machines, sizes or builds) is "suspect": named in a warning, never
+ * called faster (nor slower), and the exit is 1, so that no one takes it for an improvement.
  * A run on the emulated CUDA device (emulated.h) is refused, whichever side or fleet member it is:
  * its timings measure the emulator, and no emulated figure goes into a comparison.
  * Over results of `bench check --out`, --fleet first compares the fingerprints of silent data
@@ -400,16 +404,41 @@ static void name_list_add(char *buf, size_t n, int count, const series *s) {
     if (w < 0 || (size_t)w >= n - l) buf[l] = '\0';   // no room: leave the name out
 }
 
-static bool higher_is_better(const series *s) { return strstr(s->unit, "/s") != NULL; }
+// What a metric measures (docs/RESULTS_FORMAT.md "bench compare"): bench run writes every counter
+// whose name ends in "/s" as a metric named by its unit (a rate), Google Benchmark's time as
+// `time` (ns), and the plain counters a suite declares results (bench_suite.metrics) under their
+// own names: loss_vs_f32 is a signed difference near zero, efficiency a ratio, peak_bytes a size.
+typedef enum { METRIC_RATE, METRIC_TIME, METRIC_QUANTITY } metric_kind;
+
+static metric_kind kind_of(const series *s) {
+    size_t n = strlen(s->metric);
+    if (n > 2 && !strcmp(s->metric + n - 2, "/s")) return METRIC_RATE;
+    if (!strcmp(s->metric, "time")) return METRIC_TIME;
+    return METRIC_QUANTITY;
+}
+
+static bool higher_is_better(const series *s) { return kind_of(s) == METRIC_RATE; }
+
+// The relative change of cur from base: (cur - base) / |base|, so that a signed quantity's change
+// has the sign of the difference (-2 from -1 is -100%); 0 when both are 0, NaN when base alone is.
+static double rel_change(double base, double cur) {
+    if (base != 0) return (cur - base) / fabs(base);
+    return cur == 0 ? 0 : NAN;
+}
 
 // A change too large to be real: one median max_change times the other or more (or one of them
 // zero, or below zero, where the other is not): no code change makes a benchmark that much
-// faster, while a timing bug, or runs of different machines, sizes or builds, do.
+// faster, while a timing bug, or runs of different machines, sizes or builds, do. Only for rates
+// and times (positive by nature); a quantity (a signed loss difference, a ratio) is never suspect.
 static bool implausible(double base, double cur, double max_change) {
     if (base == 0 && cur == 0) return false;
     if (!(base > 0 && cur > 0)) return true;
     double r = cur / base;
     return !(r < max_change && r > 1 / max_change);
+}
+
+static bool implausible_change(const series *s, double base, double cur, double max_change) {
+    return kind_of(s) != METRIC_QUANTITY && implausible(base, cur, max_change);
 }
 
 // The warning that names a suspect change (on stderr; the first 10, then a count).
@@ -437,9 +466,10 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
                        double max_change) {
     printf("base: %s  (%s)\n", base->dir, base->about);
     printf("new:  %s  (%s)\n", cur->dir, cur->about);
-    printf("change = median(new) / median(base) - 1; p: Mann-Whitney U test, two-sided, over the "
-           "repetitions;\nfaster/slower when p < %g and |change| >= %g%% (rates: higher is "
-           "faster; times: lower), else same\n\n",
+    printf("change = (median(new) - median(base)) / |median(base)|; p: Mann-Whitney U test, "
+           "two-sided, over the repetitions;\nfaster/slower when p < %g and |change| >= %g%% "
+           "(rates: higher is faster; times: lower), else same;\nother metrics (losses, ratios, "
+           "sizes) are quantities: higher/lower, never faster, slower or suspect\n\n",
            alpha, 100 * threshold);
     table t = {.ncols = 8,
                .head = {"benchmark", "metric", "base", "new", "change", "p", "reps", "verdict"},
@@ -450,6 +480,7 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
         return 2;
     }
     int n_slower = 0, n_faster = 0, n_same = 0, n_suspect = 0, n_low_power = 0, only_base = 0;
+    int n_moved = 0;   // quantities called higher or lower
     int low_nb = 0, low_nn = 0;
     char only_base_names[512] = "";
     for (int i = 0; i < base->n; i++) {
@@ -464,18 +495,22 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
         matched[c - cur->s] = true;
         bench_utest u;
         bench_mann_whitney(b->v, b->n, c->v, c->n, &u);
-        double change = b->median != 0 ? c->median / b->median - 1
-                        : c->median == 0 ? 0 : NAN;
+        double change = rel_change(b->median, c->median);
         const char *verdict = "same";
-        if (implausible(b->median, c->median, max_change)) {
+        bool moved = u.p < alpha && c->median != b->median &&
+                     (isfinite(change) ? fabs(change) >= threshold : true);
+        if (kind_of(b) == METRIC_QUANTITY) {
+            if (moved) verdict = c->median > b->median ? "higher" : "lower";
+        } else if (implausible_change(b, b->median, c->median, max_change)) {
             verdict = "suspect";
             warn_suspect(++n_suspect, NULL, b, b->median, c->median, max_change);
-        } else if (u.p < alpha && isfinite(change) && fabs(change) >= threshold) {
+        } else if (moved && isfinite(change)) {
             bool better = higher_is_better(b) ? change > 0 : change < 0;
             verdict = better ? "faster" : "slower";
         }
         if (!strcmp(verdict, "slower")) n_slower++;
         else if (!strcmp(verdict, "faster")) n_faster++;
+        else if (!strcmp(verdict, "higher") || !strcmp(verdict, "lower")) n_moved++;
         else if (strcmp(verdict, "suspect"))
             n_same++;
         if (bench_utest_min_p(b->n, c->n) >= alpha) {
@@ -509,8 +544,9 @@ static int compare_two(run_data *base, run_data *cur, double threshold, double a
     if (t.n) table_print(&t);
     table_free(&t);
 
-    int compared = n_slower + n_faster + n_same + n_suspect;
+    int compared = n_slower + n_faster + n_same + n_suspect + n_moved;
     printf("\n%d compared: %d slower, %d faster, %d same", compared, n_slower, n_faster, n_same);
+    if (n_moved) printf(", %d higher or lower (quantities)", n_moved);
     if (n_suspect) printf(", %d suspect", n_suspect);
     printf("\n");
     if (only_base)
@@ -559,12 +595,13 @@ static int compare_fleet(run_data *runs, int nruns, double threshold, double max
     for (int i = 0; i < nruns; i++) printf("  %s  (%s)\n", runs[i].dir, runs[i].about);
     printf("each node's median against the fleet's median; an outlier is off by more than %g%% "
            "and outside\nthe range of the other nodes' medians (rates: lower is slower; times: "
-           "higher)\n\n", 100 * threshold);
+           "higher;\nquantities such as losses and ratios: higher or lower, never slow)\n\n",
+           100 * threshold);
 
     table t = {.ncols = 8,
                .head = {"node", "benchmark", "metric", "node", "fleet", "off", "others", "verdict"},
                .right = {false, false, false, true, true, true, true, false}};
-    int n_keys = 0, n_few = 0, n_slow = 0, n_fast = 0, n_suspect = 0;
+    int n_keys = 0, n_few = 0, n_slow = 0, n_fast = 0, n_suspect = 0, n_moved = 0;
     double *med = malloc((size_t)nruns * sizeof *med);
     int *who = malloc((size_t)nruns * sizeof *who);
     if (!med || !who) {
@@ -601,14 +638,17 @@ static int compare_fleet(run_data *runs, int nruns, double threshold, double max
                         if (med[j] < lo) lo = med[j];
                         if (med[j] > hi) hi = med[j];
                     }
-                double off = fleet != 0 ? med[i] / fleet - 1 : NAN;
-                bool suspect = implausible(fleet, med[i], max_change);  // in range or not
+                double off = rel_change(fleet, med[i]);
+                bool quantity = kind_of(key) == METRIC_QUANTITY;
+                bool suspect = implausible_change(key, fleet, med[i], max_change);  // in range or not
                 if (!suspect &&
                     !(isfinite(off) && fabs(off) > threshold && (med[i] < lo || med[i] > hi)))
                     continue;
                 bool slow = higher_is_better(key) ? off < 0 : off > 0;
                 if (suspect)
                     warn_suspect(++n_suspect, runs[who[i]].label, key, fleet, med[i], max_change);
+                else if (quantity)
+                    n_moved++;
                 else if (slow)
                     n_slow++;
                 else n_fast++;
@@ -629,9 +669,10 @@ static int compare_fleet(run_data *runs, int nruns, double threshold, double max
                                  fv,
                                  ov,
                                  range,
-                                 suspect ? "suspect"
-                                 : slow  ? "slower"
-                                         : "faster"};
+                                 suspect    ? "suspect"
+                                 : quantity ? (off > 0 ? "higher" : "lower")
+                                 : slow     ? "slower"
+                                            : "faster"};
                 if (table_row(&t, cells) != 0) rc = 2;
             }
         }
@@ -646,8 +687,11 @@ static int compare_fleet(run_data *runs, int nruns, double threshold, double max
     if (t.n) table_print(&t);
     else printf("no outliers\n");
     table_free(&t);
-    printf("\n%d benchmark metrics over %d runs: %d outlier%s (%d slower, %d faster)", n_keys,
-           nruns, n_slow + n_fast, n_slow + n_fast == 1 ? "" : "s", n_slow, n_fast);
+    printf("\n%d benchmark metrics over %d runs: %d outlier%s (%d slower, %d faster", n_keys,
+           nruns, n_slow + n_fast + n_moved, n_slow + n_fast + n_moved == 1 ? "" : "s", n_slow,
+           n_fast);
+    if (n_moved) printf(", %d higher or lower: quantities", n_moved);
+    printf(")");
     if (n_suspect) printf(", %d suspect", n_suspect);
     printf("\n");
     if (n_few) printf("not compared: %d benchmark metrics found in fewer than 3 runs\n", n_few);

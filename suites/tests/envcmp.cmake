@@ -50,6 +50,11 @@ set_tests_properties(compare.planted_regression_exits_1 compare.same_data_exits_
   compare.higher_rate_is_faster compare.too_few_repetitions_noted compare.threshold_option compare.fleet_flags_slow_node
   compare.fleet_without_outlier_exits_0 PROPERTIES FIXTURES_REQUIRED compare_dirs)
 
+# Quantities (loss_vs_f32, efficiency) are not speeds: never suspect, faster or slower; a run against
+# itself is all same, exit 0 (issue 32). compare_quantities.sh says how.
+add_test(NAME compare.quantities_not_speeds COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/compare_quantities.sh
+  $<TARGET_FILE:bench> ${CMP}/quantity)
+
 # Bad arguments and unreadable or foreign directories: one line, exit 2.
 add_test(NAME compare.bad_input_exits_2 COMMAND sh -c
   "B=$<TARGET_FILE:bench>; mkdir -p ${CMP}/empty ${CMP}/bad; printf 'suite,benchmark\\nx,y\\n' > ${CMP}/bad/s.samples.csv; for args in '${CMP}/base' '${CMP}/base ${CMP}/nosuchdir' '${CMP}/base ${CMP}/empty' '${CMP}/base ${CMP}/bad' '--fleet ${CMP}/base ${CMP}/same' '--threshold x ${CMP}/base ${CMP}/same' '--alpha 2 ${CMP}/base ${CMP}/same' '--nosuch'; do $B compare $args 2>${CMP}/err.txt; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for: $args\"; exit 1; }; [ $(wc -l < ${CMP}/err.txt) -ge 1 ] || { echo \"no message for: $args\"; exit 1; }; done; $B compare ${CMP}/base ${CMP}/bad")
