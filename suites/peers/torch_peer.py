@@ -463,8 +463,10 @@ def trainer_setup(b, t, peak):
             raise CheckFailed("%s: the loss did not fall (%.6g -> %.6g)" % (b.name, before, after))
         b.plain["loss"] = after
     b.verify = verify
-    if peak and is_cuda(b.dev):
+    if peak and is_cuda(b.dev):   # this row's own peak: run_one and the reset above start it
         b.counters_after = lambda: {"peak_bytes": float(torch.cuda.max_memory_allocated(b.dev))}
+    elif peak:   # PyTorch keeps no peak of host memory: said, never a misleading figure
+        b.label += "; peak_bytes not measured on the cpu (PyTorch tracks no host peak)"
 
 
 # ---- nanoGPT's GPT (amp, cpu-vs-gpu) ------------------------------------------------------------
@@ -1462,13 +1464,18 @@ class Results:
         self.series = {}           # suite -> [(Bench, metric, unit, [values])]
         self.context = {}
         self.clock_check = {"checked": False, "reason": "the PyTorch peer does not read clocks"}
+        # --append: the run already in the directory (its other suites' lists), kept before ours
+        self.prior = {"complete": True, "finished": [], "failed": [], "unfinished": [],
+                      "skipped": []}
 
     def status(self):
         done = set(self.finished) | {f["name"] for f in self.failed} | self.skipped_ids
         unfinished = [b.bench_id(s) for s, bl in self.plans for b in bl if b.bench_id(s) not in done]
-        st = {"complete": self.complete, "running": self.running, "finished": self.finished,
-              "unfinished": unfinished, "failed": self.failed, "skipped": self.skipped,
-              "clock_check": self.clock_check}
+        p = self.prior
+        st = {"complete": self.complete and p["complete"], "running": self.running,
+              "finished": p["finished"] + self.finished,
+              "unfinished": p["unfinished"] + unfinished, "failed": p["failed"] + self.failed,
+              "skipped": p["skipped"] + self.skipped, "clock_check": self.clock_check}
         write_atomic(os.path.join(self.dir, "status.json"), json.dumps(st, indent=1) + "\n")
 
     def write_suite(self, suite):
@@ -1488,6 +1495,28 @@ class Results:
             raw += [pre + ",%d,%s" % (i, fmt_num(val)) for i, val in enumerate(v)]
         write_atomic(os.path.join(self.dir, suite + ".csv"), "\n".join(tidy) + "\n")
         write_atomic(os.path.join(self.dir, suite + ".samples.csv"), "\n".join(raw) + "\n")
+
+
+def prior_run(out, device, suites):
+    """--append: the peer run already in `out` (its status.json lists, without those of `suites`,
+    which this call runs again), or an error message when `out` holds no peer run on `device`."""
+    try:
+        with open(os.path.join(out, "context.json"), encoding="utf-8") as f:
+            ctx = json.load(f)
+        with open(os.path.join(out, "status.json"), encoding="utf-8") as f:
+            st = json.load(f)
+    except (OSError, ValueError) as ex:
+        return None, "cannot read its context.json and status.json (%s)" % ex
+    if not isinstance(ctx, dict) or ctx.get("tandem", {}).get("version") != "peer":
+        return None, "it holds a run that is not the peer's"
+    if ctx.get("device") != device:
+        return None, "it holds a peer run on %s, not on %s" % (ctx.get("device"), device)
+    mine = lambda i: i.split("/", 1)[0] in suites   # noqa: E731 — "suite/benchmark/param"
+    return {"complete": bool(st.get("complete", False)),
+            "finished": [i for i in st.get("finished", []) if not mine(i)],
+            "unfinished": [i for i in st.get("unfinished", []) if not mine(i)],
+            "failed": [f for f in st.get("failed", []) if not mine(f.get("name", ""))],
+            "skipped": [k for k in st.get("skipped", []) if k.get("suite") not in suites]}, None
 
 
 def gb_entries(b, family, reps, samples, rates, plain):
@@ -1528,6 +1557,33 @@ def gb_entries(b, family, reps, samples, rates, plain):
 # ---- running --------------------------------------------------------------------------------------
 
 g_stop = [0, 0]   # [stop requests, last signal]
+g_started = [time.monotonic()]   # when this peer started (--budget counts from it)
+TIME_SKIP = "skipped for time"   # tandem's reason for a row its --budget left out
+
+
+def budget_left(a):
+    """Seconds of --budget left (math.inf without one)."""
+    if a.budget is None:
+        return math.inf
+    return a.budget - (time.monotonic() - g_started[0])
+
+
+def budget_size(a, rows_left):
+    """(repetitions, min_time) for the next row so that the rows left fit what is left of
+    --budget: a repetition costs about 2 x min_time (Google Benchmark's iteration-count search,
+    then the run that counts) and the warm-up 2 x min(min_time, 0.1); fewer repetitions first
+    (at least 1), then a shorter min_time (at least 1 ms). Unchanged without --budget."""
+    left = budget_left(a)
+    if not math.isfinite(left):
+        return a.repetitions, a.min_time
+    share = max(left, 0.0) / max(rows_left, 1)
+    reps, mt = a.repetitions, a.min_time
+    cost = lambda r, m: 2 * r * m + 2 * min(m, 0.1)
+    while reps > 1 and cost(reps, mt) > share:
+        reps -= 1
+    while mt > 0.001 and cost(reps, mt) > share:
+        mt = max(mt / 2, 0.001)
+    return reps, mt
 
 
 def on_signal(sig, _frame):
@@ -1540,14 +1596,21 @@ def on_signal(sig, _frame):
         raise KeyboardInterrupt
 
 
-def run_one(b, a):
+def run_one(b, a, reps=None, min_time=None):
     """Set up, warm up, time the repetitions, verify. Returns (samples, counters_after) or raises
-    CheckFailed (or any error from PyTorch, which fails the benchmark the same way)."""
+    CheckFailed (or any error from PyTorch, which fails the benchmark the same way). On a GPU the
+    caching allocator's peak statistics start again with each row, so a row's peak_bytes is its
+    own (torch.cuda.reset_peak_memory_stats), never the largest of the rows before it."""
+    if is_cuda(b.dev):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(b.dev)
+    reps = reps or a.repetitions
+    min_time = min_time or a.min_time
     b.setup(b)
     try:
-        warm = min(a.min_time, 0.1)
+        warm = min(min_time, 0.1)
         run_until(b.timer_dev, b.body, warm)   # untimed warm-up (at least one iteration)
-        samples = [run_until(b.timer_dev, b.body, a.min_time) for _ in range(a.repetitions)]
+        samples = [run_until(b.timer_dev, b.body, min_time) for _ in range(reps)]
         if b.verify:
             b.verify()
         after = b.counters_after() if b.counters_after else {}
@@ -1561,7 +1624,7 @@ def record(res, suite, family, b, samples, after, a):
     plain = dict(b.plain)
     plain.update(after)
     rates = dict(b.rates)
-    res.entries.setdefault(suite, []).extend(gb_entries(b, family, a.repetitions, samples, rates,
+    res.entries.setdefault(suite, []).extend(gb_entries(b, family, len(samples), samples, rates,
                                                         plain))
     ser = res.series.setdefault(suite, [])
     ser.append((b, "time", "ns", [t / it * 1e9 for it, t, _ in samples]))
@@ -1589,12 +1652,14 @@ def cudnn_worker(a, dev):
     """--cudnn-mode M: runs the cudnn suite's benchmarks of one mode and prints their results as
     one JSON line per benchmark on stdout (the parent records them)."""
     cfg = {"device": dev, "quick": a.quick, "cudnn_mode": a.cudnn_mode}
-    for b in cudnn_register(cfg):
-        if not matches(a.filter, b):
-            continue
+    benches = [b for b in cudnn_register(cfg) if matches(a.filter, b)]
+    for i, b in enumerate(benches):
         out = {"id": b.bench_id("cudnn")}
+        if budget_left(a) <= 0:   # --budget: the parent records it as skipped for time
+            print("PEER-RESULT " + json.dumps(dict(out, error=TIME_SKIP)), flush=True)
+            continue
         try:
-            samples, after = run_one(b, a)
+            samples, after = run_one(b, a, *budget_size(a, len(benches) - i))
             out.update(samples=samples, after=after)
         except Exception as ex:   # noqa: BLE001 — a failed benchmark, reported by the parent
             out["error"] = str(ex).splitlines()[0] if str(ex) else type(ex).__name__
@@ -1613,7 +1678,8 @@ def cudnn_run_modes(a, dev, benches, want):
         cmd = [sys.executable, os.path.abspath(__file__), "--cudnn-mode", str(mode), "--device",
                a.device, "--repetitions", str(a.repetitions), "--min-time", repr(a.min_time),
                "--threads", str(a.threads), "--out", a.out] + (["--quick"] if a.quick else []) \
-            + (["--filter", a.filter] if a.filter else [])
+            + (["--filter", a.filter] if a.filter else []) \
+            + (["--budget", repr(max(budget_left(a), 1e-3))] if a.budget else [])
         got = {}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         try:
@@ -1671,6 +1737,13 @@ def parse_args(argv):
     p.add_argument("--skip-unknown-suites", action="store_true",
                    help="skip (with the reason) suites the peer does not know instead of failing "
                         "(bench run --peer passes tandem's suite list)")
+    p.add_argument("--append", action="store_true",
+                   help="when --out already holds a peer run on the same device, add this call's "
+                        "suites to it (bench run's per-suite interleaving) instead of refusing")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="start no row once SECONDS have passed since the peer started (rows not "
+                        "run: status.json skipped, reason \"skipped for time\"; exit 0 when only "
+                        "those); repetitions are sized to fit what is left")
     p.add_argument("--tandem-commit", default=None, help=argparse.SUPPRESS)
     p.add_argument("--command", default=None, help=argparse.SUPPRESS)  # bench run's argv (JSON)
     p.add_argument("--cudnn-mode", type=int, default=None, help=argparse.SUPPRESS)
@@ -1679,6 +1752,8 @@ def parse_args(argv):
         p.error("--repetitions %d: expected an integer from 1 to 100000" % a.repetitions)
     if a.min_time is not None and not (math.isfinite(a.min_time) and 0 < a.min_time <= 1e5):
         p.error("--min-time %g: expected seconds > 0" % a.min_time)
+    if a.budget is not None and not (math.isfinite(a.budget) and a.budget > 0):
+        p.error("--budget %g: expected seconds > 0" % a.budget)
     if not 1 <= a.threads <= 4096:
         p.error("--threads %d: expected a positive integer" % a.threads)
     a.repetitions = a.repetitions or (3 if a.quick else 5)
@@ -1697,6 +1772,7 @@ def parse_args(argv):
 
 def main(argv):
     global torch
+    g_started[0] = time.monotonic()
     a, parser = parse_args(argv)
     try:
         import torch as _torch
@@ -1774,10 +1850,17 @@ def main(argv):
     except OSError as ex:
         sys.stderr.write("torch_peer: --out %s: cannot create the directory: %s\n" % (a.out, ex))
         return 2
+    prior = None
     if os.path.exists(os.path.join(a.out, "status.json")):
-        sys.stderr.write("torch_peer: --out %s already holds a run (status.json): choose another "
-                         "directory\n" % a.out)
-        return 2
+        if not a.append:
+            sys.stderr.write("torch_peer: --out %s already holds a run (status.json): choose "
+                             "another directory, or --append to add suites to a peer run\n"
+                             % a.out)
+            return 2
+        prior, why = prior_run(a.out, a.device, set(names))
+        if prior is None:
+            sys.stderr.write("torch_peer: --append: --out %s: %s\n" % (a.out, why))
+            return 2
 
     started = datetime.datetime.now(datetime.timezone.utc)
     env = env_json(dev)
@@ -1806,8 +1889,11 @@ def main(argv):
         "flush_l2": False,
         "env": env,
     }
-    write_atomic(os.path.join(a.out, "context.json"), json.dumps(context, indent=1) + "\n")
+    if prior is None:   # appending keeps the run's context.json (its first call's)
+        write_atomic(os.path.join(a.out, "context.json"), json.dumps(context, indent=1) + "\n")
     res = Results(a.out, a.device, plans, skipped)
+    if prior is not None:
+        res.prior = prior
     gb_ctx = {"date": started.astimezone().isoformat(timespec="seconds"),
               "host_name": env["host"], "executable": os.path.abspath(__file__),
               "num_cpus": os.cpu_count(), "library_build_type": "release",
@@ -1832,12 +1918,16 @@ def main(argv):
             for item in it:
                 if g_stop[0]:
                     break
-                if gen is None:
+                if gen is not None:   # the cudnn suite: run by its mode's process
+                    b, samples, after, err = item
+                elif budget_left(a) <= 0:   # --budget spent: recorded, not run
+                    b, samples, after, err = item, None, None, TIME_SKIP
+                else:
                     b = item
                     res.running = b.bench_id(s)
                     res.status()
                     try:
-                        samples, after = run_one(b, a)
+                        samples, after = run_one(b, a, *budget_size(a, total - done))
                         err = None
                     except KeyboardInterrupt:
                         raise
@@ -1858,9 +1948,15 @@ def main(argv):
                     finally:
                         if is_cuda(dev):
                             torch.cuda.empty_cache()
-                else:
-                    b, samples, after, err = item
                 bid = b.bench_id(s)
+                if err == TIME_SKIP:   # the same shape as tandem's time skips
+                    res.skipped.append({"suite": s, "benchmark": "%s/%s" % (b.name, b.param)
+                                        if b.args else b.name, "reason": TIME_SKIP})
+                    res.skipped_ids.add(bid)
+                    res.status()
+                    done += 1
+                    print("[%d/%d] %-36s SKIPPED: %s" % (done, total, bid, TIME_SKIP), flush=True)
+                    continue
                 family = fam.setdefault(b.name, len(fam))
                 done += 1
                 if err:
