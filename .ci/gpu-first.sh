@@ -1,16 +1,18 @@
-# .ci/gpu-first.sh — `.ci/gpu-session first`, sourced by it (ROOT, OUT, CARRY, PREBUILT, torch_env
-# and ldd_table come from there). The stages, their budgets, why, and the device-tool call are in
+# .ci/gpu-first.sh — `.ci/gpu-session first` and `.ci/gpu-session perf`, sourced by it (ROOT, OUT,
+# CARRY, PREBUILT, MODE (first or perf), ARGS (perf's bench run options), torch_env and ldd_table
+# come from there). The stages, their budgets, why, and how a runner calls them are in
 # .ci/gpu-session's header; results/README.md says what becomes of what comes back.
 #
-# Layout: everything lands in gpu-out/first/ (WORK: logs/, env/, results/, summary.json), and after
+# Layout: everything lands in gpu-out/MODE/ (WORK: logs/, env/, results/, summary.json), and after
 # each stage $OUT gets summary.json, session.tar.gz (WORK, at most 15 MiB) and console.log: three
-# of the eight files the device tool brings back. Each stage's tasks run in the background, each
-# with its output in logs/<task>.log and its verdict in state/<task>; every command a task runs is
-# under `timeout` at the stage's end.
+# of the at most eight files a runner must bring back. Each stage's tasks run in the background,
+# each with its output in logs/<task>.log and its verdict in state/<task>; every command a task
+# runs is under `timeout` at the stage's end. `--plan` prints the plan and runs nothing.
 set +e +u
 set -o pipefail
 
 # ---- the plan -------------------------------------------------------------------------------
+MODE=${MODE:-first}
 TOTAL=${TANDEM_FIRST_SECONDS:-540}
 scale() {   # a budget at TOTAL's scale; at least 5 s (or all of a shorter one) where TOTAL is short
     local v=$(($1 * TOTAL / 540)) floor=$(($1 < 5 ? $1 : 5))
@@ -26,6 +28,16 @@ declare -A BUDGET=([setup]=15 [env]=15 [numerics]=110 [gpu-tests]=130 [check]=75
 declare -A TASKS=([setup]=setup [env]=env [numerics]="replay conform trajectories"
                   [gpu-tests]=gpu_tests [check]=check [bench-run]=bench_run [anchor]=anchor
                   [sanitizer]="memcheck racecheck synccheck")
+if [ "$MODE" = perf ]; then
+    # perf: the main job timed. bench run --budget (what the stage's limit leaves, less a margin
+    # for writing) with the PyTorch peer interleaved per suite, rows in priority order; the anchor
+    # first (PyTorch's own GEMM, copies and training step: the independent check), bench compare
+    # last, against the newest earlier run of the same GPU model in results/
+    STAGES=(setup env anchor bench-perf compare)
+    declare -A BUDGET=([setup]=15 [env]=15 [anchor]=35 [bench-perf]=440 [compare]=25)
+    declare -A TASKS=([setup]=setup [env]=env [anchor]=anchor [bench-perf]=bench_perf
+                      [compare]=compare)
+fi
 RESERVE=$(scale_raw 10)      # for the last archive
 MIN_STAGE=$(scale_raw 5)     # a stage that would get less is skipped_time
 ARCHIVE_CAP=$((15 * 1024 * 1024))
@@ -42,7 +54,31 @@ MEMCHECK_OPS="relu gelu tanh sigmoid add mul dropout sum mean softmax log_softma
               adamw_step"
 RACECHECK_OPS="sum,mean,softmax,log_softmax,layer_norm,batch_norm,cross_entropy"
 
-WORK=${TANDEM_FIRST_WORK:-$ROOT/gpu-out/first}
+ANCHOR=$ROOT/suites/peers/torch_gpu_anchor.py   # travels with the working tree
+BENCH_MARGIN=$(scale_raw 30)   # perf: bench run's budget is its stage's limit less this
+EARLIER=${TANDEM_PERF_RESULTS:-$ROOT/results}   # perf: where compare looks for the earlier run
+gpu_of_smi() { sed -n '1s/^GPU 0: \(.*\) (UUID.*/\1/p'; }   # nvidia-smi -L's first GPU's name
+
+if [ "${PLAN:-}" = 1 ]; then   # the plan, without running anything
+    echo "gpu-session $MODE: ${TOTAL} s in all (${RESERVE} s kept for the last archive); out: \$OUT"
+    printf '%-10s %6s  %s\n' stage budget tasks
+    for s in "${STAGES[@]}"; do printf '%-10s %6s  %s\n' "$s" "$(scale "${BUDGET[$s]}")" "${TASKS[$s]}"; done
+    if [ "$MODE" = perf ]; then
+        echo "bench-perf: bench run --device cuda:0 --budget <the stage's limit less ${BENCH_MARGIN} s> --peer torch" \
+             "--out gpu-out/perf/results/<host>-cuda0-<UTC>${ARGS[*]:+ ${ARGS[*]}}"
+        gpu=${TANDEM_PERF_GPU:-$(nvidia-smi -L 2> /dev/null | gpu_of_smi)}
+        if [ -z "$gpu" ]; then
+            echo "compare:    no GPU here to name (TANDEM_PERF_GPU=NAME names one): the earlier run is chosen on the GPU machine"
+        elif base=$(python3 "$ROOT/.ci/gpu-summary.py" --baseline "$EARLIER" "$gpu"); then
+            echo "compare:    bench compare ${base#"$ROOT"/} <the new run> (the newest earlier run on $gpu)"
+        else
+            echo "compare:    no earlier run on $gpu in ${EARLIER#"$ROOT"/}/: nothing to compare with"
+        fi
+    fi
+    exit 0
+fi
+
+WORK=${TANDEM_FIRST_WORK:-$ROOT/gpu-out/$MODE}
 LOGS=$WORK/logs RESULTS=$WORK/results STATE=$WORK/state
 rm -rf "$WORK" && mkdir -p "$LOGS" "$RESULTS" "$STATE" "$WORK/env"
 exec 3>&1 4>&2 > >(tee "$WORK/console.log") 2>&1
@@ -222,7 +258,8 @@ EOF
 
 task_replay() {
     need_bench || return
-    tmo "$BENCH" replay --device cuda:0 suites/golden/cases/*.safetensors
+    # --verbose: a line per case, which .ci/gpu-summary.py reads for the worst ratio per op
+    tmo "$BENCH" replay --device cuda:0 --verbose suites/golden/cases/*.safetensors
     local rc=$?
     result "$(verdict $rc "$LOGS/$TASK.log")" $rc "$(last_line "$LOGS/$TASK.log")"
 }
@@ -334,13 +371,82 @@ task_bench_run() {
     result "$status" $rc "$note"
 }
 
+task_bench_perf() {   # perf: the main job within the stage's limit, the peer interleaved
+    need_bench || return
+    local dir python budget limit a given="" how
+    dir=$RESULTS/$(hostname -s)-cuda0-$(date -u +%Y%m%dT%H%M%SZ)
+    echo "$dir" > "$STATE/run_dir"
+    python=$(command -v python3 || echo python3)
+    limit=$(left_s)
+    budget=$((limit - BENCH_MARGIN))
+    [ "$budget" -ge 1 ] || budget=1
+    for a in "${ARGS[@]}"; do case $a in --budget|--budget=*|--quick) given=1;; esac; done
+    local opts=()
+    if [ -n "$given" ]; then
+        how="bench run's own ${ARGS[*]}"
+    elif "$BENCH" run --help 2>&1 | grep -q -- '--budget'; then
+        opts=(--budget "${budget}s") how="--budget ${budget}s"
+    else   # a bench from before --budget: the quick run, cut at the limit, keeps what finished
+        opts=(--quick) how="--quick (this bench has no --budget)"
+    fi
+    echo "bench run on cuda:0 with $how and the PyTorch peer, within ${limit} s"
+    # SIGTERM 15 s before the limit (bench run writes what finished), SIGKILL at it
+    timeout -k 15 "$((limit > 16 ? limit - 15 : 1))" "$BENCH" run --device cuda:0 "${opts[@]}" \
+        --out "$dir" --peer torch --python "$python" --peer-script "$ROOT/suites/peers/torch_peer.py" \
+        "${ARGS[@]}"
+    local rc=$? status note
+    [ ! -f "$RESULTS/torch_gpu_anchor.json" ] || [ ! -d "$dir" ] ||
+        mv "$RESULTS/torch_gpu_anchor.json" "$dir/"
+    status=$(verdict $rc "$LOGS/$TASK.log")
+    note="$how; $(grep -E '^bench run' "$LOGS/$TASK.log" | tail -n 1)"
+    [ "$status" != timed_out ] || note="stopped at the limit; status.json says what finished. $note"
+    result "$status" $rc "$note"
+}
+
+task_compare() {   # perf: bench compare against the newest earlier run of the same GPU model
+    local dir="" gpu base rc
+    [ -s "$STATE/run_dir" ] && dir=$(cat "$STATE/run_dir")
+    gpu=${TANDEM_PERF_GPU:-}
+    [ -n "$gpu" ] || [ ! -f "$dir/context.json" ] ||
+        gpu=$(tmo python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+print(next((g["name"] for g in c["env"]["gpus"] if g.get("device") == c["device"]), ""))' "$dir/context.json")
+    [ -n "$gpu" ] || gpu=$(gpu_of_smi < "$WORK/env/nvidia-smi-L.txt" 2> /dev/null)
+    base=""
+    [ -z "$gpu" ] || base=$(tmo python3 "$ROOT/.ci/gpu-summary.py" --baseline "$EARLIER" "$gpu" "$dir")
+    echo "$base" > "$STATE/baseline"
+    local with="no earlier run on ${gpu:-this GPU} in ${EARLIER#"$ROOT"/}/"
+    [ -z "$base" ] || with="the earlier run ${base#"$ROOT"/} ($gpu)"
+    if [ "$GPU_STATE" = none ]; then
+        result skipped_no_gpu "" "$GPU_DESC; would compare with $with"
+        return
+    fi
+    if [ ! -d "$dir" ]; then
+        result skipped "" "bench-perf left no results directory; would compare with $with"
+        return
+    fi
+    if [ -z "$base" ]; then
+        result skipped "" "$with: nothing to compare with"
+        return
+    fi
+    need_bench || return
+    tmo "$BENCH" compare "$base" "$dir"
+    rc=$?
+    case $rc in
+    0) result passed 0 "against $with: no significant regression";;
+    1) result changed 1 "against $with: a significant regression or a suspect change (logs/compare.log)";;
+    124|137) result timed_out $rc "against $with";;
+    *) result failed $rc "against $with: $(last_line "$LOGS/$TASK.log")";;
+    esac
+}
+
 task_anchor() {   # PyTorch may see a GPU that bench does not: it runs unless there is none
     [ "$GPU_STATE" != none ] || { result skipped_no_gpu "" "$GPU_DESC"; return; }
     tmo python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
     case $? in 0) ;; 3) result failed 3 "torch.cuda.is_available() is False"; return;;
                  *) result skipped "" "python3 has no torch"; return;; esac
-    # into results/ until bench-run (the last stage) moves it beside its figures
-    tmo python3 "$CARRY/torch_gpu_anchor.py" --quick --out "$RESULTS/torch_gpu_anchor.json"
+    # into results/ until bench-run (perf: bench-perf) moves it beside its figures
+    tmo python3 "$ANCHOR" --quick --out "$RESULTS/torch_gpu_anchor.json"
     local rc=$?
     result "$(verdict $rc "$LOGS/$TASK.log")" $rc "$(last_line "$LOGS/$TASK.log")"
 }
@@ -409,8 +515,8 @@ write_summary() {
     done
     [ -s "$WORK/details.json" ] && details=$(cat "$WORK/details.json")
     {
-        printf '{"format": "tandem-gpu-first/1",\n "commit": %s,\n "source": %s,\n' \
-            "$(json_str "$COMMIT")" "$(json_str "$SOURCE")"
+        printf '{"format": "tandem-gpu-%s/1",\n "commit": %s,\n "source": %s,\n' \
+            "$MODE" "$(json_str "$COMMIT")" "$(json_str "$SOURCE")"
         printf ' "bench": %s,\n "gpu": %s,\n "gpu_state": "%s",\n' \
             "$(json_str "$BENCH_MODE ${BENCH#"$ROOT"/}")" "$(json_str "$GPU_DESC")" "$GPU_STATE"
         printf ' "total_budget_s": %s, "elapsed_s": %s, "finished": %s,\n "archive": %s,\n' \
@@ -452,9 +558,15 @@ archive() {   # WORK as $OUT/session.tar.gz, at most ARCHIVE_CAP: the bulkiest f
     tail -c 2M "$WORK/console.log" > "$OUT/console.log.part" && mv -f "$OUT/console.log.part" "$OUT/console.log"
 }
 
-details() {   # per test and per op from the logs (.ci/gpu-summary.py), embedded in summary.json
+details() {   # from the logs (.ci/gpu-summary.py), embedded in summary.json: first, per test and
+    # per op; perf, tandem / PyTorch per row and bench compare's outcome
     command -v python3 > /dev/null || return
-    STAGE_END_MS=$(($(ms_now) + 20000)) tmo python3 "$ROOT/.ci/gpu-summary.py" "$LOGS" \
+    local args=("$LOGS")
+    if [ "$MODE" = perf ]; then
+        args=(--perf "$LOGS" "$(cat "$STATE/run_dir" 2> /dev/null)")
+        [ ! -s "$STATE/baseline" ] || args+=("$(cat "$STATE/baseline")")
+    fi
+    STAGE_END_MS=$(($(ms_now) + 20000)) tmo python3 "$ROOT/.ci/gpu-summary.py" "${args[@]}" \
         > "$WORK/details.json.part" 2> /dev/null && mv -f "$WORK/details.json.part" "$WORK/details.json"
 }
 
@@ -530,7 +642,7 @@ run_stage() {
     details; write_summary; archive
 }
 
-echo "gpu-session first: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname -s), ${TOTAL} s in all; out: $OUT"
+echo "gpu-session $MODE: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname -s), ${TOTAL} s in all; out: $OUT"
 for s in "${STAGES[@]}"; do run_stage "$s"; done
 FINISHED=true
 [ -z "$BUILD_PID" ] || kill "$BUILD_PID" 2> /dev/null
@@ -543,7 +655,18 @@ for s in "${STAGES[@]}"; do
             "${ST_LIMIT[$s/$t]:--}" "${ST_WALL[$s/$t]:--}" "${ST_STATUS[$s/$t]}"
     done
 done
-# the exit status: 0 when every task passed or skipped for a reason it states, 1 otherwise
+if [ "$MODE" = perf ] && [ -s "$WORK/details.json" ]; then   # tandem / PyTorch per suite
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])).get("tandem_per_torch") or {}
+for s, e in sorted((d.get("per_suite") or {}).items()):
+    b, w = e["best"], e["worst"]
+    print("tandem/PyTorch %-12s %4d rows: median %.2f, best %.2f (%s), worst %.2f (%s)"
+          % (s, e["rows"], e["median"], b["ratio"], b["row"], w["ratio"], w["row"]))
+if not d.get("per_suite"):
+    print("tandem/PyTorch: no row on both sides")' "$WORK/details.json"
+fi
+# the exit status: 0 when every task passed, changed (perf's compare) or skipped for a reason it
+# states, 1 otherwise
 bad=0
 for k in "${!ST_STATUS[@]}"; do
     case ${ST_STATUS[$k]} in failed|timed_out) bad=1;; esac

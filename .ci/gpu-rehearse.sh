@@ -1,6 +1,8 @@
 # .ci/gpu-rehearse.sh — `.ci/gpu-session rehearse`, sourced by it (ROOT, OUT, CARRY, PREBUILT,
-# torch_env and ldd_table come from there): `first` end to end without a GPU, as the GPU machine
-# will run it, so that the one lent call is not spent finding a missing library or a full $OUT.
+# torch_env and ldd_table come from there): `first` and `perf` end to end without a GPU, as the GPU
+# machine will run them (.ci/gpu-session's header: what a runner must give), so that a GPU call is
+# not spent finding a missing library or a full $OUT. Run it from a fresh clone before every GPU
+# call (with `pack` first): what a clone lacks, the GPU machine lacks too.
 #
 #   1. PyTorch 2.11's CUDA 13 libraries from PyPI, at the versions its wheel pins (torch 2.11.0:
 #      cuda-toolkit[cublas,cudart,...]==13.0.2 -> nvidia-cublas 13.1.0.3, nvidia-cuda-runtime
@@ -8,16 +10,18 @@
 #      (ignored; 0.95 GB) and unpacked as pip lays them out: site-packages/nvidia/cu13/lib
 #      (libcublas.so.13, libcublasLt.so.13, libcudart.so.13), nvidia/cudnn/lib (libcudnn*.so.9),
 #      nvidia/nccl/lib (libnccl.so.2);
-#   2. a copy of what the device tool sends (tracked + untracked-not-ignored files, and .carry/) in
-#      /tmp/tandem-rehearse/repo: its size against the 64 MiB;
-#   3. `first` there in a mount namespace (unshare -m, as root) where /work/main (this checkout),
+#   2. a copy of what travels (tracked + untracked-not-ignored files, and .carry/) in
+#      $TANDEM_REHEARSE_DIR (default /tmp/tandem-rehearse)/repo: its size against the 64 MiB;
+#   3. `first`, then `perf`, there in a mount namespace (unshare -m, as root) where this checkout,
 #      the system's Google Benchmark and cJSON, CUDA's and cuDNN's library folders and gnuplot are
 #      hidden, with a clean environment (env -i; TANDEM_SITE names the unpacked site-packages): every
-#      GPU stage must say skipped_no_gpu, and summary.json, session.tar.gz and console.log must come
-#      out within the device tool's limits (at most 8 files of 16 MiB, two folders deep);
+#      GPU task must say skipped_no_gpu, and each call's summary.json, session.tar.gz and console.log
+#      must come out within a runner's limits (at most 8 files of 16 MiB, two folders deep);
 #   4. ldd over bench and every test program in the same namespace: each library from the carry,
-#      the pip folders or the C/C++ runtime, nothing missing; each program started once with
-#      LD_BIND_NOW=1 (every symbol bound at load); the newest GLIBC/GLIBCXX versions they need.
+#      the pip folders or the C/C++ runtime, nothing missing (libbenchmark, libcjson and libcrypto
+#      from the carry: the system's libcrypto stays visible, as ctest and python3 need it); each
+#      program started once with LD_BIND_NOW=1 (every symbol bound at load); the newest
+#      GLIBC/GLIBCXX versions they need.
 # The report goes to gpu-out/rehearse-report.txt. Exit 1 when a check fails.
 set -euo pipefail
 R=${TANDEM_REHEARSE_DIR:-/tmp/tandem-rehearse}
@@ -61,6 +65,10 @@ if [ "${REHEARSE_INSIDE:-}" = 1 ]; then
     "${clean_env[@]}" OUT="$R/out" TANDEM_FIRST_SECONDS="${TANDEM_FIRST_SECONDS:-540}" \
         bash .ci/gpu-session first > "$R/first.out" 2>&1
     echo $? > "$R/first.rc"
+    echo "== rehearse: perf (no GPU, clean environment)"
+    "${clean_env[@]}" OUT="$R/out-perf" TANDEM_FIRST_SECONDS="${TANDEM_FIRST_SECONDS:-540}" \
+        bash .ci/gpu-session perf > "$R/perf.out" 2>&1
+    echo $? > "$R/perf.rc"
     echo "== rehearse: ldd and a load trial of each program (LD_BIND_NOW=1)"
     progs=("$PREBUILT/bench" "$PREBUILT"/suites/tests/test_*)
     "${clean_env[@]}" bash .ci/gpu-session ldd "${progs[@]}" > "$R/ldd.txt" 2>&1
@@ -114,7 +122,7 @@ done
 (cd "$WHL/site" && ls -d nvidia/*/lib | sed 's/^/   site-packages\//')
 
 echo "== rehearse: the copy of what travels ($R/repo)"
-rm -rf "$R" && mkdir -p "$R/repo" "$R/out"
+rm -rf "$R" && mkdir -p "$R/repo" "$R/out" "$R/out-perf"
 git ls-files -co --exclude-standard -z | xargs -0 sh -c 'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' sh |
     tar --null -T - -cf - | tar -x -C "$R/repo"
 [ ! -d shared ] || cp -a shared "$R/repo/"
@@ -157,8 +165,9 @@ echo "what travels: $(mib "$travel_b") of 64 MiB (working tree $(mib "$tree_b"),
 sed 's/^/   /' "$R/repo/$PREBUILT/prebuilt.info" 2>/dev/null || true
 check "what travels is at most 64 MiB" [ "$travel_b" -le "$MAX_TRAVEL" ]
 echo
-echo "first: exit $(cat "$R/first.rc"), $wall s wall here (2 shared cores; the GPU machine has 16)"
-python3 - "$R/out/summary.json" <<'EOF'
+echo "first and perf: $wall s wall here (2 shared cores; the GPU machine has 16)"
+summary_table() {   # summary_table SUMMARY: the call's stages
+    python3 - "$1" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 print(f"   bench: {s['bench']}; gpu: {s['gpu_state']} ({s['gpu']}); source: {s['source']}")
@@ -168,35 +177,53 @@ for e in s["stages"]:
     print(f"   {e['stage']:10} {e['task']:13} {e['budget_s']:>6} {e['limit_s']!s:>6} {e['wall_s']!s:>6}  "
           f"{e['status']:15} {e['note'][:90]}")
 EOF
-stages_ok() {
-    python3 - "$R/out/summary.json" <<'EOF'
+}
+stages_ok() {   # stages_ok SUMMARY FORMAT TASK...: every stage task there, setup and env passed,
+    # every GPU task skipped_no_gpu, finished, the prebuilt used
+    python3 - "$@" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
-want = {("setup", "setup"), ("env", "env"), ("numerics", "replay"), ("numerics", "conform"),
-        ("numerics", "trajectories"), ("gpu-tests", "gpu_tests"), ("check", "check"),
-        ("bench-run", "bench_run"), ("anchor", "anchor"), ("sanitizer", "memcheck"),
-        ("sanitizer", "racecheck"), ("sanitizer", "synccheck")}
+want = set(tuple(t.split("/")) for t in sys.argv[3:])
 got = {(e["stage"], e["task"]): e["status"] for e in s["stages"]}
-bad = [k for k in want if k not in got]
+bad = [k for k in want if k not in got] + [k for k in got if k not in want]
 gpu = [k for k in want if k[0] not in ("setup", "env") and got.get(k) != "skipped_no_gpu"]
-ok = (not bad and not gpu and got[("setup", "setup")] == "passed" and got[("env", "env")] == "passed"
-      and s["finished"] and s["bench"].startswith("prebuilt"))
+ok = (s["format"] == sys.argv[2] and not bad and not gpu and got[("setup", "setup")] == "passed"
+      and got[("env", "env")] == "passed" and s["finished"] and s["bench"].startswith("prebuilt"))
 if not ok:
-    print("   missing:", bad, "GPU tasks not skipped_no_gpu:", gpu, file=sys.stderr)
+    print("   format:", s["format"], "missing or extra:", bad, "GPU tasks not skipped_no_gpu:", gpu,
+          file=sys.stderr)
 sys.exit(0 if ok else 1)
 EOF
 }
-check "summary.json: every stage, setup and env passed, every GPU task skipped_no_gpu" stages_ok
-echo
-echo "\$OUT (what the device tool brings back):"
-(cd "$R/out" && find . -type f -printf '   %P  %s bytes\n' | sort)
-nfiles=$(find "$R/out" -type f | wc -l)
-big=$(find "$R/out" -type f -size +16M | wc -l)
-deep=$(find "$R/out" -mindepth 3 -type f | wc -l)
-odd=$(find "$R/out" -type f -printf '%P\n' | grep -c '[^A-Za-z0-9._/-]' || true)
-check "\$OUT: at most 8 files ($nfiles), none over 16 MiB, at most 2 folders down, plain names" \
+out_ok() {   # out_ok DIR: at most 8 files, none over 16 MiB, at most 2 folders down, plain names
+    local nfiles big deep odd
+    nfiles=$(find "$1" -type f | wc -l)
+    big=$(find "$1" -type f -size +16M | wc -l)
+    deep=$(find "$1" -mindepth 3 -type f | wc -l)
+    odd=$(find "$1" -type f -printf '%P\n' | grep -c '[^A-Za-z0-9._/-]' || true)
     test "$nfiles" -le 8 -a "$big" = 0 -a "$deep" = 0 -a "$odd" = 0
-echo "   session.tar.gz holds: $(tar -tzf "$R/out/session.tar.gz" | grep -E '^\./[^/]+/?$' | tr '\n' ' ')"
+}
+for call in first perf; do
+    o=$R/out; [ "$call" = first ] || o=$R/out-perf
+    echo
+    echo "$call: exit $(cat "$R/$call.rc")"
+    summary_table "$o/summary.json" || true
+    if [ "$call" = first ]; then
+        check "first: summary.json: every stage, setup and env passed, every GPU task skipped_no_gpu" \
+            stages_ok "$o/summary.json" tandem-gpu-first/1 setup/setup env/env numerics/replay \
+            numerics/conform numerics/trajectories gpu-tests/gpu_tests check/check bench-run/bench_run \
+            anchor/anchor sanitizer/memcheck sanitizer/racecheck sanitizer/synccheck
+    else
+        check "perf: summary.json: every stage, setup and env passed, every GPU task skipped_no_gpu" \
+            stages_ok "$o/summary.json" tandem-gpu-perf/1 setup/setup env/env anchor/anchor \
+            bench-perf/bench_perf compare/compare
+    fi
+    check "$call: exit 0 (nothing failed)" [ "$(cat "$R/$call.rc")" = 0 ]
+    echo "   \$OUT (what a runner brings back):"
+    (cd "$o" && find . -type f -printf '      %P  %s bytes\n' | sort)
+    check "$call: \$OUT: at most 8 files, none over 16 MiB, at most 2 folders down, plain names" out_ok "$o"
+    echo "   session.tar.gz holds: $(tar -tzf "$o/session.tar.gz" | grep -E '^\./[^/]+/?$' | tr '\n' ' ')"
+done
 echo
 echo "ldd (programs: $(wc -l < "$R/load.txt" | tr -d ' '); each library once, with where it resolved):"
 awk '{ k = $2 " " $3 " " $4; if (!(k in seen)) { seen[k] = 1; printf "   %-28s %-8s %s\n", $2, $3, $4 } }' "$R/ldd.txt" | sort -k2,2 -k1,1
@@ -204,14 +231,15 @@ echo "   expected from the driver, not NEEDED by any program (dlopened at run ti
 echo "   (the static CUDA runtime), libnvidia-ml.so.1 (bench check's NVML)"
 check "ldd: nothing missing, nothing from outside the carry, pip folders and C/C++ runtime" \
     bash -c '! awk "\$3 != \"carry\" && \$3 != \"pip\" && \$3 != \"system\" && \$3 != \"driver\"" "$0" | grep -q .' "$R/ldd.txt"
-check "ldd: libbenchmark and libcjson from .carry/ only" \
-    bash -c '[ "$(awk "\$2 ~ /^lib(benchmark|cjson)/ && \$3 != \"carry\"" "$0" | wc -l)" = 0 ]' "$R/ldd.txt"
+check "ldd: libbenchmark, libcjson and libcrypto from .carry/ only" \
+    bash -c '[ "$(awk "\$2 ~ /^lib(benchmark|cjson|crypto)/ && \$3 != \"carry\"" "$0" | wc -l)" = 0 ]' "$R/ldd.txt"
 check "ldd: cuBLAS, cuDNN and NCCL from PyTorch's pip folders only" \
     bash -c '[ "$(awk "\$2 ~ /^lib(cublas|cudnn|nccl)/ && \$3 != \"pip\"" "$0" | wc -l)" = 0 ]' "$R/ldd.txt"
 check "each program loads with every symbol bound (LD_BIND_NOW=1)" \
     bash -c '! grep -q "^LOADFAIL" "$0"' "$R/load.txt"
 grep '^LOADFAIL' "$R/load.txt" | sed 's/^/   /' || true
-glibc=$(objdump -T "$R/repo/$PREBUILT/bench" "$R/repo/$PREBUILT"/suites/tests/test_* 2>/dev/null |
+glibc=$(objdump -T "$R/repo/$PREBUILT/bench" "$R/repo/$PREBUILT"/suites/tests/test_* \
+        "$R/repo/.carry/deps/lib/x86_64-linux-gnu/"lib*.so.* 2>/dev/null |
         grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)
 glibcxx=$(objdump -T "$R/repo/$PREBUILT/bench" "$R/repo/$PREBUILT"/suites/tests/test_* \
           "$R/repo/.carry/deps/lib/x86_64-linux-gnu/"libbenchmark.so.* 2>/dev/null |
@@ -220,6 +248,6 @@ echo "   newest versions needed: $glibc (this machine: $(ldd --version | head -n
 echo "   (Ubuntu 22.04 has GLIBC 2.35 and GLIBCXX_3.4.30; 24.04 has 2.39 and 3.4.33)"
 echo
 if [ "$fail" = 0 ]; then echo "rehearse: every check passed"; else echo "rehearse: a check FAILED (above)"; fi
-echo "(first's console: $R/first.out; its \$OUT: $R/out; ldd: $R/ldd.txt)"
+echo "(consoles: $R/first.out, $R/perf.out; their \$OUT: $R/out, $R/out-perf; ldd: $R/ldd.txt)"
 } 2>&1 | tee "$report"
 grep -q '^rehearse: every check passed' "$report"

@@ -1,18 +1,33 @@
 #!/usr/bin/env python3
-"""gpu-summary.py — the JSON summary of a GPU session's checks (.ci/gpu-session test, and the
-"details" of `first`'s summary.json): the device, driver and library versions and the commit (from
-`bench env --json`), every CTest test's outcome (from ctest's JUnit files, or, for a ctest stopped
-before it wrote one, from its log), and per op and dtype the cases run, failed and the worst
-error-to-bound ratio, from the `bench replay` (golden cases) and `bench conform` (randomized) logs.
+"""gpu-summary.py — the JSON summaries of a GPU session (.ci/gpu-session).
 
-usage: gpu-summary.py OUTDIR   (reads OUTDIR/env.json, ctest*.xml, *.log, replay.log, conform.log;
-prints JSON). Standard library only: it runs with the GPU machine's python3."""
+gpu-summary.py OUTDIR: the checks of `test` and the "details" of `first`'s summary.json: the device,
+driver and library versions and the commit (from `bench env --json`), every CTest test's outcome
+(from ctest's JUnit files, or, for a ctest stopped before it wrote one, from its log), and per op
+and dtype the cases run, failed and the worst error-to-bound ratio, from the `bench replay
+--verbose` (golden cases: one line per case) and `bench conform` (randomized) logs. Reads
+OUTDIR/env.json, ctest*.xml, *.log, replay.log, conform.log.
+
+gpu-summary.py --perf LOGDIR RUN_DIR [BASELINE]: the "details" of `perf`'s summary.json: the
+versions (LOGDIR/env.json), the run's status (RUN_DIR/status.json: complete, finished, unfinished,
+skipped), tandem / PyTorch per row (RUN_DIR's CSVs beside RUN_DIR/peer-torch/'s; tandem's
+throughput over PyTorch's: above 1 tandem is faster), per suite the median, best and worst row,
+and `bench compare BASELINE RUN_DIR`'s outcome (LOGDIR/compare.log).
+
+gpu-summary.py --baseline RESULTS GPU_NAME [EXCLUDE]: prints the newest `bench run` directory
+under RESULTS on a GPU of that name (context.json), not EXCLUDE; nothing (exit 1) when none.
+
+Prints JSON. Standard library only: it runs with the GPU machine's python3."""
 import glob
 import json
 import os
 import re
 import sys
 import xml.etree.ElementTree as ET
+
+sys.dont_write_bytecode = True   # no __pycache__ beside the scripts
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_results  # noqa: E402
 
 LINE = re.compile(r"^(PASS|FAIL)\s+(\S+)\s+(\S+)\s+(\S+)\s+worst\s.*?\bratio\s+([0-9.eE+-]+|inf|nan)")
 
@@ -91,13 +106,64 @@ def case_ratios(path):
     return ops, last
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    d = sys.argv[1]
-    env = load_json(os.path.join(d, "env.json"))
-    keys = ("host", "tandem_commit", "tandem_build", "nvidia_driver", "cuda_driver",
+ENV_KEYS = ("host", "tandem_commit", "tandem_build", "nvidia_driver", "cuda_driver",
             "cuda_runtime", "cublas", "cudnn", "nccl", "gpus")
+
+
+def last_lines(path, n):
+    try:
+        with open(path, errors="replace") as f:
+            return [ln.rstrip("\n") for ln in f if ln.strip()][-n:]
+    except OSError:
+        return []
+
+
+def perf(logdir, run, base):
+    """The "details" of `perf`'s summary.json (the module's docstring)."""
+    env = load_json(os.path.join(logdir, "env.json"))
+    out = {"format": "tandem-gpu-perf-summary/1",
+           "env": {k: env.get(k) for k in ENV_KEYS} if "error" not in env else env,
+           "run": os.path.basename(run.rstrip("/")) if run else None,
+           "compare": {"baseline": os.path.basename(base.rstrip("/")) if base else None,
+                       "last_lines": last_lines(os.path.join(logdir, "compare.log"), 3)}}
+    if not run or not os.path.isdir(run):
+        out["error"] = "no results directory (bench run did not start: no GPU, or no bench)"
+        return out
+    st = load_json(os.path.join(run, "status.json"))
+    if "error" in st:
+        out["status"] = st
+    else:
+        out["status"] = {"complete": st.get("complete"), "finished": len(st.get("finished") or []),
+                         "unfinished": len(st.get("unfinished") or []),
+                         "skipped": st.get("skipped") or [], "budget": st.get("budget")}
+    tandem, _ = gpu_results.read_rows(run)
+    peer, _ = gpu_results.read_rows(os.path.join(run, "peer-torch"))
+    rows = gpu_results.pair(tandem, peer)
+    out["tandem_per_torch"] = {
+        "what": "per row, tandem's throughput over PyTorch's on the same GPU (a rate's ratio, a "
+                "time's inverse ratio): above 1 tandem is faster",
+        "per_suite": gpu_results.per_suite(rows), "rows": rows,
+        "tandem_only": len(set(tandem) - set(peer)), "torch_only": len(set(peer) - set(tandem))}
+    return out
+
+
+def main():
+    args = sys.argv[1:]
+    if args[:1] == ["--baseline"] and len(args) in (3, 4):
+        b = gpu_results.baseline(args[1], args[2], args[3] if len(args) == 4 else None)
+        if b:
+            print(b)
+        sys.exit(0 if b else 1)
+    if args[:1] == ["--perf"] and len(args) in (3, 4):
+        json.dump(perf(args[1], args[2], args[3] if len(args) == 4 else None),
+                  sys.stdout, indent=1, sort_keys=True)
+        print()
+        return
+    if len(args) != 1 or args[0].startswith("--"):
+        sys.exit(__doc__)
+    d = args[0]
+    env = load_json(os.path.join(d, "env.json"))
+    keys = ENV_KEYS
     tests = ctest_outcomes(d)
     golden, golden_last = case_ratios(os.path.join(d, "replay.log"))
     conform, conform_last = case_ratios(os.path.join(d, "conform.log"))
