@@ -1,8 +1,8 @@
 /* reductions.c — suite `reductions`: whether the CUDA backend's few-output reductions run at the
  * device's memory bandwidth (issue 14, point 3; docs/suites/reductions.md). Each benchmark
- * moves B bytes of f32 data, timed with CUDA events; `bytes/s` counts every byte read and
- * written, and the report's ratios divide each by the device-to-device copy of the same tensor
- * (`copy_d2d`: B read + B written), the goal being >= 0.85:
+ * moves B bytes of f32 data, timed with CUDA events; `GB/s` = every byte read and written / t /
+ * 1e9 (docs/RESULTS_FORMAT.md), and the report's ratios divide each by the device-to-device copy
+ * of the same tensor (`copy_d2d`: B read + B written), the goal being >= 0.85:
  *   copy_d2d                 y = x.clone()                                  2 B moved
  *   bias_grad_nchw           gb = gy summed over (N, H, W), (N,64,H,W)       B
  *   bias_grad_nhwc           the same sum in channels-last memory (N,H,W,64) B
@@ -123,7 +123,7 @@ static void bm_reduce(tdm_gb_state *st, void *arg) {
         free(h);
     }
     const double bytes = (double)N * HW * HW * C * 4.0;
-    tdm_gb_counter(st, "bytes/s", bytes * rd_kinds[k].traffic, TDM_GB_PER_ITERATION_RATE);
+    tdm_gb_counter(st, "GB/s", bytes * rd_kinds[k].traffic / 1e9, TDM_GB_PER_ITERATION_RATE);
     tdm_gb_counter(st, "bytes", bytes, TDM_GB_PLAIN);
     char label[160];
     snprintf(label, sizeof label, "f32 %lldx64x%lldx%lld", (long long)N, (long long)HW,
@@ -145,24 +145,25 @@ static int rd_register(const bench_suite_config *cfg) {
         tdm_gb_arg_names(b, 1, (const char *const[]){"n"});
         tdm_gb_args(b, 1, &n);
         tdm_gb_use_manual_time(b);
-        tdm_gb_set_info(b, rd_kinds[k].info, "bytes/s");
+        tdm_gb_set_info(b, rd_kinds[k].info, "GB/s");
     }
     return 0;
 }
 
 static const bench_ratio rd_ratios[] = {
-    {"bias_grad_nchw / copy_d2d", "bias_grad_nchw", "copy_d2d", "bytes/s"},
-    {"bias_grad_nhwc / copy_d2d", "bias_grad_nhwc", "copy_d2d", "bytes/s"},
-    {"batch_norm2d_fwd / copy_d2d", "batch_norm2d_fwd", "copy_d2d", "bytes/s"},
-    {"batch_norm2d_bwd / copy_d2d", "batch_norm2d_bwd", "copy_d2d", "bytes/s"},
-    {"batch_norm1d_fwd / copy_d2d", "batch_norm1d_fwd", "copy_d2d", "bytes/s"},
+    {"bias_grad_nchw / copy_d2d", "bias_grad_nchw", "copy_d2d", "GB/s"},
+    {"bias_grad_nhwc / copy_d2d", "bias_grad_nhwc", "copy_d2d", "GB/s"},
+    {"batch_norm2d_fwd / copy_d2d", "batch_norm2d_fwd", "copy_d2d", "GB/s"},
+    {"batch_norm2d_bwd / copy_d2d", "batch_norm2d_bwd", "copy_d2d", "GB/s"},
+    {"batch_norm1d_fwd / copy_d2d", "batch_norm1d_fwd", "copy_d2d", "GB/s"},
     {0},
 };
 
 const bench_suite bench_suite_reductions = {
     .name = "reductions",
     .description = "few-output reductions (bias gradients, batch-norm statistics) against the "
-                   "device-to-device copy bandwidth, bytes/s (goal: >= 0.85 of the copy's)",
+                   "device-to-device copy bandwidth, GB/s of bytes read + written (goal: >= 0.85 "
+                   "of the copy's)",
     .doc = "docs/suites/reductions.md",
     .devices = BENCH_SUITE_CUDA,
     .ratios = rd_ratios,

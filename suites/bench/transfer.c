@@ -12,9 +12,14 @@
  * Timing: every figure is Google Benchmark manual time, one copy per iteration. Asynchronous
  * copies, the copy kernels and bidir are timed by events recorded around the copy on its stream
  * (GPU time); synchronous copies by the host clock around the call, which returns once the data
- * has arrived (what the caller waits). GB/s = bytes / t / 1e9 (bidir: 2 * bytes / t); the `time`
- * metric at small sizes is the latency of one copy. On cuda, `link_share` = GB/s over the PCIe
- * link's theoretical rate per direction (generation and width from the device's properties).
+ * has arrived (what the caller waits). Bytes are counted as docs/RESULTS_FORMAT.md says, one
+ * convention per metric: a copy across the link (h2d, d2h, mapped, bidir) reports `link_GB/s` =
+ * the bytes that cross the link / t / 1e9 (bidir: 2 * bytes, both directions); a copy within one
+ * memory (d2d, d2d_kernel; every copy on the cpu, a host memcpy) reports `GB/s` = bytes read +
+ * bytes written / t / 1e9 = 2 * bytes / t / 1e9, as nvbandwidth and PyTorch report a copy. The
+ * `time` metric at small sizes is the latency of one copy. On cuda, `link_share` = link_GB/s over
+ * the PCIe link's theoretical rate per direction (generation and width from the device's
+ * properties).
  * Data: the source holds a non-zero pattern (splitmix64 of the index), the destination starts
  * zeroed, and after the loop every 8-byte word of the destination is checked, in ordinary host
  * memory (a write-combined destination is first copied through the device).
@@ -357,6 +362,12 @@ static tdm_status tr_copy(const tr_case *c, tr_bufs *b) {
     return tdm_tensor_copy_(dst, src);
 }
 
+// Whether a case's copy crosses a link (host <-> GPU) or stays within one memory (d2d; on the cpu
+// every copy is a host memcpy): which byte count and metric it reports.
+static bool tr_over_link(const tr_case *c, bool gpu) {
+    return gpu && (c->dir == TR_H2D || c->dir == TR_D2H || c->dir == TR_BIDIR);
+}
+
 static void bm_transfer(tdm_gb_state *st, void *ctx) {
     const tr_case *c = ctx;
     int64_t bytes = tdm_gb_arg(st, 0), n = bytes / 8;
@@ -407,12 +418,12 @@ static void bm_transfer(tdm_gb_state *st, void *ctx) {
                 break;
         }
     }
-    double moved = c->dir == TR_BIDIR ? 2.0 * (double)bytes : (double)bytes;
-    tdm_gb_counter(st, "GB/s", moved / 1e9, TDM_GB_PER_ITERATION_RATE);
+    // across the link: the bytes that cross it (both directions' for bidir); within one memory
+    // (d2d, or any copy on the cpu): the bytes read + the bytes written
+    bool over_link = tr_over_link(c, tr_cfg.device.type == TDM_DEVICE_CUDA);
+    double moved = c->dir == TR_BIDIR || !over_link ? 2.0 * (double)bytes : (double)bytes;
+    tdm_gb_counter(st, over_link ? "link_GB/s" : "GB/s", moved / 1e9, TDM_GB_PER_ITERATION_RATE);
     tdm_gb_counter(st, "bytes/iteration", moved, TDM_GB_PLAIN);
-    if (c->dir == TR_D2D || c->dir == TR_D2D_KERNEL)  // read + write of device memory
-        tdm_gb_counter(st, "dram_GB/s", 2.0 * moved / 1e9, TDM_GB_PER_ITERATION_RATE);
-    bool over_link = c->dir == TR_H2D || c->dir == TR_D2H || c->dir == TR_BIDIR;
     if (over_link && tr_link_gbps > 0 && iters > 0 && total_s > 0) {
         double gbps = moved / (total_s / (double)iters) / 1e9;
         double link = c->dir == TR_BIDIR ? 2 * tr_link_gbps : tr_link_gbps;
@@ -537,10 +548,14 @@ static void tr_describe(const tr_case *c, bool gpu, char *buf, size_t n) {
                       : c->async || c->dir >= TR_D2D
                           ? (gpu ? "async on a stream, event-timed" : "through the API, host-timed")
                           : "synchronous copy, host-timed";
-    snprintf(buf, n, "%s%s%s, %s; GB/s = %s / t / 1e9; checks every word of the destination", what,
+    bool link = tr_over_link(c, gpu);
+    snprintf(buf, n, "%s%s%s, %s; %s = %s / t / 1e9; checks every word of the destination", what,
              c->dir <= TR_D2H || c->dir == TR_BIDIR ? ", host memory " : "",
              c->dir <= TR_D2H || c->dir == TR_BIDIR ? tdm_host_kind_name(c->mem) : "", how,
-             c->dir == TR_BIDIR ? "2*bytes" : "bytes");
+             link ? "link_GB/s" : "GB/s",
+             c->dir == TR_BIDIR ? "2*bytes (both directions over the link)"
+             : link             ? "bytes (crossing the link once)"
+                                : "2*bytes (read + written)");
 }
 
 static int tr_register(const bench_suite_config *cfg) {
@@ -570,14 +585,17 @@ static int tr_register(const bench_suite_config *cfg) {
         tdm_gb_use_manual_time(b);
         char desc[400];
         tr_describe(&cases[i], gpu, desc, sizeof desc);
-        tdm_gb_set_info(b, desc, "GB/s");
+        tdm_gb_set_info(b, desc, tr_over_link(&cases[i], gpu) ? "link_GB/s" : "GB/s");
     }
     return 0;
 }
 
+// (on cuda the copies cross the link: link_GB/s; on the cpu they are host memcpys: GB/s)
 static const bench_ratio tr_ratios[] = {
-    {"pinned / pageable (h2d)", "h2d_pinned", "h2d_pageable", "GB/s"},
-    {"pinned / pageable (d2h)", "d2h_pinned", "d2h_pageable", "GB/s"},
+    {"pinned / pageable (h2d)", "h2d_pinned", "h2d_pageable", "link_GB/s"},
+    {"pinned / pageable (d2h)", "d2h_pinned", "d2h_pageable", "link_GB/s"},
+    {"pinned / pageable (h2d, host memcpy)", "h2d_pinned", "h2d_pageable", "GB/s"},
+    {"pinned / pageable (d2h, host memcpy)", "d2h_pinned", "d2h_pageable", "GB/s"},
     {0},
 };
 

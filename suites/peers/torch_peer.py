@@ -666,12 +666,18 @@ def transfer_register(cfg):
         names += ["d2d", "d2d_async", "d2d_kernel", "bidir_pinned_async"]
     else:   # host memcpy through the same API: "device" memory is host memory
         names = ["h2d_pageable", "h2d_pinned", "d2h_pageable", "d2h_pinned", "d2d"]
+    # bytes as tandem's transfer suite counts them (docs/RESULTS_FORMAT.md): across the link (cuda's
+    # h2d, d2h, bidir) the bytes that cross it, link_GB/s; within one memory (d2d; every copy on the
+    # cpu, a host memcpy) the bytes read + written, GB/s
     for name in names:
-        mult = 2.0 if name.startswith("bidir") else 1.0
+        link = is_cuda(dev) and not name.startswith("d2d")
+        mult = 2.0 if name.startswith("bidir") or not link else 1.0
+        metric = "link_GB/s" if link else "GB/s"
         for n in sizes:
             out.append(Bench(name, [("bytes", n)], lambda b, name=name, n=n: transfer_setup(
-                b, name, n), {"GB/s": mult * n / 1e9}, {"bytes/iteration": mult * n},
-                "bytes = %sbytes" % ("2*" if mult == 2 else ""), dev))
+                b, name, n), {metric: mult * n / 1e9}, {"bytes/iteration": mult * n},
+                "bytes = %sbytes%s" % ("2*" if mult == 2 else "",
+                                       "" if link else " (read + written)"), dev))
     return out
 
 
