@@ -29,3 +29,10 @@ set_tests_properties(report.bad_input_exits_2 report.escaping_and_no_gnuplot PRO
 add_test(NAME report.emulated_banner COMMAND test_report emulated ${RPT_BENCH} ${RPT}/emulated
   ${TEST_TMP}/emulated/emu)
 set_tests_properties(report.emulated_banner PROPERTIES FIXTURES_REQUIRED emulated_run TIMEOUT 120)
+
+# Google Benchmark's build type (issue 32): when the suite JSON's context says the library is a
+# debug build (Debian's libbenchmark), report.md and report.html say what that means for the
+# figures beside the machine's context; with a release library they say nothing of it.
+add_test(NAME report.gbench_build_type_explained COMMAND sh -c
+  "d=${TEST_TMP}/gbench_build; rm -rf $d && cp -r ${QUICK_RUN} $d && rm -f $d/report.* && $<TARGET_FILE:bench> report --no-plots $d >/dev/null || exit 1; if grep -q '\"library_build_type\": \"debug\"' $d/ops.json; then grep -q 'built as a debug library.*per iteration' $d/report.md && grep -q 'id=\"gbench-debug\"' $d/report.html || { echo 'debug library not explained'; exit 1; }; sed -i 's/\"library_build_type\": \"debug\"/\"library_build_type\": \"release\"/' $d/ops.json; $<TARGET_FILE:bench> report --no-plots $d >/dev/null || exit 1; fi; ! grep -q 'built as a debug library' $d/report.md || { echo 'a release library explained as debug'; exit 1; }")
+set_tests_properties(report.gbench_build_type_explained PROPERTIES FIXTURES_REQUIRED quick_cpu_run)
