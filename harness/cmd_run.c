@@ -246,6 +246,7 @@ typedef struct {
     double *v;
     int *rep;
     int n;
+    bool predicted;   // a model's prediction, not a measurement (the counter `predicted`)
 } series;
 
 typedef struct {
@@ -274,7 +275,7 @@ static void series_add(series_set *ss, const char *name, const char *metric, con
     if (!s) {
         ss->s = xrealloc(ss->s, (size_t)(ss->n + 1) * sizeof *ss->s);
         s = &ss->s[ss->n++];
-        *s = (series){xstrdup(name), xstrdup(metric), xstrdup(unit), NULL, NULL, 0};
+        *s = (series){xstrdup(name), xstrdup(metric), xstrdup(unit), NULL, NULL, 0, false};
     }
     s->v = xrealloc(s->v, (size_t)(s->n + 1) * sizeof *s->v);
     s->rep = xrealloc(s->rep, (size_t)(s->n + 1) * sizeof *s->rep);
@@ -338,6 +339,7 @@ static int series_from_json(const cJSON *root, series_set *ss, const bench_suite
         const cJSON *ri = cJSON_GetObjectItemCaseSensitive(b, "repetition_index");
         if (!cJSON_IsNumber(t)) continue;
         int rep = cJSON_IsNumber(ri) ? ri->valueint : count;
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(b, "predicted");
         series_add(ss, name->valuestring, "time", "ns", rep,
                    t->valuedouble * time_unit_to_ns(cJSON_IsString(tu) ? tu->valuestring : "ns"));
         const cJSON *c;
@@ -348,6 +350,10 @@ static int series_from_json(const cJSON *root, series_set *ss, const bench_suite
                 series_add(ss, name->valuestring, c->string, plain_metric_unit(suite, c->string),
                            rep, c->valuedouble);
         }
+        // a prediction (scaling's predicted_* rows): every series of this benchmark
+        if (cJSON_IsNumber(pr) && pr->valuedouble != 0)
+            for (int i = 0; i < ss->n; i++)
+                if (!strcmp(ss->s[i].name, name->valuestring)) ss->s[i].predicted = true;
         count++;
     }
     return 0;
@@ -368,7 +374,9 @@ static void write_row_prefix(strbuf *b, const char *suite, const bench_name *bn,
 }
 
 // <suite>.csv and <suite>.samples.csv from the series; a run on the emulated device has a last
-// column `emulated`, "true" in every row. Each is written even when the other fails.
+// column `emulated`, "true" in every row. Each is written even when the other fails. A prediction
+// (series.predicted) was computed, not timed: one row in <suite>.csv with its value as median,
+// mean, min and max, stddev and cv empty and repetitions 0, and no samples.
 static int write_csvs(write_log *w, const char *suite, const series_set *ss, bool emulated) {
     strbuf tidy = {0}, raw = {0};
     const char *emu_col = emulated ? ",emulated" : "", *emu_val = emulated ? ",true" : "";
@@ -380,15 +388,16 @@ static int write_csvs(write_log *w, const char *suite, const series_set *ss, boo
         const series *s = &ss->s[i];
         bench_name bn;
         split_name(s->name, &bn);
-        bench_summary sum = bench_summarize(s->v, s->n);
+        bench_summary sum = bench_summarize(s->v, s->predicted ? 1 : s->n);
+        if (s->predicted) sum.stddev = sum.cv = NAN;
         write_row_prefix(&tidy, suite, &bn, s);
         double f[6] = {sum.median, sum.mean, sum.stddev, sum.cv, sum.min, sum.max};
         for (int k = 0; k < 6; k++) {
             sb_add(&tidy, ",");
             sb_num(&tidy, f[k]);
         }
-        sb_add(&tidy, ",%d%s\n", s->n, emu_val);
-        for (int r = 0; r < s->n; r++) {
+        sb_add(&tidy, ",%d%s\n", s->predicted ? 0 : s->n, emu_val);
+        for (int r = 0; r < (s->predicted ? 0 : s->n); r++) {
             write_row_prefix(&raw, suite, &bn, s);
             sb_add(&raw, ",%d,", s->rep[r]);
             sb_num(&raw, s->v[r]);
@@ -441,10 +450,7 @@ static void on_signal(int sig) {
     if (g_stop >= 2) signal(sig, SIG_DFL);   // a third one ends the process
 }
 
-static int stop_requested(void *user) {
-    (void)user;
-    return g_stop;
-}
+static int stop_requested(void *user);   // with the time budget, below
 
 typedef struct {
     const bench_suite *suite;
@@ -472,6 +478,17 @@ typedef struct {
     int base, total, done;
     double t0, bench_t0;
     bool tty;
+    // the time budget (--budget; 0: none): see "the time budget" below
+    double budget_s, end_t;      // seconds, and the monotonic time the run must end by
+    double soft_t, hard_t;       // the current suite: no row starts when it would end after
+                                 // soft_t; a row still running at hard_t is cut
+    double suite_rows_s;         // the current suite: seconds its finished rows took, in all
+    int suite_rows;              // and how many
+    int time_stop;               // 1: the current suite stops for time; 2: the row running is cut
+    char cut[512];               // the row cut at hard_t, if any
+    char **time_skipped;         // ids recorded as skipped for time (not unfinished)
+    int n_time_skipped;
+    cJSON *budget_json;          // status.json's "budget", owned
 } run_ctx;
 
 static bool id_in(char **ids, int n, const char *id) {
@@ -507,7 +524,8 @@ static void write_status(run_ctx *r) {
         for (int i = 0; i < r->plans[p].n; i++) {
             char id[512];
             result_id(r->plans[p].suite->name, r->plans[p].names[i], id, sizeof id);
-            if (!id_in(r->finished, r->n_finished, id) && !id_in(r->failed, r->n_failed, id))
+            if (!id_in(r->finished, r->n_finished, id) && !id_in(r->failed, r->n_failed, id) &&
+                !id_in(r->time_skipped, r->n_time_skipped, id))
                 cJSON_AddItemToArray(unf, cJSON_CreateString(id));
         }
     }
@@ -519,6 +537,7 @@ static void write_status(run_ctx *r) {
         cJSON_AddItemToArray(fail, o);
     }
     cJSON_AddItemToObject(st, "skipped", cJSON_Duplicate(r->skipped, true));
+    if (r->budget_json) cJSON_AddItemToObject(st, "budget", cJSON_Duplicate(r->budget_json, true));
     cJSON_AddItemToObject(st, "clock_check", cJSON_Duplicate(r->clock_check, true));
     cJSON_AddItemToObject(st, "write_errors", write_log_json(&r->wl));
     char *text = cJSON_Print(st);
@@ -537,9 +556,144 @@ static void progress_show(run_ctx *r, const char *id) {
     double el = bench_now_s() - r->t0;
     char e[32], eta[32] = "?";
     fmt_duration(el, e, sizeof e);
-    if (r->done > 0) fmt_duration(el / r->done * (r->total - r->done), eta, sizeof eta);
+    double left = r->done > 0 ? el / r->done * (r->total - r->done) : NAN;
+    if (r->budget_s > 0 && !(left < r->end_t - bench_now_s())) left = r->end_t - bench_now_s();
+    if (isfinite(left)) fmt_duration(left > 0 ? left : 0, eta, sizeof eta);
     fprintf(stderr, "\r\033[K[%d/%d] %s  elapsed %s  ETA %s", r->done + 1, r->total, id, e, eta);
     fflush(stderr);
+}
+
+// ---- the time budget ------------------------------------------------------------------------
+// bench run --budget S: the run ends within S seconds, the PyTorch peer included. The suites run
+// in priority order (suites.c); each gets a share of the time left, by weight, split with the
+// peer when it runs. Within its share a suite's repetitions and min-time are sized so its rows fit
+// (unless given on the command line); no row starts when the mean time of the suite's rows so far
+// would take it past the share; a row still running at the hard limit (1.5 shares, never past the
+// run's end less the peer's part) is cut. What did not run is in status.json's "skipped", each row
+// with a reason that starts "skipped for time", never silently absent.
+
+#define BUDGET_ROW_SETUP_S 0.1    // a row's set-up and check, assumed before any row has run
+#define BUDGET_MIN_TIME_FLOOR 0.005   // the shortest repetition sizing makes: GPU rows of a few
+                                      // microseconds still run hundreds of iterations
+#define BUDGET_TANDEM_PART 0.55   // tandem's part of a suite's share when the peer runs too
+#define BUDGET_PEER_MIN_S 3.0     // less than this is no time for a python with torch to start
+
+static int stop_requested(void *user) {
+    run_ctx *r = user;
+    if (g_stop) return g_stop;
+    if (r->budget_s <= 0 || r->time_stop) return r->time_stop;
+    double now = bench_now_s();
+    if (!r->running[0]) {   // polled as the next row starts
+        double est = r->suite_rows ? r->suite_rows_s / r->suite_rows : 0;
+        if (now + est > r->soft_t) r->time_stop = 1;
+    } else if (now > r->hard_t) {   // inside a row's loop
+        snprintf(r->cut, sizeof r->cut, "%s", r->running);
+        r->time_stop = 2;
+    }
+    return r->time_stop;
+}
+
+static int signal_stop_requested(void *user) {
+    (void)user;
+    return g_stop;
+}
+
+// The repetitions and min-time that fit n rows into `share` seconds: a row costs about its set-up,
+// a warm-up of at most min-time, the first repetition's search for an iteration count (about 1.5
+// min-times more) and its repetitions. Keeps what the command line set; shortens the min-time
+// first (to BUDGET_MIN_TIME_FLOOR), then the repetitions (to 3: a median and a spread).
+static void budget_size(double share, int n, bool reps_set, bool min_time_set, int *reps,
+                        double *min_time) {
+    double per_row = share / (n > 0 ? n : 1) - BUDGET_ROW_SETUP_S;
+    if (per_row <= 0) per_row = 0;
+    if (!min_time_set && per_row < (*reps + 2.5) * *min_time) {
+        double m = per_row / (*reps + 2.5);
+        *min_time = m > BUDGET_MIN_TIME_FLOOR ? m : BUDGET_MIN_TIME_FLOOR;
+    }
+    if (!reps_set && per_row < (*reps + 2.5) * *min_time) {
+        int k = (int)(per_row / *min_time - 2.5);
+        *reps = k > 3 ? (k < *reps ? k : *reps) : 3;
+    }
+}
+
+// Records a row (an id "suite/bench/param") as skipped for time.
+static void record_time_skip(run_ctx *r, const char *suite, const char *id, const char *why) {
+    r->time_skipped = xrealloc(r->time_skipped, (size_t)(r->n_time_skipped + 1) * sizeof(char *));
+    r->time_skipped[r->n_time_skipped++] = xstrdup(id);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "suite", suite);
+    cJSON_AddStringToObject(o, "benchmark", id + strlen(suite) + 1);
+    cJSON_AddStringToObject(o, "reason", why);
+    cJSON_AddItemToArray(r->skipped, o);
+}
+
+// Every row of plan that neither finished nor failed, as skipped for time.
+static int record_time_skips(run_ctx *r, const suite_plan *plan, double share) {
+    int n = 0;
+    for (int i = 0; i < plan->n; i++) {
+        char id[512], why[700];
+        result_id(plan->suite->name, plan->names[i], id, sizeof id);
+        if (id_in(r->finished, r->n_finished, id) || id_in(r->failed, r->n_failed, id) ||
+            id_in(r->time_skipped, r->n_time_skipped, id))
+            continue;
+        if (!strcmp(id, r->cut))
+            snprintf(why, sizeof why,
+                     "skipped for time: cut when it ran past the suite's limit (its share of "
+                     "--budget: %.1f s)", share);
+        else if (share > 0)
+            snprintf(why, sizeof why,
+                     "skipped for time: the suite's share of --budget (%.1f s) was spent", share);
+        else
+            snprintf(why, sizeof why,
+                     "skipped for time: --budget (%.0f s) was spent before the suite started",
+                     r->budget_s);
+        record_time_skip(r, plan->suite->name, id, why);
+        n++;
+    }
+    return n;
+}
+
+// Parses a duration: "90", "90s", "10m", "1h", "1m30s"; "none" or "0" is no limit (0).
+// Returns 0, or -1 when it is not one.
+static int parse_duration(const char *text, double *seconds) {
+    if (!strcmp(text, "none") || !strcmp(text, "0")) {
+        *seconds = 0;
+        return 0;
+    }
+    double total = 0;
+    const char *p = text;
+    if (!*p) return -1;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !isfinite(v) || v < 0) return -1;
+        double unit = 1;
+        if (*end == 'h') unit = 3600, end++;
+        else if (*end == 'm') unit = 60, end++;
+        else if (*end == 's') end++;
+        else if (*end) return -1;
+        total += v * unit;
+        p = end;
+    }
+    if (!(total > 0) || total > 7 * 86400) return -1;
+    *seconds = total;
+    return 0;
+}
+
+// The budget when --budget is not given: what a person gives each kind of device, printed before
+// the run starts. A GPU node: --quick in 3 minutes, the full run in 20 (the peer included). The
+// CPU (2 cores measure far slower) and the emulated device (an emulator, not a GPU) get more.
+static double default_budget(bool gpu, bool emulated, bool quick, const char **kind) {
+    if (emulated) {
+        *kind = "the emulated CUDA device";
+        return quick ? 1800 : 7200;
+    }
+    if (gpu) {
+        *kind = "a GPU";
+        return quick ? 180 : 1200;
+    }
+    *kind = "the cpu";
+    return quick ? 300 : 1800;
 }
 
 static void on_start(void *user, int index, const char *name) {
@@ -606,6 +760,8 @@ static void on_result(void *user, const tdm_gb_result *res) {
     result_id(suite, res->name, id, sizeof id);
     r->running[0] = '\0';
     r->done++;
+    r->suite_rows_s += bench_now_s() - r->bench_t0;
+    r->suite_rows++;
     if (res->error) {
         r->failed = xrealloc(r->failed, (size_t)(r->n_failed + 1) * sizeof *r->failed);
         r->failed_msg = xrealloc(r->failed_msg, (size_t)(r->n_failed + 1) * sizeof *r->failed_msg);
@@ -744,7 +900,7 @@ static int profile_suite(const char *dir, const char *suite, const char *filter,
     profile_ctx pc = {dir, suite, wl, 0};
     tdm_gb_run_options o = {.filter = filter, .repetitions = 1, .min_time = 1e-6,
                             .json_out = gbout, .user = &pc, .on_start = profile_on_start,
-                            .on_result = profile_on_result, .stop_requested = stop_requested};
+                            .on_result = profile_on_result, .stop_requested = signal_stop_requested};
     int ran = tdm_gb_run(&o, err, sizeof err);
     unlink(gbout);
     if (tdm_profile_is_recording()) tdm_profile_free(tdm_profile_stop());
@@ -818,7 +974,7 @@ static void run_usage(FILE *f) {
         "usage: bench run [--suite S[,S...]] [--filter REGEX] [--device cpu|cuda:N]\n"
         "                 [--repetitions N] [--min-time S] [--quick] [--flush-l2] [--out DIR]\n"
         "                 [--peer torch [--python PATH] [--peer-script PATH]]\n"
-        "                 [--profile]\n"
+        "                 [--profile] [--budget DURATION]\n"
         "\n"
         "Runs benchmark suites through Google Benchmark and writes a results directory\n"
         "(docs/RESULTS_FORMAT.md): context.json, <suite>.json (Google Benchmark's JSON),\n"
@@ -858,6 +1014,14 @@ static void run_usage(FILE *f) {
         "                  short repetition, untimed) under the profiler and writes\n"
         "                  profiles/<suite>.<benchmark>.trace.json (Chrome trace) and\n"
         "                  .table.json (top ops) for those that ran ops (docs/PROFILING.md)\n"
+        "--budget D        end the run, the peer included, within D (90s, 10m, 1h, 1m30s;\n"
+        "                  none: no limit). Default per device kind, printed first: a GPU\n"
+        "                  3m with --quick, else 20m; the cpu 5m / 30m; the emulated device\n"
+        "                  30m / 2h. Suites run in priority order (transformer, amp, transfer,\n"
+        "                  cudnn, reductions, graphs, pipeline, scaling, ops, cpu-vs-gpu), each\n"
+        "                  with a share of the time left; repetitions and min-time not given\n"
+        "                  are sized to fit it; rows that did not fit are listed in\n"
+        "                  status.json's skipped as \"skipped for time\" (not a failure)\n"
         "Every benchmark is warmed up (untimed) first and verifies the data it produced.\n"
         "Ctrl-C stops after the current benchmark (twice: at once) and keeps the results so far;\n"
         "status.json lists what did not finish.\n"
@@ -907,6 +1071,13 @@ static int parse_suites(const char *cmd, const char *list, const bench_suite ***
     *out = v;
     *n = k;
     return 0;
+}
+
+// A suite's place in the priority order (bench_suite_at).
+static int suite_rank(const bench_suite *s) {
+    for (int i = 0; i < bench_suite_count(); i++)
+        if (bench_suite_at(i) == s) return i;
+    return bench_suite_count();
 }
 
 // Removes a directory holding only files (an MPI rank's scratch results).
@@ -961,6 +1132,7 @@ typedef struct {
     const char *suites, *filter, *device, *out;
     int repetitions;
     double min_time;
+    double budget;   // --budget, seconds (0: none); < 0: not given (the device kind's default)
     bool quick, reps_set, min_time_set, profile;
     bench_peer_opts peer;   // --peer torch
 } run_args;
@@ -983,9 +1155,11 @@ int bench_run(int argc, char **argv) {
                                          {"python", required_argument, 0, 'y'},
                                          {"peer-script", required_argument, 0, 'S'},
                                          {"profile", no_argument, 0, 'R'},
+                                         {"budget", required_argument, 0, 'B'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    run_args a = {.repetitions = 9, .min_time = 0.5};   // 9: what a U test needs (compare.py)
+    const double started = bench_now_s();   // the budget counts from here
+    run_args a = {.repetitions = 9, .min_time = 0.5, .budget = -1};   // 9: what a U test needs (compare.py)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -1017,6 +1191,12 @@ int bench_run(int argc, char **argv) {
         case 'y': a.peer.python = optarg; break;
         case 'S': a.peer.script = optarg; break;
         case 'R': a.profile = true; break;
+        case 'B':
+            if (parse_duration(optarg, &a.budget) != 0)
+                return bad("--budget %s: expected a duration such as 90s, 10m, 1h or 1m30s (at "
+                           "most 7 days), or none",
+                           optarg);
+            break;
         case 'h': run_usage(stdout); return 0;
         default: run_usage(stderr); return 2;
         }
@@ -1069,6 +1249,12 @@ int bench_run(int argc, char **argv) {
     if (a.suites) {
         int rc = parse_suites("run", a.suites, &wanted, &n_wanted);
         if (rc) return rc;
+        for (int i = 1; i < n_wanted; i++)   // the priority order (suites.c), whatever was typed
+            for (int j = i; j > 0 && suite_rank(wanted[j]) < suite_rank(wanted[j - 1]); j--) {
+                const bench_suite *t = wanted[j];
+                wanted[j] = wanted[j - 1];
+                wanted[j - 1] = t;
+            }
     } else {
         n_wanted = bench_suite_count();
         wanted = calloc((size_t)n_wanted + 1, sizeof *wanted);
@@ -1220,6 +1406,32 @@ int bench_run(int argc, char **argv) {
     double mhz0 = on_cpu ? cpu_mhz() : NAN;
     r.tty = isatty(STDERR_FILENO);
     r.t0 = bench_now_s();
+    const char *kind = NULL;
+    double budget = a.budget >= 0 ? a.budget
+                                  : default_budget(dev.type == TDM_DEVICE_CUDA, emulated, a.quick, &kind);
+    if (budget > 0 && tdm_dp_mpi_launched()) {   // ranks must run the same rows: no cuts by clock
+        printf("bench run: no time budget under an MPI launch (each rank's clock would cut "
+               "different rows, and their collectives would wait for each other forever)\n");
+        budget = 0;
+    } else if (budget > 0) {
+        char d[32];
+        fmt_duration(budget, d, sizeof d);
+        printf("bench run: budget %s (%s%s%s), the peer included: rows that do not fit are "
+               "skipped for time and listed in status.json\n",
+               d, kind ? "the default for " : "--budget", kind ? kind : "",
+               kind ? (a.quick ? " with --quick; --budget to change it, none for no limit"
+                               : "; --budget to change it, none for no limit")
+                    : "");
+    }
+    fflush(stdout);
+    r.budget_s = budget;
+    r.end_t = started + 0.99 * budget;   // 1 %: the last files, and the process's exit
+    if (budget > 0) {
+        r.budget_json = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r.budget_json, "seconds", budget);
+        cJSON_AddStringToObject(r.budget_json, "source", kind ? "default" : "--budget");
+        cJSON_AddItemToObject(r.budget_json, "suites", cJSON_CreateArray());
+    }
     // Signals first: once status.json exists, Ctrl-C keeps what is written.
     struct sigaction sa = {0}, old_int, old_term;
     sa.sa_handler = on_signal;
@@ -1230,23 +1442,77 @@ int bench_run(int argc, char **argv) {
     sigaction(SIGTERM, &sa, &old_term);
     write_status(&r);
 
+    int peer_rc = 0, peer_calls = 0;
+    bool peer_on = a.peer.peer && !scratch_dir;
     for (int p = 0; p < r.n_plans && !g_stop; p++) {
         const suite_plan *plan = &r.plans[p];
         r.cur = plan;
+        r.running[0] = r.cut[0] = '\0';
+        r.suite_rows = 0;
+        r.suite_rows_s = 0;
+        r.time_stop = 0;
+        // Its share of the time left, split with the peer; the sizing of its rows.
+        double ts = bench_now_s(), share = 0, own = 0, weights = 0;
+        int reps = a.repetitions;
+        double min_time = a.min_time;
+        bench_suite_config scfg = cfg;
+        if (r.budget_s > 0) {
+            for (int q = p; q < r.n_plans; q++) weights += bench_suite_weight(r.plans[q].suite);
+            share = (r.end_t - ts) * bench_suite_weight(plan->suite) / weights;
+            own = peer_on ? share * BUDGET_TANDEM_PART : share;
+            if (share <= 0) {
+                int k = record_time_skips(&r, plan, 0);
+                r.total -= k;
+                printf("bench run: suite %s skipped for time (%d row%s): the budget was spent\n",
+                       plan->suite->name, k, k == 1 ? "" : "s");
+                write_status(&r);
+                continue;
+            }
+            r.soft_t = ts + own;
+            r.hard_t = ts + 1.5 * own;
+            double last = r.end_t - (share - own);   // the peer's part is not its to take
+            if (r.hard_t > last) r.hard_t = last;
+            budget_size(own, plan->n, a.reps_set, a.min_time_set, &reps, &min_time);
+            scfg.budget_s = own;
+        }
+        scfg.repetitions = reps;
+        scfg.min_time = min_time;
+        if (r.budget_s > 0)
+            printf("bench run: suite %s: %.0f s of the budget%s, %d row%s: %d repetition%s of "
+                   "%.3g s\n",
+                   plan->suite->name, own, peer_on ? " (and as much again for the peer)" : "",
+                   plan->n, plan->n == 1 ? "" : "s", reps, reps == 1 ? "" : "s", min_time);
+        fflush(stdout);
         char gbout[4200], err[512];
         snprintf(gbout, sizeof gbout, "%s/.%s.gbench.json.tmp", dir, plan->suite->name);
-        int reg = plan->suite->register_benchmarks(&cfg);
-        bench_suite_skips_clear();   // recorded when the run was planned
+        bench_suite_skips_clear();
+        int reg = plan->suite->register_benchmarks(&scfg);
+        // Rows the suite left out here that it did not leave out when the run was planned: under
+        // the budget, rows it could not fit (its reason says so).
+        for (int k = 0; reg == 0 && k < bench_suite_skip_count(); k++) {
+            char id[512];
+            snprintf(id, sizeof id, "%s/%s", plan->suite->name, bench_suite_skip_id(k));
+            bool planned = false;
+            for (int i = 0; i < plan->n && !planned; i++) {
+                char pid[512];
+                result_id(plan->suite->name, plan->names[i], pid, sizeof pid);
+                planned = !strcmp(pid, id);
+            }
+            if (!planned || id_in(r.time_skipped, r.n_time_skipped, id)) continue;
+            record_time_skip(&r, plan->suite->name, id, bench_suite_skip_reason(k));
+            r.total--;
+        }
+        bench_suite_skips_clear();
         if (reg != 0) {
             fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, tdm_last_error());
             rc = 1;
             tdm_gb_clear();
             continue;
         }
-        double warmup = a.min_time < 0.1 ? a.min_time : 0.1;
+        double warmup = min_time < 0.1 ? min_time : 0.1;
         tdm_gb_run_options o = {.filter = a.filter,
-                                .repetitions = a.repetitions,
-                                .min_time = a.min_time,
+                                .repetitions = reps,
+                                .min_time = min_time,
                                 .min_warmup_time = warmup,
                                 .json_out = gbout,
                                 .user = &r,
@@ -1254,16 +1520,73 @@ int bench_run(int argc, char **argv) {
                                 .on_result = on_result,
                                 .stop_requested = stop_requested};
         int ran = tdm_gb_run(&o, err, sizeof err);
-        if (ran < 0) {
+        if (ran < 0 && !strstr(err, "no benchmark matches")) {
             fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, err);
             rc = 1;
-        } else if (!g_stop) {
+        } else if (!g_stop && ran >= 0) {
             // Google Benchmark's own file, complete: it replaces the last snapshot when whole.
             finish_suite_json(&r, plan->suite->name, gbout);
             if (a.profile && profile_suite(dir, plan->suite->name, a.filter, &r.wl) != 0) rc = 1;
         }
         unlink(gbout);
         tdm_gb_clear();
+        r.running[0] = '\0';
+        int cut = 0;
+        if (!g_stop && r.budget_s > 0) {
+            cut = record_time_skips(&r, plan, own);
+            r.total -= cut;
+            if (cut) {
+                progress_clear(&r);
+                printf("bench run: suite %s: %d row%s skipped for time (status.json)\n",
+                       plan->suite->name, cut, cut == 1 ? "" : "s");
+            }
+        }
+        write_status(&r);
+        double te = bench_now_s(), peer_s = 0;
+        const char *peer_note = NULL;
+        // The same suite through PyTorch, into DIR/peer-torch, in what is left of the share.
+        if (peer_on && !g_stop) {
+            bench_peer_call pc = {.suites = plan->suite->name, .filter = a.filter,
+                                  .device = devname, .quick = a.quick, .repetitions = reps,
+                                  .min_time = min_time, .append = peer_calls > 0};
+            if (r.budget_s > 0) {
+                pc.budget_s = ts + share - te;
+                if (pc.budget_s > r.end_t - te) pc.budget_s = r.end_t - te;
+            }
+            if (r.budget_s > 0 && pc.budget_s < BUDGET_PEER_MIN_S) {
+                peer_note = "skipped for time: less than " "3 s of the suite's share was left";
+                printf("bench run: the PyTorch peer of suite %s %s\n", plan->suite->name, peer_note);
+            } else {
+                int prc = bench_peer_run(&a.peer, dir, &pc, argc, argv);
+                peer_calls++;
+                peer_s = bench_now_s() - te;
+                peer_note = prc == 0 ? "ran" : prc == 1 ? "a PyTorch benchmark failed"
+                                                         : "could not run";
+                if (prc > 128 || (prc && !peer_rc)) peer_rc = prc;
+                if (prc == 2 || prc > 128) peer_on = false;   // no torch, or interrupted: no more
+                if (prc > 128 && !g_stop) g_stop = 1, g_signal = prc - 128;
+            }
+        }
+        if (r.budget_json) {
+            cJSON *o2 = cJSON_CreateObject();
+            cJSON_AddStringToObject(o2, "suite", plan->suite->name);
+            cJSON_AddNumberToObject(o2, "share_s", share);
+            cJSON_AddNumberToObject(o2, "tandem_share_s", own);
+            cJSON_AddNumberToObject(o2, "repetitions", reps);
+            cJSON_AddNumberToObject(o2, "min_time", min_time);
+            cJSON_AddNumberToObject(o2, "tandem_s", te - ts);
+            cJSON_AddNumberToObject(o2, "skipped_for_time", cut);
+            if (peer_note) {
+                cJSON_AddNumberToObject(o2, "peer_s", peer_s);
+                cJSON_AddStringToObject(o2, "peer", peer_note);
+            }
+            cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r.budget_json, "suites"), o2);
+        }
+        write_status(&r);
+    }
+    // Suites not reached (Ctrl-C) stay unfinished; suites not reached for time are recorded.
+    if (r.budget_json) {
+        cJSON_AddNumberToObject(r.budget_json, "elapsed_s", bench_now_s() - r.t0);
     }
 
     sigaction(SIGINT, &old_int, NULL);
@@ -1328,15 +1651,7 @@ int bench_run(int argc, char **argv) {
     if (g_stop) exit_code = 128 + (g_signal ? g_signal : SIGINT);
     else if (rc) exit_code = rc;
     else if (r.n_failed || r.wl.n || !r.status_written) exit_code = 1;
-    if (a.peer.peer && !g_stop && !scratch_dir) {   // the same suites through PyTorch, into DIR/peer-torch
-        strbuf names = {0};
-        for (int i = 0; !a.suites && i < bench_suite_count(); i++)
-            sb_add(&names, "%s%s", i ? "," : "", bench_suite_at(i)->name);
-        int prc = bench_peer_run(&a.peer, dir, a.suites ? a.suites : names.s, a.filter, devname,
-                                 a.quick, a.repetitions, a.min_time, argc, argv);
-        free(names.s);
-        if (prc > 128 || !exit_code) exit_code = prc;
-    }
+    if (peer_rc > 128 || (peer_rc && !exit_code)) exit_code = peer_rc;
     if (scratch_dir) remove_flat_dir(dir);
     for (int i = 0; i < r.n_finished; i++) free(r.finished[i]);
     for (int i = 0; i < r.n_failed; i++) free(r.failed[i]), free(r.failed_msg[i]);
@@ -1344,6 +1659,9 @@ int bench_run(int argc, char **argv) {
     free(r.failed);
     free(r.failed_msg);
     free(r.wl.v);
+    for (int i = 0; i < r.n_time_skipped; i++) free(r.time_skipped[i]);
+    free(r.time_skipped);
+    cJSON_Delete(r.budget_json);
     cJSON_Delete(r.skipped);
     cJSON_Delete(r.clock_check);
     free_plans(r.plans, r.n_plans);
@@ -1420,6 +1738,8 @@ static cJSON *list_suite_json(const bench_suite *s, tdm_device d) {
 int bench_list(int argc, char **argv) {
     static const struct option opts[] = {{"suite", required_argument, 0, 's'},
                                          {"device", required_argument, 0, 'd'},
+                                         {"quick", no_argument, 0, 'q'},
+                                         {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *suites = NULL;
@@ -1437,6 +1757,8 @@ int bench_list(int argc, char **argv) {
                 return 2;
             }
             break;
+        case 'q': quick = true; break;
+        case 'j': json = true; break;
         case 'h': list_usage(stdout); return 0;
         default: list_usage(stderr); return 2;
         }
@@ -1456,6 +1778,14 @@ int bench_list(int argc, char **argv) {
         for (int i = 0; i < n; i++) v[i] = bench_suite_at(i);
     }
     int rc = 0;
+    cJSON *json_root = json ? cJSON_CreateObject() : NULL, *json_suites = NULL;
+    if (json) {
+        char ds[32];
+        cJSON_AddStringToObject(json_root, "format", "tandem-list/1");
+        cJSON_AddStringToObject(json_root, "device", tdm_device_str(dev, ds, sizeof ds));
+        cJSON_AddBoolToObject(json_root, "quick", quick);
+        json_suites = cJSON_AddArrayToObject(json_root, "suites");
+    }
     for (int i = 0; i < n && !rc; i++) {
         char devs[32], err[512];
         // without --device: the cpu form, or the cuda form of a suite that has no cpu form
@@ -1515,25 +1845,13 @@ int bench_list(int argc, char **argv) {
         tdm_gb_names_free(names, k);
         tdm_gb_clear();
     }
-    free(v);
-    tdm_gb_shutdown();
-    return rc;
-}
-                                         {"quick", no_argument, 0, 'q'},
-                                         {"json", no_argument, 0, 'j'},
-        case 'q': quick = true; break;
-        case 'j': json = true; break;
-    cJSON *json_root = json ? cJSON_CreateObject() : NULL, *json_suites = NULL;
-    if (json) {
-        char ds[32];
-        cJSON_AddStringToObject(json_root, "format", "tandem-list/1");
-        cJSON_AddStringToObject(json_root, "device", tdm_device_str(dev, ds, sizeof ds));
-        cJSON_AddBoolToObject(json_root, "quick", quick);
-        json_suites = cJSON_AddArrayToObject(json_root, "suites");
-    }
     if (json) {
         char *text = rc ? NULL : cJSON_Print(json_root);
         if (text) printf("%s\n", text);
         free(text);
         cJSON_Delete(json_root);
     }
+    free(v);
+    tdm_gb_shutdown();
+    return rc;
+}

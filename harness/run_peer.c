@@ -47,13 +47,14 @@ static void pass_on(int sig) {
     if (g_child > 0) kill((pid_t)g_child, sig);
 }
 
-int bench_peer_run(const bench_peer_opts *o, const char *dir, const char *suites,
-                   const char *filter, const char *device, bool quick, int repetitions,
-                   double min_time, int argc, char **argv) {
-    char out[4200], reps[32], mt[64];
+int bench_peer_run(const bench_peer_opts *o, const char *dir, const bench_peer_call *c, int argc,
+                   char **argv) {
+    char out[4200], reps[32], mt[64], budget[64];
     snprintf(out, sizeof out, "%s/%s", dir, BENCH_PEER_DIR);
-    snprintf(reps, sizeof reps, "%d", repetitions);
-    snprintf(mt, sizeof mt, "%.17g", min_time);
+    snprintf(reps, sizeof reps, "%d", c->repetitions);
+    snprintf(mt, sizeof mt, "%.17g", c->min_time);
+    snprintf(budget, sizeof budget, "%.3f", c->budget_s);
+    const char *filter = c->filter;
     cJSON *cmd = cJSON_CreateArray();
     cJSON_AddItemToArray(cmd, cJSON_CreateString("bench"));
     for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
@@ -70,19 +71,24 @@ int bench_peer_run(const bench_peer_opts *o, const char *dir, const char *suites
     args[n++] = "--out";
     args[n++] = out;
     args[n++] = "--device";
-    args[n++] = device;
+    args[n++] = c->device;
     args[n++] = "--repetitions";
     args[n++] = reps;
     args[n++] = "--min-time";
     args[n++] = mt;
     args[n++] = "--suite";
-    args[n++] = suites;
+    args[n++] = c->suites;
     args[n++] = "--skip-unknown-suites";
     args[n++] = "--tandem-commit";
     args[n++] = bench_git_commit();
     args[n++] = "--command";
     args[n++] = cmd_json;
-    if (quick) args[n++] = "--quick";
+    if (c->quick) args[n++] = "--quick";
+    if (c->budget_s > 0) {
+        args[n++] = "--budget";
+        args[n++] = budget;
+    }
+    if (c->append) args[n++] = "--append";
     char *filter_arg = NULL;   // one word, "--filter=REGEX": argparse reads "--filter -X" as two options
     if (filter) {
         const size_t len = strlen("--filter=") + strlen(filter) + 1;
@@ -96,8 +102,9 @@ int bench_peer_run(const bench_peer_opts *o, const char *dir, const char *suites
     }
     args[n] = NULL;
 
-    printf("bench run: the same suites through PyTorch (%s %s) into %s\n", o->python, o->script,
-           out);
+    printf("bench run: %s through PyTorch (%s %s) into %s", c->suites, o->python, o->script, out);
+    if (c->budget_s > 0) printf(", within %.0f s", c->budget_s);
+    printf("\n");
     fflush(stdout);
     fflush(stderr);
     struct sigaction sa = {0}, old_int, old_term;

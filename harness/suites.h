@@ -15,6 +15,12 @@
 typedef struct {
     tdm_device device;
     bool quick;   // smallest sizes only
+    // The seconds this suite may take in all (bench run --budget: its share of the run's budget),
+    // or 0 for no limit. A suite whose largest rows cannot fit leaves them out or shrinks them,
+    // recording each with bench_suite_skip (never silently).
+    double budget_s;
+    int repetitions;   // the repetitions bench run asks of each benchmark (0: not known)
+    double min_time;   // seconds per repetition (0: not known)
 } bench_suite_config;
 
 // A ratio the report tables for a suite, one row per param both benchmarks share: the median of
@@ -56,8 +62,11 @@ const char *bench_suite_skip_id(int i);
 const char *bench_suite_skip_reason(int i);
 void bench_suite_skips_clear(void);
 
+// The suites in bench run's priority order (suites.c says why): bench_suite_at(0) runs first.
 int bench_suite_count(void);
 const bench_suite *bench_suite_at(int i);
+// A suite's share of a time budget relative to the suites after it (bench run --budget).
+double bench_suite_weight(const bench_suite *s);
 const bench_suite *bench_suite_find(const char *name);   // NULL when there is none
 bool bench_suite_supports(const bench_suite *s, tdm_device d);
 // "cpu", "cuda", "cpu, cuda": the devices a suite runs on, into buf.

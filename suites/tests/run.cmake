@@ -34,3 +34,18 @@ set_tests_properties(run.list PROPERTIES PASS_REGULAR_EXPRESSION
 # --flush-l2: runs (the flush sits outside the timed region) and is recorded in the context.
 add_test(NAME run.flush_l2_recorded COMMAND sh -c
   "rm -rf ${TEST_TMP}/flush && $<TARGET_FILE:bench> run --device cpu --quick --suite ops --filter add --flush-l2 --out ${TEST_TMP}/flush >/dev/null && grep -q '\"flush_l2\":[[:space:]]*true' ${TEST_TMP}/flush/context.json")
+
+# --budget: a full-size CPU run in 60 s ends within 5 % of it, its suites in the priority order,
+# every row it did not run listed as skipped for time; the progress line on a terminal only
+# (budget.sh). Under the sanitizers a shorter run of two suites checks the same (a sanitized
+# row's iteration can be long, and the figures are not what that build is for).
+if(NOT TDM_SANITIZE)
+  add_test(NAME run.budget_60s COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/budget.sh ${B} /usr/bin/python3 ${R}/budget 60)
+  set_tests_properties(run.budget_60s PROPERTIES TIMEOUT 240)
+else()
+  add_test(NAME run.budget_20s COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/budget.sh ${B} /usr/bin/python3 ${R}/budget 20 --suite ops,transfer)
+  set_tests_properties(run.budget_20s PROPERTIES TIMEOUT 240)
+endif()
+# A bad --budget exits 2 and writes nothing.
+add_test(NAME run.budget_bad_exit_2 COMMAND sh -c
+  "rm -rf ${R}/bbad; for b in '' x 10q -5s 1e9 'm'; do ${B} run --device cpu --quick --suite ops --budget \"$b\" --out ${R}/bbad 2>${R}/bbad.err; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for --budget '$b'\"; exit 1; }; grep -q 'budget' ${R}/bbad.err || { echo \"no message for '$b'\"; exit 1; }; [ ! -e ${R}/bbad/status.json ] || exit 1; done")

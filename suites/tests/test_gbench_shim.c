@@ -78,6 +78,8 @@ typedef struct {
     int started[32], results[32], n_started, n_results;
     char errors[32][200];
     int stop_after;   // > 0: request a stop once this many results arrived
+    const int *calls;   // with stop_now_at: "stop now" (2) once *calls reaches stop_now_at
+    int stop_now_at;
     char last_json[1 << 16];
 } log_t;
 
@@ -102,6 +104,7 @@ static void on_result(void *user, const tdm_gb_result *r) {
 
 static int stop_requested(void *user) {
     log_t *l = user;
+    if (l->calls && *l->calls >= l->stop_now_at) return 2;
     return l->stop_after > 0 && l->n_results >= l->stop_after;
 }
 
@@ -230,6 +233,31 @@ int main(int argc, char **argv) {
     for (int i = 2; i < log.n_results; i++)
         CHECK(!strcmp(log.errors[i], "interrupted"), "result %d after the stop: '%s'", i,
               log.errors[i]);
+
+    // "Stop now" (level 2, a second Ctrl-C or a row cut by bench run's budget) at every call of
+    // a row of 4 repetitions: once two repetitions succeeded, Google Benchmark's statistics
+    // abort the process on a later repetition cut part-way, so the row then finishes; before
+    // that it ends "interrupted". Either way the run returns (an abort ends this test).
+    o.filter = "^work/n:1/";
+    o.repetitions = 4;
+    memset(&log, 0, sizeof log);
+    int calls0 = calls;
+    ran = tdm_gb_run(&o, err, sizeof err);
+    int row_calls = calls - calls0;   // warm-up, the iteration-count search, the repetitions
+    CHECK(ran == 1 && row_calls >= 4, "a row of 4 repetitions: %d calls", row_calls);
+    for (int k = 1; k <= row_calls; k++) {
+        memset(&log, 0, sizeof log);
+        log.calls = &calls;
+        log.stop_now_at = calls + k;
+        ran = tdm_gb_run(&o, err, sizeof err);
+        CHECK(ran == 1 && log.n_results == 1, "stop now at call %d: %d ran (%s)", k, ran,
+              ran < 0 ? err : "");
+        CHECK(!log.errors[0][0] || !strcmp(log.errors[0], "interrupted"),
+              "stop now at call %d: '%s'", k, log.errors[0]);
+    }
+    o.repetitions = 2;
+    o.filter = NULL;
+    memset(&log, 0, sizeof log);
 
     // A label mark (runs on the emulated device): before a benchmark's own label, or alone.
     memset(&log, 0, sizeof log);
