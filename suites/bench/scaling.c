@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "harness/gbench_shim.h"
+#include "harness/stats.h"
 #include "harness/suites.h"
 #include "core/tensor_impl.h"   // tdm_error_set
 #include "suites/bench/bench_train.h"
@@ -293,11 +294,43 @@ static tdm_status dp_iteration(int rank, void *arg) {
     return s != TDM_OK ? s : s2;
 }
 
-// Throughput at 1 rank per (model, weak), for the efficiency of N ranks (mean over repetitions);
-// the 1-rank step, its all-reduce time and the gradients' bytes, for the predictions.
-static double sc_thr1_sum[SC_MODELS][2][2], sc_t1_step[SC_MODELS], sc_t1_comm[SC_MODELS];
-static int sc_thr1_n[SC_MODELS][2][2], sc_t1_n[SC_MODELS];
-static int64_t sc_t1_bytes[SC_MODELS];
+// The one-rank row's invocations per (model, weak, overlap): Google Benchmark calls a benchmark
+// function for its warm-up and to size the iteration count before the timed repetitions, which
+// are the last calls and share one iteration count. Efficiency(N) divides by the median
+// throughput of those repetitions (the CSV's median of the ranks:1 row), and the predictions take
+// their median step and all-reduce time: never a mean that includes the warm-up's slow first step.
+enum { SC_CALLS = 64 };
+typedef struct {
+    int n;                       // calls recorded (the last SC_CALLS kept)
+    int64_t iters[SC_CALLS];     // each call's iteration count
+    double thr[SC_CALLS], step[SC_CALLS], comm[SC_CALLS];   // its throughput, mean step, comm
+    int64_t bytes;               // the gradients' bytes (the model's parameters in f32)
+} sc_one_rank;
+static sc_one_rank sc_t1[SC_MODELS][2][2];
+
+static void sc_one_rank_add(sc_one_rank *o, int64_t iters, double thr, double step, double comm,
+                            int64_t bytes) {
+    int i = o->n % SC_CALLS;
+    o->iters[i] = iters, o->thr[i] = thr, o->step[i] = step, o->comm[i] = comm;
+    o->bytes = bytes;
+    o->n++;
+}
+
+// The median of field v (thr, step or comm of o) over the timed repetitions: the trailing calls
+// with the last call's iteration count (Google Benchmark sizes the count on the first repetition
+// and reuses it; the sizing calls before it ran fewer iterations), at most the run's repetitions
+// (a step longer than --min-time runs 1 iteration per call, as its warm-up call did). NaN when
+// none was recorded.
+static double sc_one_rank_median(const sc_one_rank *o, const double *v) {
+    int kept = o->n < SC_CALLS ? o->n : SC_CALLS, reps = sc_cfg.repetitions, k = 0;
+    double x[SC_CALLS];
+    for (int j = 0; j < kept && (reps <= 0 || k < reps); j++) {
+        int i = (o->n - 1 - j) % SC_CALLS;
+        if (o->iters[i] != o->iters[(o->n - 1) % SC_CALLS]) break;
+        x[k++] = v[i];
+    }
+    return k ? bench_median(x, k) : NAN;
+}
 
 static void bm_dp(tdm_gb_state *st, void *arg) {
     const dp_ctx *c = arg;
@@ -381,20 +414,16 @@ static void bm_dp(tdm_gb_state *st, void *arg) {
     if (ok && iters > 0 && step_sum > 0) {
         double thr = global * (double)iters / step_sum;
         if (host_comm) tdm_gb_counter(st, "comm_share", comm_sum / step_sum, TDM_GB_PLAIN);
-        int m = c->model, w = c->weak, o = c->overlap;
-        if (d.n == 1) {
-            sc_thr1_sum[m][w][o] += thr;
-            sc_thr1_n[m][w][o]++;
-            if (c->weak && c->overlap) {
-                sc_t1_step[m] += step_sum / (double)iters;
-                sc_t1_comm[m] += comm_sum / (double)iters;
-                sc_t1_bytes[m] = param_bytes;
-                sc_t1_n[m]++;
-            }
-        }
-        if (sc_thr1_n[m][w][o] > 0)
-            tdm_gb_counter(st, "efficiency",
-                           thr / (d.n * sc_thr1_sum[m][w][o] / sc_thr1_n[m][w][o]), TDM_GB_PLAIN);
+        sc_one_rank *one = &sc_t1[c->model][c->weak][c->overlap];
+        // efficiency = thr(N) / (N thr(1)): at one rank it is 1 by definition; above, thr(1) is
+        // the ranks:1 row's median (its timed repetitions), so the median efficiency is the
+        // ratio of the rows' medians
+        double thr1 = NAN;
+        if (d.n == 1) sc_one_rank_add(one, iters, thr, step_sum / (double)iters,
+                                      comm_sum / (double)iters, param_bytes);
+        else thr1 = sc_one_rank_median(one, one->thr);
+        if (d.n == 1) tdm_gb_counter(st, "efficiency", 1.0, TDM_GB_PLAIN);
+        else if (thr1 > 0) tdm_gb_counter(st, "efficiency", thr / (d.n * thr1), TDM_GB_PLAIN);
     }
     char label[200];
     snprintf(label, sizeof label, "%s, %s scaling, %lld per rank, bucket 25 MB, overlap %s, %s",
@@ -413,7 +442,8 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
     const pred_ctx *c = arg;
     int n = (int)tdm_gb_arg(st, 0), m = c->model;
     const bench_link *link = &bench_links[c->link];
-    if (sc_t1_n[m] == 0) {
+    const sc_one_rank *one = &sc_t1[m][1][1];
+    if (one->n == 0) {
         char msg[200];
         snprintf(msg, sizeof msg,
                  "needs dp_weak_%s/ranks:1 measured earlier in the run (not filtered out)",
@@ -422,17 +452,24 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
         while (tdm_gb_keep_running(st)) {}
         return;
     }
-    // compute = the measured 1-rank step without its (local) all-reduce
-    double compute = (sc_t1_step[m] - sc_t1_comm[m]) / sc_t1_n[m];
-    int64_t bytes = sc_t1_bytes[m];   // the gradients: the model's parameters in f32
+    // compute = the measured 1-rank step (the median of that row's timed repetitions: its CSV
+    // time) without its all-reduce with itself (the median over the same repetitions)
+    double step1 = sc_one_rank_median(one, one->step), comm1 = sc_one_rank_median(one, one->comm);
+    double compute = step1 - comm1;
+    int64_t bytes = one->bytes;   // the gradients: the model's parameters in f32
     bench_dp_prediction p = bench_dp_predict(compute, n, (double)bytes, link);
+    // nothing is timed: the loop only reports the predicted step (bench run records the row once,
+    // as a prediction: the counter `predicted`)
     while (tdm_gb_keep_running(st)) tdm_gb_set_iteration_time(st, p.step);
     double global = (double)per_rank_batch(m, true, n) * n;
     bench_rate_counters(st, global, bench_tokens_per_sample(sc_spec(m)), false);
     tdm_gb_counter(st, "efficiency", p.efficiency, TDM_GB_PLAIN);
     tdm_gb_counter(st, "comm_share", p.comm_share, TDM_GB_PLAIN);
     tdm_gb_counter(st, "predicted_comm_seconds", p.comm, TDM_GB_PLAIN);
+    tdm_gb_counter(st, "measured_step_seconds", step1, TDM_GB_PLAIN);
+    tdm_gb_counter(st, "measured_comm_seconds", comm1, TDM_GB_PLAIN);
     tdm_gb_counter(st, "measured_compute_seconds", compute, TDM_GB_PLAIN);
+    tdm_gb_counter(st, "predicted", 1, TDM_GB_PLAIN);
     tdm_gb_counter(st, "gradient_bytes", (double)bytes, TDM_GB_PLAIN);
     char label[300];
     snprintf(label, sizeof label,
@@ -445,6 +482,14 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
 
 static dp_ctx sc_dp_ctx[SC_MODELS][2][2];
 static pred_ctx sc_pred_ctx[SC_MODELS][BENCH_N_LINKS];
+
+// Predictions are made with one GPU (no MPI); TANDEM_SCALING_PREDICT=1 makes them wherever the
+// suite runs (the cpu, several GPUs: to set the model beside measured rows, and for the tests).
+static bool sc_predict(int nmax) {
+    const char *force = getenv("TANDEM_SCALING_PREDICT");
+    if (force && !strcmp(force, "1")) return true;
+    return on_cuda() && nmax == 1 && !sc_mpi();
+}
 
 // dp_<weak|strong>_<model>[_no_overlap] and, with one GPU, predicted_dp_<link>_<model>.
 static int register_dp(int m, int nmax) {
@@ -477,7 +522,7 @@ static int register_dp(int m, int nmax) {
                  gpt ? " x T" : "");
         tdm_gb_set_info(b, info, rate);
     }
-    if (on_cuda() && nmax == 1 && !sc_mpi())
+    if (sc_predict(nmax))
         for (int l = 0; l < BENCH_N_LINKS; l++) {
             sc_pred_ctx[m][l] = (pred_ctx){m, l};
             snprintf(name, sizeof name, "predicted_dp_%s_%s", bench_links[l].name, sc_name(m));
@@ -498,12 +543,7 @@ static int register_dp(int m, int nmax) {
 
 static int sc_register(const bench_suite_config *cfg) {
     sc_cfg = *cfg;
-    memset(sc_thr1_sum, 0, sizeof sc_thr1_sum);
-    memset(sc_thr1_n, 0, sizeof sc_thr1_n);
-    memset(sc_t1_step, 0, sizeof sc_t1_step);
-    memset(sc_t1_comm, 0, sizeof sc_t1_comm);
-    memset(sc_t1_n, 0, sizeof sc_t1_n);
-    memset(sc_t1_bytes, 0, sizeof sc_t1_bytes);
+    memset(sc_t1, 0, sizeof sc_t1);
     int nmax = max_ranks();
     char info[400];
     tdm_gb_bench *b = tdm_gb_register("allreduce", bm_allreduce_all, NULL);
@@ -549,7 +589,7 @@ static const bench_ratio sc_ratios[] = {
 };
 
 static const bench_metric sc_metrics[] = {
-    {"efficiency", "ratio"}, {"comm_share", "ratio"}, {0},
+    {"efficiency", "ratio"}, {"comm_share", "ratio"}, {"measured_step_seconds", "s"}, {0},
 };
 
 const bench_suite bench_suite_scaling = {

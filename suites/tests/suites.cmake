@@ -35,7 +35,13 @@ add_test(NAME suites.compare_self_all_same COMMAND sh -c
 set_tests_properties(suites.compare_self_all_same PROPERTIES FIXTURES_REQUIRED suites_quick_run)
 add_test(NAME suites.report_sections COMMAND test_suites report $<TARGET_FILE:bench> ${SUITES_TMP}/report)
 
-add_test(NAME suites.report_sections COMMAND test_suites report $<TARGET_FILE:bench> ${SUITES_TMP}/report)
+# The scaling suite's efficiency and predictions (issue 32): 3 repetitions of the weak MLP rows and
+# its NVLink predictions (made on the cpu with TANDEM_SCALING_PREDICT=1): efficiency exactly 1 at
+# one rank, efficiency(2) the ratio of the rows' medians, predictions from the measured one-rank
+# step, recorded once (repetitions 0, no stddev, no cv, no samples).
+add_test(NAME suites.scaling_efficiency_predictions COMMAND sh -c
+  "rm -rf ${SUITES_TMP}/sc && TANDEM_SCALING_PREDICT=1 $<TARGET_FILE:bench> run --device cpu --quick --repetitions 3 --min-time 0.02 --suite scaling --filter 'dp_weak_mlp_1000_512_10/|predicted_dp_nvlink_mlp_1000_512_10' --out ${SUITES_TMP}/sc >/dev/null && exec $<TARGET_FILE:test_suites> scaling ${SUITES_TMP}/sc")
+set_tests_properties(suites.scaling_efficiency_predictions PROPERTIES TIMEOUT 300)
 
 # The scaling suite under mpirun: 2 processes run it together (the MPI group's all-reduce and
 # dp ranks:2), only rank 0 writes the results directory, rank 1's scratch directory is removed.

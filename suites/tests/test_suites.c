@@ -2,6 +2,10 @@
  *   model              the scaling suite's ring all-reduce model against hand computations
  *   csv DIR            a `bench run --device cpu --quick --suite amp,cpu-vs-gpu,scaling` DIR has
  *                      the expected rows, metrics and units, with sane values
+ *   scaling DIR        a scaling run of dp_weak_mlp_1000_512_10 and its NVLink predictions
+ *                      (TANDEM_SCALING_PREDICT=1, 3 repetitions): efficiency 1 at one rank in
+ *                      every repetition, efficiency(2) the ratio of the rows' medians, the
+ *                      predictions from the measured one-rank step and recorded as predictions
  *   report BENCH TMP   `bench report` on a hand-made results dir: each suite's summary paragraph
  *                      (from a doc page made here, and from the real docs/suites), the ratio
  *                      table with the ratios of known medians, missing ratios left out, and
@@ -170,6 +174,82 @@ static int test_csv(const char *dir) {
     expect(dir, "scaling", "dp_strong_mlp_1000_512_10_no_overlap", "ranks:2", "efficiency",
            "ratio", 0.05, 3);
     CHECK_DONE("suites csv");
+}
+
+// ---- scaling: efficiency and predictions ---------------------------------------------------
+
+// Column col (0-based) of the row (bench, param, metric) of DIR/FILE into out; false when absent.
+static bool csv_cell(const char *dir, const char *file, const char *bench, const char *param,
+                     const char *metric, int col, char *out, size_t n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    char *text = bench_read_file(path, NULL);
+    bool found = false;
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char *f[16];
+        int k = 0;
+        for (char *p = line; k < 16;) {   // empty fields kept (strsep-like)
+            f[k++] = p;
+            char *c = strchr(p, ',');
+            if (!c) break;
+            *c = '\0';
+            p = c + 1;
+        }
+        if (k > col && k >= 5 && !strcmp(f[1], bench) && !strcmp(f[2], param) &&
+            !strcmp(f[4], metric)) {
+            snprintf(out, n, "%s", f[col]);
+            found = true;
+        }
+    }
+    free(text);
+    return found;
+}
+
+static bool rel_near(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
+
+static int test_scaling(const char *dir) {
+    const char *w = "dp_weak_mlp_1000_512_10";
+    // one rank: 1 by definition, in every repetition (min = max = 1), never thr / a mean over
+    // warm-up calls
+    char c[64];
+    for (int col = 6; col <= 11; col += 4) {   // median, min
+        CHECK_MSG(csv_cell(dir, "scaling.csv", w, "ranks:1", "efficiency", col, c, sizeof c) &&
+                      !strcmp(c, "1"), "efficiency at ranks:1, column %d: '%s' (want 1)", col, c);
+    }
+    CHECK_MSG(csv_cell(dir, "scaling.csv", w, "ranks:1", "efficiency", 11, c, sizeof c) &&
+                  !strcmp(c, "1"), "efficiency at ranks:1 max: '%s' (want 1)", c);
+    // two ranks: thr(2) / (2 thr(1)) with thr(1) the ranks:1 row's median, so the medians agree
+    double s1 = median(dir, "scaling", w, "ranks:1", "samples/s", NULL);
+    double s2 = median(dir, "scaling", w, "ranks:2", "samples/s", NULL);
+    double e2 = median(dir, "scaling", w, "ranks:2", "efficiency", NULL);
+    CHECK_MSG(rel_near(e2, s2 / (2 * s1), 1e-6), "efficiency(2) %.10g, samples/s %.10g / (2 x "
+              "%.10g) = %.10g", e2, s2, s1, s2 / (2 * s1));
+    // the predictions: from the measured one-rank step (its row's median time), recorded once
+    double t1 = median(dir, "scaling", w, "ranks:1", "time", NULL);
+    const char *pred = "predicted_dp_nvlink_mlp_1000_512_10";
+    for (int n = 2; n <= 8; n *= 2) {
+        char param[32];
+        snprintf(param, sizeof param, "ranks:%d", n);
+        double step = median(dir, "scaling", pred, param, "measured_step_seconds", NULL);
+        CHECK_MSG(rel_near(step * 1e9, t1, 1e-6), "%s/%s: measured step %.10g ns, the ranks:1 "
+                  "row's time %.10g ns", pred, param, step * 1e9, t1);
+        static const char *const metrics[] = {"time", "efficiency", "samples/s"};
+        for (int m = 0; m < 3; m++) {
+            char sd[64] = "?", cv[64] = "?", reps[64] = "?";
+            CHECK_MSG(csv_cell(dir, "scaling.csv", pred, param, metrics[m], 8, sd, sizeof sd) &&
+                          csv_cell(dir, "scaling.csv", pred, param, metrics[m], 9, cv, sizeof cv) &&
+                          csv_cell(dir, "scaling.csv", pred, param, metrics[m], 12, reps,
+                                   sizeof reps) &&
+                          !sd[0] && !cv[0] && !strcmp(reps, "0"),
+                      "%s/%s %s: stddev '%s', cv '%s', repetitions '%s' (want '', '', 0: a "
+                      "prediction)", pred, param, metrics[m], sd, cv, reps);
+            CHECK_MSG(!csv_cell(dir, "scaling.samples.csv", pred, param, metrics[m], 7, sd,
+                                sizeof sd), "%s/%s %s has samples", pred, param, metrics[m]);
+        }
+    }
+    // a measured row keeps its repetitions
+    CHECK(csv_cell(dir, "scaling.csv", w, "ranks:1", "time", 12, c, sizeof c) && !strcmp(c, "3"));
+    CHECK_DONE("suites scaling");
 }
 
 // ---- report ----------------------------------------------------------------------------------
@@ -360,8 +440,9 @@ static int test_plotscript(const char *bench, const char *tmp, const char *run) 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "model")) return test_model();
     if (argc == 3 && !strcmp(argv[1], "csv")) return test_csv(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "scaling")) return test_scaling(argv[2]);
     if (argc == 4 && !strcmp(argv[1], "report")) return test_report(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "plotscript")) return test_plotscript(argv[2], argv[3], argv[4]);
-    fprintf(stderr, "usage: test_suites model | csv DIR | report BENCH TMP | plotscript BENCH TMP RUN\n");
+    fprintf(stderr, "usage: test_suites model | csv DIR | scaling DIR | report BENCH TMP | plotscript BENCH TMP RUN\n");
     return 2;
 }
