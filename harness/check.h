@@ -247,10 +247,13 @@ cJSON *check_rules_parse(const char *text, size_t n, const char *name, const cJS
                          char *err, size_t err_len);
 // One node by every rule (pure): {"node", "verdict": "accepted" | "rejected", "gpus",
 // "failures": [{"rule", "device", "metric", "value", "limit", "ratio", "why"}]}. JUDGED is a
-// check_judge result; EMULATED and RUN_PROBLEM (a reason the run is not whole, or NULL) reject it,
-// as a node without a GPU is.
-cJSON *check_rules_judge_node(const char *node, const cJSON *judged, bool emulated,
-                              const char *run_problem, const cJSON *baseline, const cJSON *rules);
+// check_judge result, RECORDED (may be NULL) the check section it was judged from; a GPU line of
+// bench check's own that is a FAIL (judged again, or as recorded), absent or not run rejects the
+// node (rule "(check)"), as EMULATED, RUN_PROBLEM (a reason the run is not whole, or NULL) and a
+// node without a GPU do.
+cJSON *check_rules_judge_node(const char *node, const cJSON *judged, const cJSON *recorded,
+                              bool emulated, const char *run_problem, const cJSON *baseline,
+                              const cJSON *rules);
 // The rows of the results ARGS (as above, "results" the path given); NULL with err on bad input.
 cJSON *check_rules_judge_runs(const cJSON *expect, const cJSON *baseline, const cJSON *rules,
                               char **args, int n, char *err, size_t err_len);

@@ -621,8 +621,37 @@ static void judge_missing(cJSON *fails, const cJSON *rule, const char *dev, cons
     cJSON_Delete(want);
 }
 
-cJSON *check_rules_judge_node(const char *node, const cJSON *judged, bool emulated,
-                              const char *run_problem, const cJSON *baseline, const cJSON *rules) {
+// bench check's own verdict on one GPU: every line of it (judged again) that is a FAIL, absent or
+// not run is a failure "(check)" — not a metric, so no rule could catch it, and --write-baseline
+// leaves such a GPU out; so is a FAIL its status.json recorded (RECORDED, may be NULL) that the
+// judging again against other expectations does not give.
+static void judge_own_verdicts(cJSON *fails, const char *dev, const cJSON *g, const cJSON *recorded) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, item(g, "checks")) {
+        const char *v = cJSON_GetStringValue(item(c, "verdict")), *n = cJSON_GetStringValue(item(c, "check"));
+        if (!v || !n || (strcmp(v, CHECK_FAIL) && strcmp(v, CHECK_ABSENT) && strcmp(v, CHECK_NOT_RUN)))
+            continue;
+        const char *code = cJSON_GetStringValue(item(c, "code")), *note = cJSON_GetStringValue(item(c, "note"));
+        const cJSON *m = item(c, "measured");
+        fail_add(fails, "(check)", dev, n, cJSON_IsNumber(m) ? m->valuedouble : NAN, NAN, NAN,
+                 "bench check's verdict %s%s%s%s%s%.300s", v, code ? " " : "", code ? code : "",
+                 strcmp(v, CHECK_FAIL) ? " (incomplete)" : "", note && note[0] ? ": " : "",
+                 note ? note : "");
+    }
+    cJSON_ArrayForEach(c, item(recorded, "checks")) {
+        const char *v = cJSON_GetStringValue(item(c, "verdict")), *n = cJSON_GetStringValue(item(c, "check"));
+        const char *now = n ? line_verdict(g, n) : NULL;
+        if (!v || !n || strcmp(v, CHECK_FAIL) || (now && !strcmp(now, CHECK_FAIL))) continue;
+        const char *code = cJSON_GetStringValue(item(c, "code"));
+        fail_add(fails, "(check)", dev, n, NAN, NAN, NAN,
+                 "bench check's verdict FAIL%s%s as recorded by the run (judged again: %s)",
+                 code ? " " : "", code ? code : "", now ? now : "no such line");
+    }
+}
+
+cJSON *check_rules_judge_node(const char *node, const cJSON *judged, const cJSON *recorded,
+                              bool emulated, const char *run_problem, const cJSON *baseline,
+                              const cJSON *rules) {
     cJSON *row = cJSON_CreateObject();
     cJSON_AddStringToObject(row, "node", node);
     cJSON *fails = cJSON_CreateArray();
@@ -633,8 +662,11 @@ cJSON *check_rules_judge_node(const char *node, const cJSON *judged, bool emulat
                  "a run on the emulated device: its figures are not a GPU's");
     if (run_problem)
         fail_add(fails, "(run)", NULL, NULL, NAN, NAN, NAN, "%s", run_problem);
+    const cJSON *rg = item(recorded, "gpus") ? item(recorded, "gpus")->child : NULL;
     cJSON_ArrayForEach(g, item(judged, "gpus")) {
         ngpu++;
+        const cJSON *rec = rg;
+        rg = rg ? rg->next : NULL;
         const char *dev = cJSON_GetStringValue(item(g, "device"));
         const char *model = model_key(g);
         const cJSON *bm = baseline_model(baseline, model);
@@ -655,6 +687,7 @@ cJSON *check_rules_judge_node(const char *node, const cJSON *judged, bool emulat
             }
         }
         cJSON_Delete(metrics);
+        judge_own_verdicts(fails, dev, g, rec);
     }
     if (!ngpu)
         fail_add(fails, "(no GPU)", NULL, NULL, NAN, NAN, NAN,
@@ -677,7 +710,8 @@ cJSON *check_rules_judge_runs(const cJSON *expect, const cJSON *baseline, const 
             return NULL;
         }
         // an emulated run is said once, as such; other reasons a run is not whole reject it
-        cJSON *row = check_rules_judge_node(node_name(&r, args[a]), r.judged, r.emulated,
+        cJSON *row = check_rules_judge_node(node_name(&r, args[a]), r.judged,
+                                            item(r.status, "check"), r.emulated,
                                             r.emulated ? NULL : r.skip, baseline, rules);
         cJSON_AddStringToObject(row, "results", args[a]);
         cJSON_AddItemToArray(rows, row);

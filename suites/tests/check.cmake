@@ -95,6 +95,11 @@ add_test(NAME check.rules.html_escapes COMMAND sh -c
   "out=$(${BR} --rules ${R}/rules-95.json --format html ${R}/cli-healthy ${R}/cli-hostile); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; echo \"$out\" | grep -F '<tr><td>&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;|x*</td><td class=\"rejected\">rejected</td>' && ! echo \"$out\" | grep -F '<script>' && echo \"$out\" | grep -F '<td class=\"accepted\">accepted</td>'")
 add_test(NAME check.rules.markdown_escapes COMMAND sh -c
   "out=$(${BR} --rules ${R}/rules-95.json --format md ${R}/cli-healthy ${R}/cli-hostile); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || exit 1; echo \"$out\" | grep -F '| \\<script\\>alert(1)\\</script\\>\\&\"\\|x\\* | **rejected** | 2 | gemm-95: cuda:0 gemm.bf16: 200 TFLOP/s' && echo \"$out\" | grep -F '| node-ok | accepted | 2 |  |'")
+# bench check's own verdicts reject a node whatever the rules (issue 36): a failed golden replay,
+# memory test, SDC repetitions, an Xid 79, a sustained load that could not run, a level-4 run
+# without its checks (test_check_rules plants own-0 to own-5); the reason in every format.
+add_test(NAME check.rules.own_verdicts_reject_exit_1 COMMAND sh -c
+  "o=\"${R}/own-0 ${R}/own-1 ${R}/own-2 ${R}/own-3 ${R}/own-4 ${R}/own-5\"; out=$(${BR} --rules ${R}/rules-85.json $o); rc=$?; echo \"$out\"; [ $rc -eq 1 ] || { echo \"exit $rc, want 1\"; exit 1; }; echo \"$out\" | grep -E '^node-golden +rejected +2  \\(check\\): cuda:1 numerics.golden: bench check.s verdict FAIL TDM-F001: 3 cases over their bound$' && echo \"$out\" | grep -E '\\(check\\): cuda:1 memory.test: bench check.s verdict FAIL TDM-F058' && echo \"$out\" | grep -E '\\(check\\): cuda:1 sdc.gemm: bench check.s verdict FAIL TDM-F120' && echo \"$out\" | grep -E '\\(check\\): cuda:1 nvml.xid: bench check.s verdict FAIL TDM-F060' && echo \"$out\" | grep -E '\\(check\\): cuda:1 sustained.load: bench check.s verdict FAIL TDM-F100' && echo \"$out\" | grep -E '\\(check\\): cuda:0 memory.test: bench check.s verdict absent \\(incomplete\\)' && echo \"$out\" | grep -E '^REJECTED: 6 of 6 nodes' || exit 1; ${BR} --rules ${R}/rules-85.json --format jsonl $o > ${R}/own.jsonl; [ $? -eq 1 ] || exit 1; python3 -c \"import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert len(rows)==6 and all(r['verdict']=='rejected' and any(f['rule']=='(check)' and f['device']=='cuda:1' for f in r['failures']) for r in rows), rows\" ${R}/own.jsonl || exit 1; for fm in md html; do ${BR} --rules ${R}/rules-85.json --format $fm ${R}/own-3 > ${R}/own.$fm; [ $? -eq 1 ] && grep -F '(check): cuda:1 nvml.xid: bench check' ${R}/own.$fm || { echo \"$fm: no reason\"; exit 1; }; done")
 # Malformed rules and baselines (test_check_rules writes them): exit 2, the file and field named.
 add_test(NAME check.rules.bad_files_exit_2 COMMAND sh -c
   "n=0; for f in ${R}/bad-rules-*.json; do out=$(${BR} --rules $f ${R}/cli-healthy 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] || { echo \"$f: exit $rc, want 2\"; exit 1; }; echo \"$out\" | grep -qF \"bench check: --rules $f: \" || exit 1; n=$((n+1)); done; for f in ${R}/bad-baseline-*.json; do out=$($<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --baseline $f --rules ${R}/rules-95.json ${R}/cli-healthy 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] || { echo \"$f: exit $rc, want 2\"; exit 1; }; echo \"$out\" | grep -qF \"bench check: --baseline $f: models.\" || exit 1; n=$((n+1)); done; [ $n -eq 24 ] || { echo \"$n files, want 24\"; exit 1; }")
@@ -107,7 +112,8 @@ add_test(NAME check.rules.bad_arguments_exit_2 COMMAND sh -c
 set_tests_properties(check.rules.relative_rejects_exit_1 check.rules.relative_085_accepts_exit_0
   check.rules.missing_fails_exit_1 check.rules.jsonl_parses check.rules.html_escapes
   check.rules.markdown_escapes check.rules.bad_files_exit_2 check.rules.write_baseline_cli
-  check.rules.bad_arguments_exit_2 PROPERTIES FIXTURES_REQUIRED check_rules_nodes)
+  check.rules.bad_arguments_exit_2 check.rules.own_verdicts_reject_exit_1
+  PROPERTIES FIXTURES_REQUIRED check_rules_nodes)
 
 # Levels and fault codes (issue 25, items 1 and 5; harness/check_levels.c, docs/CHECK.md "Levels",
 # "Error counters and fault codes"): planted figures under check/ judged through the CLI — each

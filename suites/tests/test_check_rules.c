@@ -164,7 +164,7 @@ static cJSON *judge(cJSON *figures, const char *rules_text) {
     cJSON *j = check_judge(figures, expect, err, sizeof err);
     CHECK_MSG(j, "%s", err);
     cJSON *r = rules_of(rules_text);
-    cJSON *row = j && r ? check_rules_judge_node("node", j, false, NULL, baseline, r) : NULL;
+    cJSON *row = j && r ? check_rules_judge_node("node", j, NULL, false, NULL, baseline, r) : NULL;
     cJSON_Delete(r);
     cJSON_Delete(j);
     cJSON_Delete(figures);
@@ -259,7 +259,8 @@ static void test_absolute(void) {
 static void test_missing(void) {
     const char *mf = RULES("{\"name\": \"gemm-measured\", \"metric\": \"gemm.*\", \"missing_fails\": true}");
     const char *rel = RULES("{\"name\": \"gemm-85\", \"metric\": \"gemm.*\", \"relative\": {\"min\": 0.85}}");
-    // cuda:1 without gemm.f64: rejected by missing_fails, not by a relative rule (it judges values)
+    // cuda:1 without gemm.f64: rejected by missing_fails, not by a relative rule (it judges values;
+    // bench check's own verdict, absent, rejects the node beside the rules)
     cJSON *f = node_figures(250);
     cJSON_DeleteItemFromObject(
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 1), "figures"), "gemm.f64");
@@ -267,11 +268,15 @@ static void test_missing(void) {
     cJSON *row = judge(f, mf);
     CHECK_MSG(row && !accepted(row) && !strcmp(fstr(failure(row, 0), "metric"), "gemm.f64") &&
                   !strcmp(fstr(failure(row, 0), "device"), "cuda:1") &&
-                  cJSON_GetArraySize(cJSON_GetObjectItem(row, "failures")) == 1,
+                  cJSON_GetArraySize(cJSON_GetObjectItem(row, "failures")) == 2 &&
+                  !strcmp(fstr(failure(row, 1), "rule"), "(check)"),
               "missing gemm.f64: %s", fstr(failure(row, 0), "why"));
     cJSON_Delete(row);
     row = judge(g, rel);
-    CHECK(accepted(row));
+    CHECK_MSG(row && !accepted(row) && cJSON_GetArraySize(cJSON_GetObjectItem(row, "failures")) == 1 &&
+                  !strcmp(fstr(failure(row, 0), "rule"), "(check)") &&
+                  strstr(fstr(failure(row, 0), "why"), "bench check's verdict absent (incomplete)"),
+              "missing gemm.f64, relative: %s", fstr(failure(row, 0), "why"));
     cJSON_Delete(row);
     // null (a measurement that failed: bench check's verdict FAIL) is a failure too
     f = node_figures(250);
@@ -309,7 +314,7 @@ static void test_combined(void) {
     cJSON *f = node_figures(250);
     set_figure(f, 1, "gemm.bf16", 225);
     set_num(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 0), "health"),
-            "temperature_c", 90);
+            "temperature_c", 81);   // above the rule's 80, below the GPU's slowdown threshold
     cJSON *row = judge(f, two);
     CHECK(row && cJSON_GetArraySize(cJSON_GetObjectItem(row, "failures")) == 2 &&
           !strcmp(fstr(failure(row, 0), "rule"), "cool") &&
@@ -332,18 +337,105 @@ static void test_not_a_gpu_node(void) {
     char err[600];
     cJSON_AddArrayToObject(empty, "gpus");
     cJSON *j = check_judge(f, expect, err, sizeof err), *je = check_judge(empty, expect, err, sizeof err);
-    cJSON *row = r && j ? check_rules_judge_node("emu", j, true, NULL, baseline, r) : NULL;
+    cJSON *row = r && j ? check_rules_judge_node("emu", j, NULL, true, NULL, baseline, r) : NULL;
     CHECK(row && !accepted(row) && !strcmp(fstr(failure(row, 0), "rule"), "(emulated)"));
     cJSON_Delete(row);
-    row = r && je ? check_rules_judge_node("none", je, false, NULL, baseline, r) : NULL;
+    row = r && je ? check_rules_judge_node("none", je, NULL, false, NULL, baseline, r) : NULL;
     CHECK(row && !accepted(row) && !strcmp(fstr(failure(row, 0), "rule"), "(no GPU)"));
     cJSON_Delete(row);
-    row = r && j ? check_rules_judge_node("inc", j, false, "incomplete", baseline, r) : NULL;
+    row = r && j ? check_rules_judge_node("inc", j, NULL, false, "incomplete", baseline, r) : NULL;
     CHECK(row && !accepted(row) && !strcmp(fstr(failure(row, 0), "rule"), "(run)"));
     cJSON_Delete(row);
     cJSON_Delete(j);
     cJSON_Delete(je);
     cJSON_Delete(empty);
+    cJSON_Delete(f);
+    cJSON_Delete(r);
+}
+
+// bench check's own verdicts (issue 36): a node whose GPUs hold a FAIL, absent or not-run line is
+// rejected ("(check)", the GPU and the check named) though every rule passes: none of these is a
+// metric, and --write-baseline leaves such GPUs out. Each planted fault on the healthy node (or a
+// level-4 run recorded without its level-3 and level-4 checks); also written as results directories
+// under TMPDIR/rules/own-* for the CLI's formats (check.cmake).
+static cJSON *gpu_of(cJSON *f, int g) { return cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), g); }
+
+static cJSON *own_fault(int k, const char **check, const char **host) {
+    cJSON *f = node_figures(250), *g1 = gpu_of(f, 1);
+    cJSON *nm = cJSON_GetObjectItem(g1, "numerics");
+    switch (k) {
+    case 0:   // a failed golden replay
+        cJSON_ReplaceItemInObject(nm, "numerics.golden", cJSON_Parse("{\"result\": \"fail\", \"detail\": \"3 cases over their bound\"}"));
+        *check = "numerics.golden", *host = "node-golden";
+        break;
+    case 1:   // a failed memory test
+        cJSON_AddItemToObject(nm, "memory.test", cJSON_Parse("{\"result\": \"fail\", \"detail\": \"1 word read wrong\"}"));
+        *check = "memory.test", *host = "node-memtest";
+        break;
+    case 2:   // GEMM repetitions that gave other bits
+        cJSON_AddItemToObject(g1, "sdc", cJSON_Parse(
+            "{\"sdc.gemm\": {\"repeats\": 20, \"mismatches\": 1, \"first_mismatch\": 7, \"dtype\": \"bf16\","
+            " \"shape\": [4096, 4096, 4096], \"digest\": \"" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" "\", \"seconds\": 10}}"));
+        *check = "sdc.gemm", *host = "node-sdc";
+        break;
+    case 3:   // an Xid 79 (fallen off the bus) during the run
+        cJSON_AddItemToObject(g1, "counters", cJSON_Parse("{\"seconds\": 60, \"start\": {}, \"end\": {}, \"xid\": [79]}"));
+        *check = "nvml.xid", *host = "node-xid";
+        break;
+    case 4:   // the sustained load could not run (level 3)
+        cJSON_AddNumberToObject(f, "level", 3);
+        cJSON_AddItemToObject(g1, "series", cJSON_Parse(
+            "{\"sustained.load\": {\"t_s\": [], \"sm_clock_mhz\": [], \"mem_clock_mhz\": [], \"power_w\": [],"
+            " \"temperature_c\": [], \"throttle_reasons\": [], \"tflops\": [], \"phase\": [],"
+            " \"error\": \"an illegal memory access\"}}"));
+        *check = "sustained.load", *host = "node-sustained";
+        break;
+    default:   // level 4 recorded without its sdc, series and memory test
+        cJSON_AddNumberToObject(f, "level", 4);
+        *check = "memory.test", *host = "node-level4";
+        break;
+    }
+    return f;
+}
+
+static void test_own_verdicts(void) {
+    const char *r85 = RULES("{\"name\": \"gemm-85\", \"metric\": \"gemm.*\", \"relative\": {\"min\": 0.85}}");
+    for (int k = 0; k < 6; k++) {
+        const char *check = "", *host = "";
+        cJSON *f = own_fault(k, &check, &host);
+        cJSON *row = judge(f, r85);
+        bool named = false;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItem(row, "failures"))
+            named = named || (!strcmp(fstr(x, "rule"), "(check)") && !strcmp(fstr(x, "device"), "cuda:1") &&
+                              !strcmp(fstr(x, "metric"), check) && strstr(fstr(x, "why"), "bench check's verdict"));
+        CHECK_MSG(row && !accepted(row) && named, "%s: %s (want (check) cuda:1 %s)", host,
+                  row ? fstr(failure(row, 0), "why") : "no row", check);
+        // cuda:0 is healthy: only cuda:1 is named
+        cJSON_ArrayForEach(x, cJSON_GetObjectItem(row, "failures"))
+            CHECK_MSG(strcmp(fstr(x, "device"), "cuda:0") || k >= 4, "%s: cuda:0 named: %s", host, fstr(x, "why"));
+        cJSON_Delete(row);
+        char name[64];
+        snprintf(name, sizeof name, "own-%d", k);
+        plant(name, host, own_fault(k, &check, &host), false);
+    }
+    // a FAIL the run recorded is a failure though the judging again (other expectations) passes
+    char err[600];
+    cJSON *f = node_figures(250), *r = rules_of(r85);
+    cJSON *j = check_judge(f, expect, err, sizeof err);
+    cJSON *rec = cJSON_Duplicate(j, true);
+    cJSON *line = cJSON_GetArrayItem(cJSON_GetObjectItem(gpu_of(rec, 0), "checks"), 0);
+    cJSON_ReplaceItemInObject(line, "verdict", cJSON_CreateString(CHECK_FAIL));
+    cJSON *row = j && r ? check_rules_judge_node("node", j, rec, false, NULL, baseline, r) : NULL;
+    CHECK_MSG(row && !accepted(row) && !strcmp(fstr(failure(row, 0), "rule"), "(check)") &&
+                  strstr(fstr(failure(row, 0), "why"), "as recorded by the run"),
+              "recorded FAIL: %s", row ? fstr(failure(row, 0), "why") : "no row");
+    cJSON_Delete(row);
+    row = j && r ? check_rules_judge_node("node", j, j, false, NULL, baseline, r) : NULL;
+    CHECK(accepted(row));
+    cJSON_Delete(row);
+    cJSON_Delete(rec);
+    cJSON_Delete(j);
     cJSON_Delete(f);
     cJSON_Delete(r);
 }
@@ -469,6 +561,7 @@ int main(int argc, char **argv) {
         test_missing();
         test_combined();
         test_not_a_gpu_node();
+        test_own_verdicts();
         test_malformed();
         plant_cli_nodes();
     }
