@@ -597,6 +597,52 @@ out:
     restore_flags(flags);
 }
 
+// ---- work descriptions (bench list --json; the PyTorch peer's rows match: test peer.work_match)
+
+static const char *algo_mode_name(const int64_t *args, int n) {
+    return n && args[0] >= 0 && args[0] < 3 ? mode_names[args[0]] : "";
+}
+
+// A conv row's: one pass of the layer in prec and layout, the algorithm mode its argument.
+static void conv_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const cudnn_ctx *c = ctx;
+    const conv_layer *L = &layers[c->layer];
+    const int64_t oh = (L->h + 2 * L->pad - L->k) / L->stride + 1,
+                  ow = (L->w + 2 * L->pad - L->k) / L->stride + 1;
+    const double flop = 2.0 * (double)(L->n * L->o * oh * ow) * (double)(L->c * L->k * L->k);
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"conv2d_%s\", \"dtype\": \"%s\", \"shapes\": [[%lld, %lld, %lld, %lld], "
+             "[%lld, %lld, %lld, %lld]], \"stride\": %d, \"padding\": %d, \"layout\": \"%s\", "
+             "\"algo_mode\": \"%s\", \"per_iteration\": 1, \"FLOP\": %.17g}",
+             pass_names[c->pass], prec_names[c->prec], (long long)L->n, (long long)L->c,
+             (long long)L->h, (long long)L->w, (long long)L->o, (long long)L->c, (long long)L->k,
+             (long long)L->k, L->stride, L->pad, layout_names[c->layout], algo_mode_name(args, n),
+             flop);
+}
+
+// A step row's: one training step of the net (SGD lr CUDNN_LR) in prec, convolutions in its mode.
+static void step_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const step_ctx *c = ctx;
+    const long long batch = n ? (long long)args[0] : 0;
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"train_step\", \"model\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, "
+             "\"optimizer\": \"SGD lr %g\", \"algo_mode\": \"%s\", \"per_iteration\": 1, "
+             "\"samples\": %lld}",
+             step_nets[c->net].spec, prec_names[c->prec], batch, CUDNN_LR,
+             mode_names[c->mode], batch);
+}
+
+// A new_shape row's: one f32 training step at a batch size new to the algorithm cache, after
+// warm-up at batch 64, convolutions in the mode of its argument.
+static void new_shape_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const int net = *(const int *)ctx;
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"train_step_new_shape\", \"model\": \"%s\", \"dtype\": \"f32\", "
+             "\"warmup_batch\": 64, \"optimizer\": \"SGD lr %g\", \"algo_mode\": \"%s\", "
+             "\"per_iteration\": 1}",
+             step_nets[net].spec, CUDNN_LR, algo_mode_name(args, n));
+}
+
 static int register_steps(const bench_suite_config *cfg) {
     int n = 0;
     for (int net = 0; net < N_STEP_NETS; net++) {
@@ -626,6 +672,7 @@ static int register_steps(const bench_suite_config *cfg) {
                 static const int64_t batches[] = {64, 256};
                 for (int i = 0; i < (cfg->quick ? 1 : 2); i++) tdm_gb_args(b, 1, &batches[i]);
                 tdm_gb_use_manual_time(b);
+                tdm_gb_set_work(b, step_work, c);
             }
         }
     }
@@ -645,6 +692,7 @@ static int register_steps(const bench_suite_config *cfg) {
         tdm_gb_arg_names(b, 1, (const char *[]){"mode"});
         for (int64_t m = 0; m < 3; m++) tdm_gb_args(b, 1, &m);
         tdm_gb_use_manual_time(b);
+        tdm_gb_set_work(b, new_shape_work, &new_shape_ctxs[net]);
     }
     return 0;
 }
@@ -683,6 +731,7 @@ static int cudnn_register(const bench_suite_config *cfg) {
                     tdm_gb_arg_names(b, 1, (const char *[]){"mode"});
                     for (int64_t m = 0; m < 3; m++) tdm_gb_args(b, 1, &m);
                     tdm_gb_use_manual_time(b);
+                    tdm_gb_set_work(b, conv_work, c);
                 }
             }
         }

@@ -558,6 +558,27 @@ static void tr_describe(const tr_case *c, bool gpu, char *buf, size_t n) {
                                 : "2*bytes (read + written)");
 }
 
+// The work of one timed iteration (bench list --json; the PyTorch peer's rows match: test
+// peer.work_match): one copy of `size` bytes (bidir: one each way), its direction, the host
+// memory of a host side, sync or async for h2d/d2h, and the bytes its metric counts.
+static void tr_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const tr_case *c = ctx;
+    const bool gpu = tr_cfg.device.type == TDM_DEVICE_CUDA, link = tr_over_link(c, gpu);
+    static const char *const dirs[] = {"h2d", "d2h", "d2d", "d2d_kernel", "bidir"};
+    const long long size = n ? (long long)args[0] : 0;
+    char host[96] = "";
+    if (c->dir == TR_H2D || c->dir == TR_D2H)
+        snprintf(host, sizeof host, ", \"host_memory\": \"%s\", \"async\": %s",
+                 tdm_host_kind_name(c->mem), c->async ? "true" : "false");
+    else if (c->dir == TR_BIDIR)
+        snprintf(host, sizeof host, ", \"host_memory\": \"%s\"", tdm_host_kind_name(c->mem));
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"copy\", \"direction\": \"%s\"%s, \"size\": %lld, \"per_iteration\": 1, "
+             "\"%s\": %lld}",
+             dirs[c->dir], host, size, link ? "link_bytes" : "bytes",
+             c->dir == TR_BIDIR || !link ? 2 * size : size);
+}
+
 static int tr_register(const bench_suite_config *cfg) {
     tr_cfg = *cfg;
     bool gpu = cfg->device.type == TDM_DEVICE_CUDA;
@@ -586,6 +607,7 @@ static int tr_register(const bench_suite_config *cfg) {
         char desc[400];
         tr_describe(&cases[i], gpu, desc, sizeof desc);
         tdm_gb_set_info(b, desc, tr_over_link(&cases[i], gpu) ? "link_GB/s" : "GB/s");
+        tdm_gb_set_work(b, tr_work, (void *)&cases[i]);
     }
     return 0;
 }

@@ -465,6 +465,32 @@ static void tf_train_work(const int64_t *args, int n, void *ctx, char *buf, int 
     bench_work_train(buf, len, c->spec, bench_prec_name(c->prec), n ? args[0] : 0, 0.01, 0, 1);
 }
 
+// An optimizer row's: one AdamW step over the GPT's f32 parameters (the gradients of one step
+// at batch 1), fused or a call per parameter, with bm_optim's hyperparameters.
+static void tf_optim_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    (void)args, (void)n;
+    const tdm_adam_params p = tdm_adam_defaults(true);
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"adamw_step\", \"model\": \"%s\", \"dtype\": \"f32\", \"fused\": %s, "
+             "\"optimizer\": \"AdamW lr %g betas %g %g eps %g weight_decay %g\", "
+             "\"per_iteration\": 1}",
+             bench_gpt_for(tf_cfg.device, tf_cfg.quick)->spec, *(const bool *)ctx ? "true" : "false",
+             1e-4, p.beta1, p.beta2, p.eps, p.weight_decay);
+}
+
+// An attention row's: one causal SDPA call (forward, or forward + backward) on q, k, v of
+// (B,H,T,d), and the FLOP its GFLOP/s counts.
+static void tf_attn_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const tf_attn_ctx *c = ctx;
+    const int64_t T = n ? args[0] : 0;
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"sdpa_causal\", \"pass\": \"%s\", \"dtype\": \"%s\", \"shapes\": "
+             "[[%lld, %lld, %lld, %lld]], \"attention_mode\": \"%s\", \"per_iteration\": 1, "
+             "\"FLOP\": %.17g}",
+             c->bwd ? "fwd+bwd" : "fwd", tdm_dtype_name(c->dt), (long long)c->B, (long long)c->H,
+             (long long)T, (long long)c->d, tdm_attn_mode_name(c->mode), attn_flop(c, T));
+}
+
 // ---- registration -------------------------------------------------------------------------
 
 static int tf_register(const bench_suite_config *cfg) {
@@ -520,6 +546,7 @@ static int tf_register(const bench_suite_config *cfg) {
                                 "launch on cuda)"
                               : "one AdamW step over the GPT's parameters, a call per parameter",
                         "time");
+        tdm_gb_set_work(ob, tf_optim_work, (void *)(f ? &tf_fused_yes : &tf_fused_no));
     }
     // attention alone over the context length
     static const int64_t gpu_T[] = {512, 1024, 2048, 4096, 8192}, gpu_T_quick[] = {512, 2048};
@@ -574,6 +601,7 @@ static int tf_register(const bench_suite_config *cfg) {
                              (long long)B, (long long)H, (long long)d, tdm_dtype_name(c->dt),
                              tdm_attn_mode_name(c->mode), bwd ? " x 3.5" : "");
                     tdm_gb_set_info(b, info, "GFLOP/s");
+                    tdm_gb_set_work(b, tf_attn_work, (void *)c);
                 }
     return 0;
 }

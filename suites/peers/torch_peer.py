@@ -146,14 +146,15 @@ def timed(dev, body, iters):
     return time.perf_counter() - t0
 
 
-def run_until(dev, body, min_time, max_iters=10**9):
+def run_until(dev, body, min_time, max_iters=10**9, time_iters=None):
     """Google Benchmark 1.7's iteration-count search: start with 1 iteration, multiply by
     min(10, 1.4 * min_time / elapsed) (10 while elapsed < 10% of min_time) until one run lasts
-    min_time. Returns (iterations, seconds, cpu seconds) of that run."""
+    min_time. Returns (iterations, seconds, cpu seconds) of that run. time_iters(n), when given,
+    times n iterations itself (the scaling suite's ranks, other processes: their mean)."""
     iters = 1
     while True:
         c0 = time.process_time()
-        t = timed(dev, body, iters)
+        t = time_iters(iters) if time_iters else timed(dev, body, iters)
         cpu = time.process_time() - c0
         if t >= min_time or iters >= max_iters:
             return iters, t, cpu
@@ -249,6 +250,8 @@ class Bench:
         self.verify = None
         self.counters_after = None
         self.cleanup = None
+        self.time_iters = None   # n -> seconds of n iterations, when not timed here (scaling)
+        self.samples = None      # the repetitions' (iterations, seconds, cpu seconds), once run
 
     @property
     def param(self):
@@ -639,6 +642,14 @@ def gpt_bench(name, tag, prec, dev, peak=False, mfu=False):
                  work=work_train(gpt_spec(tag), prec, GPT_BATCH))
 
 
+def gpt_tag_for(dev, quick):
+    """bench_train.c's bench_gpt_for: GPT-2 124M on a GPU (T256 with --quick); the tiny one on the
+    cpu and where this torch sees no CUDA device (a listing without a GPU, as tandem's lists)."""
+    if not is_cuda(dev) or not torch.cuda.is_available():
+        return "gpt_tiny"
+    return "gpt_124m_t256" if quick else "gpt_124m"
+
+
 def gpt_spec(tag):
     """tandem's spec of a GPT_MODELS entry: gpt:L12-H12-D768-T1024-V50257."""
     return "gpt:L%d-H%d-D%d-T%d-V%d" % GPT_MODELS[tag]
@@ -677,8 +688,23 @@ def transfer_register(cfg):
             out.append(Bench(name, [("bytes", n)], lambda b, name=name, n=n: transfer_setup(
                 b, name, n), {metric: mult * n / 1e9}, {"bytes/iteration": mult * n},
                 "bytes = %sbytes%s" % ("2*" if mult == 2 else "",
-                                       "" if link else " (read + written)"), dev))
+                                       "" if link else " (read + written)"), dev,
+                work=transfer_work(name, n, link)))
     return out
+
+
+def transfer_work(name, n, link):
+    """transfer.c's tr_work: one copy of n bytes (bidir: one each way), its direction, the host
+    memory of a host side (sync or async for h2d and d2h), the bytes its metric counts."""
+    direction = "d2d_kernel" if name == "d2d_kernel" else name.split("_")[0]
+    w = {"op": "copy", "direction": direction}
+    if direction in ("h2d", "d2h", "bidir"):
+        w["host_memory"] = name.split("_")[1]
+    if direction in ("h2d", "d2h"):
+        w["async"] = name.endswith("_async")
+    w.update({"size": n, "per_iteration": 1})
+    w["link_bytes" if link else "bytes"] = 2 * n if direction == "bidir" or not link else n
+    return w
 
 
 def random_bytes(n, dev):
@@ -789,7 +815,7 @@ def amp_register(cfg):
                                  {"samples/s": float(bs)}, {"samples/iteration": float(bs)},
                                  "%s, SGD lr %g, %s, samples = batch" % (spec, TRAIN_LR, prec),
                                  dev, work=work_train(spec, prec, bs)))
-    tag = "gpt_tiny" if not cuda else "gpt_124m_t256" if quick else "gpt_124m"
+    tag = gpt_tag_for(dev, quick)
     for prec in precs:
         out.append(gpt_bench("train_%s_%s" % (tag, prec), tag, prec, dev, peak=True, mfu=True))
     where = "cuda" if cuda else "cpu"
@@ -917,7 +943,11 @@ def cudnn_register(cfg):
                                       lambda b, sh=shape, ps=ps, p=prec, lo=layout, m=mode:
                                       cudnn_setup(b, sh, ps, p, lo, m),
                                       {"GFLOP/s": flop / 1e9}, {"FLOP/iteration": flop},
-                                      "FLOP = 2*N*O*H'*W'*C*kh*kw", dev)
+                                      "FLOP = 2*N*O*H'*W'*C*kh*kw", dev,
+                                      work=work_product("conv2d_" + ps, prec,
+                                                        [(N, C, HW, HW), (O, C, k, k)], flop, 1,
+                                                        stride=stride, padding=pad, layout=layout,
+                                                        algo_mode=CUDNN_MODE_NAMES[mode]))
                             b.cudnn_mode = mode
                             out.append(b)
     for net, spec in CUDNN_NETS.items():
@@ -931,7 +961,9 @@ def cudnn_register(cfg):
                               lambda b, sp=spec, bs=batch, p=prec, m=mode:
                               cudnn_step_setup(b, sp, bs, p, m),
                               {"samples/s": batch}, {}, "%s, SGD lr %g, %s, %s mode" % (
-                                  spec, CUDNN_LR, prec, CUDNN_MODE_NAMES[mode]), dev)
+                                  spec, CUDNN_LR, prec, CUDNN_MODE_NAMES[mode]), dev,
+                              work=dict(work_train(spec, prec, batch, lr=CUDNN_LR),
+                                        algo_mode=CUDNN_MODE_NAMES[mode]))
                     b.cudnn_mode = mode
                     out.append(b)
     for net, spec in CUDNN_NETS.items():
@@ -940,7 +972,10 @@ def cudnn_register(cfg):
                 continue
             b = Bench("new_shape_%s" % net, [("mode", mode)],
                       lambda b, sp=spec, m=mode: cudnn_new_shape_setup(b, sp, m), {}, {},
-                      "%s, f32, %s mode" % (spec, CUDNN_MODE_NAMES[mode]), dev)
+                      "%s, f32, %s mode" % (spec, CUDNN_MODE_NAMES[mode]), dev,
+                      work={"op": "train_step_new_shape", "model": spec, "dtype": "f32",
+                            "warmup_batch": 64, "optimizer": "SGD lr %g" % CUDNN_LR,
+                            "algo_mode": CUDNN_MODE_NAMES[mode], "per_iteration": 1})
             b.cudnn_mode = mode
             out.append(b)
     return out
@@ -1257,7 +1292,7 @@ def transformer_register(cfg):
     cuda = is_cuda(dev)
     skips = cfg.setdefault("bench_skips", [])
     precs = ["f32", "tf32", "fp16", "bf16"] if cuda else ["f32", "bf16"]
-    tag = "gpt_tiny" if not cuda else "gpt_124m_t256" if quick else "gpt_124m"
+    tag = gpt_tag_for(dev, quick)
     for prec in precs:
         for mode in TF_MODES:
             if mode == "deterministic" and prec != "bf16":
@@ -1274,7 +1309,11 @@ def transformer_register(cfg):
         name = "optim_adamw_fused" if fused else "optim_adamw_per_tensor"
         out.append(Bench(name, [], lambda bb, f=fused: optim_setup(bb, tag, f), {}, {},
                          "AdamW over the GPT's parameters, %s" %
-                         ("fused=True" if fused else "foreach=False"), dev))
+                         ("fused=True" if fused else "foreach=False"), dev,
+                         work={"op": "adamw_step", "model": gpt_spec(tag), "dtype": "f32",
+                               "fused": fused, "optimizer": "AdamW lr %g betas %g %g eps %g "
+                               "weight_decay %g" % (1e-4, 0.9, 0.999, 1e-8, 0.01),
+                               "per_iteration": 1}))
     for prec in precs:   # torch.compile: PyTorch's, no tandem counterpart
         name = "train_%s_%s_compiled" % (tag, prec)
         if not hasattr(torch, "compile"):
@@ -1285,7 +1324,7 @@ def transformer_register(cfg):
         b.label += "; torch.compile, attention heuristic"
         b.setup = lambda bb, p=prec: compiled_setup(bb, tag, p)
         out.append(b)
-    big = cuda
+    big = tag != "gpt_tiny"   # tandem's full_size(): GPT-2's sizes where its GPT is GPT-2's
     Ts = ([512, 2048] if quick else [512, 1024, 2048, 4096, 8192]) if big else [16, 32]
     ds = [64, 128] if big else [16]
     budget = tf_scores_budget()
@@ -1311,7 +1350,10 @@ def transformer_register(cfg):
                                   "causal %s %s, (B,H,T,d) = (%d,%d,%d,%d) %s, attention mode %s; "
                                   "FLOP = 4*B*H*T^2*d/2%s" % (
                                       sdpa_name(), "forward + backward" if bwd else "forward",
-                                      B, H, T, d, dt, mode, " x 3.5" if bwd else ""), dev)
+                                      B, H, T, d, dt, mode, " x 3.5" if bwd else ""), dev,
+                                  work={"op": "sdpa_causal", "pass": "fwd+bwd" if bwd else "fwd",
+                                        "dtype": dt, "shapes": [[B, H, T, d]],
+                                        "attention_mode": mode, "per_iteration": 1, "FLOP": flop})
                         out.append(with_attn_mode(b, mode))
     return out
 
@@ -1615,8 +1657,10 @@ def run_one(b, a, reps=None, min_time=None):
     b.setup(b)
     try:
         warm = min(min_time, 0.1)
-        run_until(b.timer_dev, b.body, warm)   # untimed warm-up (at least one iteration)
-        samples = [run_until(b.timer_dev, b.body, min_time) for _ in range(reps)]
+        ti = b.time_iters
+        run_until(b.timer_dev, b.body, warm, time_iters=ti)   # untimed warm-up (>= 1 iteration)
+        samples = [run_until(b.timer_dev, b.body, min_time, time_iters=ti) for _ in range(reps)]
+        b.samples = samples   # (the scaling suite's efficiency reads its ranks:1 row's)
         if b.verify:
             b.verify()
         after = b.counters_after() if b.counters_after else {}
