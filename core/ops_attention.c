@@ -18,6 +18,8 @@
  * row's log-sum-exp; the node saves the output and that (B, L) f32 vector, and the backward runs
  * the fused backward from them. Otherwise (and always on the reference backend) the plain path. */
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/autograd_impl.h"
@@ -116,6 +118,20 @@ static tdm_status sdpa_check(const char *op, const tdm_tensor *q, const tdm_tens
                                      SHAPE(v, s3));
         sp->bs[d] = b;
         sp->batch *= b;
+    }
+    // The attention weights (bs..., L, S) are the op's own intermediate, bounded by the logical
+    // sizes as a tensor of that shape would be: the plain CUDA path holds them whole (twice
+    // backward), PyTorch's math path too, and the reference computes every one of them. With
+    // E = Ev = 0 no operand holds data, so nothing else bounds L and S.
+    {
+        int64_t w = sp->batch;
+        const size_t acc = q->dtype == TDM_DTYPE_F64 ? 8 : 4;   // the accumulation type
+        if (__builtin_mul_overflow(w, sp->L, &w) || __builtin_mul_overflow(w, sp->S, &w))
+            w = INT64_MAX;
+        char what[200];
+        snprintf(what, sizeof what, "%s: the attention weights (batch %lld, L %lld, S %lld)", op,
+                 (long long)sp->batch, (long long)sp->L, (long long)sp->S);
+        TDM_TRY(tdm_alloc_check(what, w, acc, q->device.type == TDM_DEVICE_CPU));
     }
     memcpy(sp->yshape, sp->bs, (size_t)sp->bnd * sizeof *sp->yshape);
     sp->yshape[sp->bnd] = sp->L, sp->yshape[sp->bnd + 1] = sp->Ev;

@@ -144,6 +144,13 @@ static tdm_status multilinear(bctx *b, double n, unsigned keep_sign) {
     return TDM_OK;
 }
 
+// The rows of a (rows..., width) operand: the product of its dims but the last. Not its numel
+// over its width: with a width of 0 that is 0 whatever the rows, and a bound sized from it reads
+// the output's rows past its scratch.
+static int64_t lead_rows(const tdm_tensor *t) {
+    return tdm_shape_numel(tdm_tensor_ndim(t) - 1, shape_of(t));
+}
+
 static int64_t in_numel(const bctx *b, int i) {
     return b->c->input[i] ? tdm_tensor_numel(b->c->input[i]) : 0;
 }
@@ -167,7 +174,7 @@ static double gelu_tanh_err(double x, bool grad, double *d) {
 
 static tdm_status bound_linear(bctx *b) {
     const tdm_tensor *x = b->c->input[0], *w = b->c->input[1];
-    int64_t in = shape_of(w)[1], out = shape_of(w)[0], rows = tdm_tensor_numel(x) / (in ? in : 1);
+    int64_t in = shape_of(w)[1], out = shape_of(w)[0], rows = lead_rows(x);
     if (!b->grad) return multilinear(b, (double)in + 1, 0);   // dot of length in, + bias
     return multilinear(b, b->k == 0 ? (double)out : (double)rows, 0);
 }
@@ -211,11 +218,14 @@ static tdm_status bound_linear_gelu_linear(bctx *b) {
     const tdm_case *c = b->c;
     const int64_t in = shape_of(c->input[1])[1], hid = shape_of(c->input[1])[0];
     const int64_t out = shape_of(c->input[3])[0];
-    const int64_t rows = in ? tdm_tensor_numel(c->input[0]) / in : 0;
+    const int64_t rows = lead_rows(c->input[0]);
     double *x = load(c->input[0]), *w1 = load(c->input[1]), *b1 = load(c->input[2]);
     double *w2 = load(c->input[3]), *b2 = load(c->input[4]);
     double *gy = b->grad ? load(c->grad_output[0]) : NULL;
-    const int64_t rh = rows * hid;
+    int64_t rh;
+    if (__builtin_mul_overflow(rows, hid, &rh))   // the case format bounds it; the API does not
+        return tdm_error_set(TDM_ERR_OOM, "%s: bound: %lld rows of %lld hidden units are too many",
+                             c->path, (long long)rows, (long long)hid);
     double *P = scratch(rh), *eP = scratch(rh), *H = scratch(rh), *eH = scratch(rh);
     double *GP = b->grad ? scratch(rh) : NULL, *eGP = b->grad ? scratch(rh) : NULL;
     double *all[] = {x, w1, b1, w2, b2, gy, P, eP, H, eH, GP, eGP};
@@ -301,9 +311,12 @@ static tdm_status bound_conv2d(bctx *b) {
     if (!b->grad) return multilinear(b, (double)(ws[1] * ws[2] * ws[3]) + 1, 0);
     if (b->k == 0) return multilinear(b, (double)(ws[0] / (groups ? groups : 1) * ws[2] * ws[3]), 0);
     // grad weight and bias sum over every output position of every sample.
+    // (N, O, H, W) or unbatched (O, H, W): every dim but O's (not numel / O: O may be 0)
     const tdm_tensor *gy = b->c->grad_output[0];
-    int nd = tdm_tensor_ndim(gy);
-    int64_t positions = tdm_tensor_numel(gy) / shape_of(gy)[nd == 4 ? 1 : 0];
+    const int nd = tdm_tensor_ndim(gy), ch = nd == 4 ? 1 : 0;
+    int64_t positions = 1;
+    for (int d = 0; d < nd; d++)
+        if (d != ch) positions *= shape_of(gy)[d];
     return multilinear(b, (double)positions, 0);
 }
 

@@ -121,6 +121,21 @@ static bool attr_accepted(const char *list, const char *name) {
 
 // ---- loading ----------------------------------------------------------------------------------
 
+tdm_status tdm_case_check_intermediate(const tdm_case *c, const char *what, int ndim,
+                                       const int64_t *shape) {
+    int64_t n = 1;
+    bool over = false;
+    for (int d = 0; d < ndim; d++) over = over || __builtin_mul_overflow(n, shape[d], &n);
+    if (!over && n <= TDM_CASE_MAX_INTERMEDIATE) return TDM_OK;
+    char b[200];
+    tdm_shape_str(ndim, shape, b, sizeof b);
+    return tdm_error_set(TDM_ERR_FORMAT,
+                         "%s: %s: its %s %s (no tensor of the case holds them) are %s%.4g "
+                         "elements, over a case's limit of %lld (2^24; docs/CASE_FORMAT.md)",
+                         c->path, c->op, what, b, over ? "over " : "",
+                         over ? 9.2e18 : (double)n, (long long)TDM_CASE_MAX_INTERMEDIATE);
+}
+
 // "input.3" -> (&c->input, 3); false for names outside the format.
 static bool case_slot(tdm_case *c, const char *name, tdm_tensor ***slot) {
     static const char *kinds[] = {"input.", "grad_output.", "output.", "grad_input."};
@@ -220,6 +235,14 @@ tdm_case *tdm_case_load(const char *path) {
         integer_input |= c->input[i] && is_integer_dtype(tdm_tensor_dtype(c->input[i]));
     }
     if (c->dtype == TDM_DTYPE_COUNT && integer_input) c->dtype = TDM_DTYPE_F32;
+    static const struct {
+        const char *op;
+        tdm_status (*rule)(const tdm_case *c);
+    } size_rules[] = {{"scaled_dot_product_attention", tdm_case_size_sdpa},
+                      {"linear_gelu_linear", tdm_case_size_linear_gelu_linear}};
+    for (size_t i = 0; i < sizeof size_rules / sizeof *size_rules; i++)
+        if (!strcmp(size_rules[i].op, c->op) && size_rules[i].rule(c) != TDM_OK)
+            return case_fail(c, NULL);
     if (c->dtype == TDM_DTYPE_COUNT || !c->output[0]) {
         tdm_error_set(TDM_ERR_FORMAT, "%s: a case needs a floating input and output.0 (or an "
                       "integer input: an integer tensor with a number)", path);

@@ -40,6 +40,24 @@ typedef struct {
     const char *attrs;   // the attrs it accepts, space separated: "stride padding dilation groups"
 } tdm_case_op;
 
+// The case format's size rule for the ops whose work is not bounded by the tensors of the file:
+// their intermediate that no tensor holds (scaled_dot_product_attention's weights (batch, L, S),
+// linear_gelu_linear's hidden activations (rows, hidden)), from the inputs' logical sizes, has at
+// most TDM_CASE_MAX_INTERMEDIATE elements (tdm_case_load checks it). TDM_OK, or a format error
+// naming the file and the sizes.
+tdm_status tdm_case_size_sdpa(const tdm_case *c);                 // case_attention.c
+tdm_status tdm_case_size_linear_gelu_linear(const tdm_case *c);   // case_linalg.c
+
+// A case's intermediate that no tensor of the file holds has at most this many elements (the
+// golden and generated cases' largest is some thousands): tensors with no data (a dim of 0) pass
+// the tensors' size rule, so a few hundred bytes could otherwise ask for gigabytes of scratch or
+// hours of work (docs/CASE_FORMAT.md).
+#define TDM_CASE_MAX_INTERMEDIATE ((int64_t)1 << 24)
+// TDM_OK when the intermediate `what` of shape (ndim, shape) holds at most
+// TDM_CASE_MAX_INTERMEDIATE elements; else a format error naming c's file, what and the shape.
+tdm_status tdm_case_check_intermediate(const tdm_case *c, const char *what, int ndim,
+                                       const int64_t *shape);
+
 // Each group of ops defines a table ending in {NULL}; case_ops.c joins them.
 extern const tdm_case_op tdm_case_ops_linalg[];     // linear matmul linear_gelu_linear conv2d
                                                     // max_pool2d avg_pool2d

@@ -4,6 +4,7 @@
  * position seed/offset for the dropout (as the dropout op's). Forward, and backward when the case
  * has grad_output.0: gradients of query, key, value and of a floating mask. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "case.h"
@@ -49,6 +50,32 @@ static tdm_status run_sdpa(const tdm_case *c, tdm_tensor *const *in, const tdm_t
     r->output[0] = y;
     for (int i = 0; i < 4; i++) r->grad_input[i] = gi[i];
     return TDM_OK;
+}
+
+// The attention weights (batch, L, S): with E = Ev = 0 no tensor of the case holds data, yet
+// the reference and the bound compute every weight (and keep rows of S). The batch is each
+// leading dim's largest size, right-aligned (what they broadcast to, or more: the op refuses
+// those that do not broadcast).
+tdm_status tdm_case_size_sdpa(const tdm_case *c) {
+    int bnd = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!c->input[i] || tdm_tensor_ndim(c->input[i]) < 2) return TDM_OK;   // the op refuses
+        if (tdm_tensor_ndim(c->input[i]) - 2 > bnd) bnd = tdm_tensor_ndim(c->input[i]) - 2;
+    }
+    int64_t w[TDM_MAX_DIMS] = {0};
+    for (int i = 0; i < 3; i++) {
+        const int nd = tdm_tensor_ndim(c->input[i]);
+        const int64_t *sh = tdm_tensor_shape(c->input[i]);
+        for (int d = 0; d < nd - 2; d++)
+            if (sh[d] > w[d + bnd - (nd - 2)]) w[d + bnd - (nd - 2)] = sh[d];
+    }
+    int64_t b = 1;
+    for (int d = 0; d < bnd; d++)
+        if (__builtin_mul_overflow(b, w[d], &b)) b = INT64_MAX;
+    const tdm_tensor *q = c->input[0], *k = c->input[1];
+    const int64_t shape[3] = {b, tdm_tensor_shape(q)[tdm_tensor_ndim(q) - 2],
+                              tdm_tensor_shape(k)[tdm_tensor_ndim(k) - 2]};
+    return tdm_case_check_intermediate(c, "attention weights", 3, shape);
 }
 
 const tdm_case_op tdm_case_ops_attention[] = {

@@ -62,6 +62,16 @@ static tdm_status run_linear(const tdm_case *c, tdm_tensor *const *in,
 // backward of its own in the API: its backward runs through autograd (the inputs as leaves),
 // which is what a model uses.
 
+// The hidden activations (rows, hidden): with an input width of 0 and no output columns, no
+// tensor of the case holds them.
+tdm_status tdm_case_size_linear_gelu_linear(const tdm_case *c) {
+    const tdm_tensor *x = c->input[0], *w1 = c->input[1];
+    if (!x || !w1 || tdm_tensor_ndim(x) < 1 || tdm_tensor_ndim(w1) != 2) return TDM_OK;   // refused later
+    const int64_t shape[2] = {tdm_shape_numel(tdm_tensor_ndim(x) - 1, tdm_tensor_shape(x)),
+                              tdm_tensor_shape(w1)[0]};
+    return tdm_case_check_intermediate(c, "hidden activations", 2, shape);
+}
+
 static tdm_status run_linear_gelu_linear(const tdm_case *c, tdm_tensor *const *in,
                                          const tdm_tensor *grad_output, tdm_case_result *r) {
     (void)c;
