@@ -264,6 +264,16 @@ cJSON *check_rules_judge_runs(const cJSON *expect, const cJSON *baseline, const 
 bool check_rules_format_known(const char *format);
 int check_rules_print(FILE *f, const cJSON *rows, const char *format);
 
+// ---- fleet tools: Prometheus (check_prometheus.c) ----------------------------------------------
+
+// The judged check (check_judge's result) in Prometheus's text exposition format, as
+// node_exporter's textfile collector reads it: the gauge tandem_check_verdict per check and GPU
+// (0 PASS, 1 WARN, 2 FAIL, 3 incomplete, 4 not judged; labels check, gpu, device, uuid, model,
+// verdict, code), tandem_check_ratio where a line has a ratio, tandem_check_exit,
+// tandem_check_lines per verdict and tandem_check_timestamp_seconds (the figures' "started", else
+// NOW_S). NULL out of memory; the caller frees it.
+char *check_prometheus_text(const cJSON *judged, double now_s);
+
 // ---- the report's verdict table (bench report) ------------------------------------------------
 
 // When DIR/status.json has a "check" section: writes its verdict table (a row per check, a column
@@ -347,6 +357,13 @@ void check_run_multi(cJSON *gpus, const int *index, int n, const check_run_opts 
 #define CHECK_SDC_TRAIN_MODEL "gpt:L2-H2-D32-T16-V67"
 #define CHECK_SDC_TRAIN_STEPS "50"
 #define CHECK_SDC_TRAIN_STEPS_EMU "4"
+// What the judge takes for sdc.gemm's work (check_sdc_judge.c): an n^3 bf16 GEMM, n this on a GPU
+// and CHECK_SDC_GEMM_N_EMU on the emulated device, repeated CHECK_SDC_GEMM_MIN_REPS times at least;
+// and for sdc.train's: one fingerprint per precision trained (f32, bf16) of the model and steps
+// above. A record of other work is "not run" (incomplete): it is not the check's.
+#define CHECK_SDC_GEMM_N 4096
+#define CHECK_SDC_GEMM_N_EMU 64
+#define CHECK_SDC_GEMM_MIN_REPS 10
 // Adds "sdc" ({"sdc.gemm": {...}, "sdc.train": {...}}, the format comment at the top) to each
 // entry of gpus (index[i]'s): levels 3 and 4.
 void check_sdc_run(cJSON *gpus, const int *index, int n, const check_run_opts *o);

@@ -34,7 +34,9 @@ static void check_usage(FILE *f) {
     fprintf(f,
             "usage: bench check [--device cuda:N|all] [--level 1|2|3|4] [--duration S] [--quick]\n"
             "                   [--expect FILE] [--out DIR] [--json] [--seed S]\n"
-            "       bench check --from-figures FILE [--expect FILE] [--json]\n"
+            "                   [--format prometheus] [--prometheus FILE]\n"
+            "       bench check --from-figures FILE [--expect FILE] [--json] [--format prometheus]\n"
+            "                   [--prometheus FILE]\n"
             "       bench check --write-expect DIR... [--expect FILE]   (JSON on stdout)\n"
             "       bench check --write-baseline DIR... [--expect FILE]   (JSON on stdout)\n"
             "       bench check --memtest [--device cuda:N|all] [--json] [--seed S]\n"
@@ -83,7 +85,12 @@ static void check_usage(FILE *f) {
             "             relative to the baseline's median, absolute, or missing_fails): a row per\n"
             "             node, accepted or rejected, each failing rule and by how much; exit 1 when\n"
             "             any node is rejected (suites/check/rules.example.json)\n"
-            "  --format   text (default), jsonl, md or html: how --rules prints its rows\n"
+            "  --format   text (default), jsonl, md or html: how --rules prints its rows;\n"
+            "             prometheus: a check (measured, or --from-figures) printed in Prometheus's\n"
+            "             text format instead of lines (node_exporter's textfile collector)\n"
+            "  --prometheus FILE  also write the check in Prometheus's text format to FILE\n"
+            "             (NAME.prom in node_exporter's textfile directory), atomically: a\n"
+            "             temporary file beside it, then renamed\n"
             "  --memtest  only the memory test: walking ones/zeros, address in address, moving\n"
             "             inversions, seeded random over 95 %% of each GPU's free memory; each\n"
             "             failing address with what was written and read (docs/CHECK.md); exit 0\n"
@@ -355,11 +362,38 @@ static int write_results(const char *dir, int argc, char **argv, const cJSON *ju
 
 // ---- the command ------------------------------------------------------------------------------
 
-static int judge_and_print(const cJSON *figures, const cJSON *expect, bool json, cJSON **out) {
+// The judged check as Prometheus's text format (check_prometheus.c): on stdout, or written
+// atomically to PATH (a temporary file beside it, then renamed: node_exporter's textfile collector
+// never reads half a file). False after saying why when it could not be written.
+static bool write_prometheus(const cJSON *j, const char *path) {
+    char *text = check_prometheus_text(j, (double)time(NULL));
+    bool ok = text != NULL;
+    if (!path && ok) ok = fputs(text, stdout) >= 0;
+    else if (ok && bench_write_atomic(path, text, strlen(text)) != 0) {
+        fprintf(stderr, "bench check: --prometheus %s: cannot write it: %s\n", path, bench_strerror(errno));
+        ok = false;
+    }
+    if (!text) fprintf(stderr, "bench check: out of memory for the Prometheus text\n");
+    free(text);
+    return ok;
+}
+
+// How the judged check is printed: lines, JSON or Prometheus's text format; and a Prometheus
+// textfile to write (NULL: none).
+typedef struct {
+    bool json, prometheus;
+    const char *prom_path;
+} check_output;
+
+static int judge_and_print(const cJSON *figures, const cJSON *expect, const check_output *how,
+                           cJSON **out) {
     char err[600];
     cJSON *j = check_judge(figures, expect, err, sizeof err);
     if (!j) return bench_bad("check", "%s", err);
-    if (json) {
+    bool json = how->json, prom_failed = false;
+    if (how->prometheus)
+        prom_failed = !write_prometheus(j, NULL);
+    else if (json) {
         char *s = cJSON_Print(j);
         if (s) printf("%s\n", s);
         free(s);
@@ -368,6 +402,8 @@ static int judge_and_print(const cJSON *figures, const cJSON *expect, bool json,
     }
     fflush(stdout);
     int rc = check_exit_code(j);
+    if (how->prom_path && !write_prometheus(j, how->prom_path)) prom_failed = true;
+    if (prom_failed && rc != CHECK_EXIT_BAD) rc = CHECK_EXIT_FAIL;   // as a results file not written
     if (out) *out = j;
     else cJSON_Delete(j);
     return rc;
@@ -458,16 +494,17 @@ int bench_check(int argc, char **argv) {
                                          {"level", required_argument, 0, 'L'},
                                          {"duration", required_argument, 0, 'D'},
                                          {"memtest", no_argument, 0, 'M'},
+                                         {"prometheus", required_argument, 0, 'P'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *device = "all", *expect_path = NULL, *out = NULL, *from = NULL;
-    const char *baseline_path = NULL, *rules_path = NULL, *format = NULL;
+    const char *baseline_path = NULL, *rules_path = NULL, *format = NULL, *prom_path = NULL;
     bool quick = false, json = false, write_expect = false, write_baseline = false, memtest = false;
     unsigned seed = 1;
     int c, level = 0;
     double duration = NAN;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wWb:r:F:L:D:Mh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:qe:o:js:f:wWb:r:F:L:D:MP:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'q': quick = true; break;
@@ -504,16 +541,26 @@ int bench_check(int argc, char **argv) {
         case 'r': rules_path = optarg; break;
         case 'F': format = optarg; break;
         case 'M': memtest = true; break;
+        case 'P': prom_path = optarg; break;
         case 'h': check_usage(stdout); return 0;
         default: check_usage(stderr); return 2;
         }
     }
     if (memtest)   // the memory test alone (check_memtest.c)
         return quick || out || from || write_expect || write_baseline || baseline_path ||
-                       rules_path || format || level || !isnan(duration) || optind < argc
+                       rules_path || format || prom_path || level || !isnan(duration) || optind < argc
                    ? bench_bad("check", "--memtest takes only --device, --json and --seed")
                    : check_memtest_main(device, json, seed);
     bool judge_rules = baseline_path || rules_path;
+    // --format prometheus prints a check (measured, or --from-figures) for node_exporter
+    bool prom = format && !strcmp(format, "prometheus");
+    if ((prom || prom_path) && (judge_rules || write_baseline || write_expect || memtest))
+        return bench_bad("check", "%s applies to a check (measured, or --from-figures), not to "
+                                  "--rules, --write-baseline, --write-expect or --memtest",
+                         prom ? "--format prometheus" : "--prometheus");
+    if (prom && json) return bench_bad("check", "--format prometheus and --json exclude each other");
+    if (prom_path && !prom_path[0]) return bench_bad("check", "--prometheus '': give a file (NAME.prom)");
+    if (prom) format = NULL;
     if (write_baseline || judge_rules || format) {
         const char *what = write_baseline ? "--write-baseline" : "--rules";
         if (write_baseline && judge_rules)
@@ -522,7 +569,8 @@ int bench_check(int argc, char **argv) {
             return bench_bad("check", "--baseline and --rules go together (bench check --help)");
         if (format && !judge_rules) return bench_bad("check", "--format applies to --rules only");
         if (format && !check_rules_format_known(format))
-            return bench_bad("check", "--format %s: give text, jsonl, md or html", format);
+            return bench_bad("check", "--format %s: give text, jsonl, md or html (--rules), or "
+                                      "prometheus (a check)", format);
         if (from || write_expect || out || json || strcmp(device, "all") || quick || level ||
             isfinite(duration))
             return bench_bad("check", "%s measures nothing: --from-figures, --write-expect, --out, "
@@ -591,7 +639,8 @@ int bench_check(int argc, char **argv) {
             return bench_bad("check", "--from-figures %s: %s", from, err);
         }
         fprintf(stderr, "bench check: judging %s against the expectations %s\n", from, expect_path);
-        int rc = judge_and_print(f, expect, json, NULL);
+        check_output how = {.json = json, .prometheus = prom, .prom_path = prom_path};
+        int rc = judge_and_print(f, expect, &how, NULL);
         if (rc == 2) fprintf(stderr, "bench check: (in %s)\n", from);
         cJSON_Delete(f);
         cJSON_Delete(expect);
@@ -657,7 +706,7 @@ int bench_check(int argc, char **argv) {
     }
     char started[32];
     utc_now(started, sizeof started);
-    FILE *say = json ? stderr : stdout;
+    FILE *say = json || prom ? stderr : stdout;
     double budget = check_level_budget_s(level, quick, n, duration);
     if (n) fprintf(say, "bench check: %d GPU%s, %s check, expectations %s\n", n, n == 1 ? "" : "s",
                    level != 2 ? (level == 1 ? "level 1" : level == 3 ? "level 3" : "level 4")
@@ -719,8 +768,9 @@ int bench_check(int argc, char **argv) {
     }
     cJSON_AddNumberToObject(fig, "elapsed_s", bench_now_s() - t_start);
     cJSON *judged = NULL;
+    check_output how = {.json = json, .prometheus = prom, .prom_path = prom_path};
     int rc = check_interrupted() ? 128 + check_interrupted()
-                                 : judge_and_print(fig, expect, json, &judged);
+                                 : judge_and_print(fig, expect, &how, &judged);
     if (judged && out) {
         char dev[64];
         if (n == 1) snprintf(dev, sizeof dev, "cuda:%d", index[0]);
