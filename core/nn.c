@@ -411,6 +411,27 @@ tdm_status tdm_module_init(tdm_module *m, uint64_t seed) {
     return s;
 }
 
+tdm_status tdm_module_init_copy(tdm_module *m, const tdm_module *src, uint64_t seed) {
+    if (!m || !src) return tdm_error_set(TDM_ERR_ARG, "module_init_copy: module is NULL");
+    bool same = m->n_state == src->n_state;
+    for (int i = 0; same && i < m->n_state; i++) {
+        const tdm_tensor *a = *m->state[i].slot, *b = *src->state[i].slot;
+        same = !strcmp(m->state[i].name, src->state[i].name) && a->dtype == b->dtype &&
+               a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape);
+    }
+    if (!same)
+        return tdm_error_set(TDM_ERR_ARG, "module_init_copy: the two modules' state dicts differ "
+                                          "(not the same structure)");
+    bool grad = tdm_grad_set_enabled(false);
+    tdm_status s = TDM_OK;
+    for (int i = 0; s == TDM_OK && i < m->n_state; i++)
+        if (entry_first(m, i) == i) s = tdm_tensor_copy_(*m->state[i].slot, *src->state[i].slot);
+    tdm_grad_set_enabled(grad);
+    uint64_t index = 0;
+    if (s == TDM_OK) s = dropout_seed(m, seed, &index);
+    return s;
+}
+
 void tdm_module_rng_advance(tdm_module *m, uint64_t forwards) {
     if (!m) return;
     if (m->kind == MOD_DROPOUT) m->rng.offset += forwards;   // one draw per training call

@@ -902,6 +902,8 @@ static int profile_suite(const char *dir, const char *suite, const char *filter,
                             .json_out = gbout, .user = &pc, .on_start = profile_on_start,
                             .on_result = profile_on_result, .stop_requested = signal_stop_requested};
     int ran = tdm_gb_run(&o, err, sizeof err);
+    const bench_suite *bs = bench_suite_find(suite);
+    if (bs && bs->finish) bs->finish();
     unlink(gbout);
     if (tdm_profile_is_recording()) tdm_profile_free(tdm_profile_stop());
     if (ran < 0) fprintf(stderr, "bench run: --profile: suite %s: %s\n", suite, err);
@@ -1520,6 +1522,7 @@ int bench_run(int argc, char **argv) {
                                 .on_result = on_result,
                                 .stop_requested = stop_requested};
         int ran = tdm_gb_run(&o, err, sizeof err);
+        if (plan->suite->finish) plan->suite->finish();
         if (ran < 0 && !strstr(err, "no benchmark matches")) {
             fprintf(stderr, "bench run: suite %s: %s\n", plan->suite->name, err);
             rc = 1;

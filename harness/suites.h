@@ -49,6 +49,9 @@ typedef struct {
     // Registers the suite's benchmarks for cfg (tdm_gb_register ...). Returns 0, or -1 with a
     // message in tdm_last_error(). The config is only valid during the call: keep a copy.
     int (*register_benchmarks)(const bench_suite_config *cfg);
+    // Optional: called once the suite's benchmarks have run, to free what they kept across
+    // Google Benchmark's calls (a row's trainer, initial weights); NULL for nothing.
+    void (*finish)(void);
 } bench_suite;
 
 // A benchmark a suite chose not to register on this device, with the reason (a recorded skip,

@@ -81,6 +81,11 @@ tdm_status tdm_nn_gpt_spec(const char *spec, tdm_gpt_config *c);
 // Re-draws every parameter (entry i of the state dict from the stream (seed, i)), resets the
 // buffers (running stats, num_batches_tracked) and restarts the dropout streams.
 tdm_status tdm_module_init(tdm_module *m, uint64_t seed);
+// Leaves m as tdm_module_init(m, seed) would, by copying the state of src, a module of the same
+// structure that tdm_module_init(src, seed) initialized (and that has not trained since), instead
+// of drawing it again: the draw is in double on the host (the same weights on every device), at
+// ~100 ns a parameter; a copy is a memcpy. TDM_ERR_ARG when the state dicts differ.
+tdm_status tdm_module_init_copy(tdm_module *m, const tdm_module *src, uint64_t seed);
 tdm_tensor *tdm_module_forward(tdm_module *m, const tdm_tensor *x);
 // Moves m's random streams (Dropout's; a GPT attention's dropout when its p > 0) on as `forwards`
 // training forwards would: a run resumed at step s with K micro-batches a step skips s K, so it

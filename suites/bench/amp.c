@@ -69,8 +69,8 @@ static bool amp_protocol(tdm_gb_state *st, const char *spec, bench_prec prec, in
             return true;
         }
     protocol_result r = {.spec = spec, .prec = prec, .batch = batch};
-    if (bench_train_protocol(spec, amp_cfg.device, prec, batch,
-                             protocol_steps(), &r.before, &r.after) != TDM_OK) {
+    if (bench_train_protocol(spec, amp_cfg.device, prec, batch, AMP_SEED, protocol_steps(),
+                             &r.before, &r.after) != TDM_OK) {
         bench_fail(st, "the accuracy protocol");
         return false;
     }
@@ -93,25 +93,27 @@ static train_ctx amp_train_ctx[AMP_MAX_MODELS + 1][BENCH_PREC_COUNT];
 static void bm_train(tdm_gb_state *st, void *arg) {
     const train_ctx *c = arg;
     int64_t batch = tdm_gb_arg(st, 0);
-    bench_trainer t;
-    bool ok =
-        bench_trainer_init(&t, c->spec, amp_cfg.device, c->prec, batch, AMP_SEED, 1) == TDM_OK;
+    bench_trainer *t = NULL;   // the row's, kept across its calls (bench_trainer_row)
+    bool fresh = false;
+    bool ok = bench_trainer_row(&t, &fresh, c->spec, amp_cfg.device, c->prec, batch, AMP_SEED) ==
+              TDM_OK;
     if (!ok) bench_fail(st, "setup");
     if (ok && tdm_memory_reset_peak(amp_cfg.device) != TDM_OK) {
         bench_fail(st, "tdm_memory_reset_peak");
         ok = false;
     }
-    ok = bench_trainer_timed_steps(st, &t, ok, NULL, NULL);
+    const int skipped0 = ok ? t->skipped : 0;
+    ok = bench_trainer_timed_steps(st, t, ok, NULL, NULL);
     tdm_memory_stats ms = {0};
     if (ok && tdm_memory_stats_get(amp_cfg.device, &ms) != TDM_OK) {
         bench_fail(st, "tdm_memory_stats_get");
         ok = false;
     }
-    int skipped = t.skipped;
+    int skipped = ok ? t->skipped - skipped0 : 0;   // this call's steps the scaler skipped
     int64_t n_params = 0;
-    for (int i = 0; ok && i < t.n_params; i++) n_params += tdm_tensor_numel(t.params[i]);
-    bool lm = !strncmp(c->spec, "gpt:", 4);   // from the spec: t is zeroed when setup failed
-    bench_trainer_free(&t);
+    for (int i = 0; ok && i < t->n_params; i++) n_params += tdm_tensor_numel(t->params[i]);
+    bool lm = !strncmp(c->spec, "gpt:", 4);
+    if (!ok) bench_trainer_row_drop();
     // Accuracy: this precision's loss after the protocol's steps against the f32 run's.
     protocol_result mine, f32;
     if (ok && amp_protocol(st, c->spec, c->prec, batch, &mine) &&
@@ -401,6 +403,28 @@ static void amp_conv_work(const int64_t *args, int n_args, void *ctx, char *buf,
 
 // ---- registration -------------------------------------------------------------------------
 
+// Under a time budget (bench run --budget), a model whose initial weights take more than a quarter
+// of the suite's share to draw (bench_spec_init_seconds: the 60 M-parameter MLP about 6 s, GPT-2
+// 124M about 12 s, once per process) is left out, each of its rows recorded as skipped for time
+// with the figures: it fits a full run's share but not --quick's on a GPU.
+static bool amp_model_fits(const char *name, const char *spec, const int64_t *batches,
+                           int n_batches) {
+    double init_s = bench_spec_init_seconds(spec);
+    if (amp_cfg.budget_s <= 0 || init_s <= 0.25 * amp_cfg.budget_s) return true;
+    char id[160], why[300];
+    snprintf(why, sizeof why,
+             "skipped for time: drawing %s's initial weights takes about %.0f s on the host, over "
+             "a quarter of the suite's share of --budget (%.0f s)",
+             spec, init_s, amp_cfg.budget_s);
+    for (int p = 0; p < BENCH_PREC_COUNT; p++)
+        for (int i = 0; prec_here((bench_prec)p) && i < n_batches; i++) {
+            snprintf(id, sizeof id, "train_%s_%s/batch:%lld", name, bench_prec_name(p),
+                     (long long)batches[i]);
+            bench_suite_skip(id, why);
+        }
+    return false;
+}
+
 static int amp_register(const bench_suite_config *cfg) {
     amp_cfg = *cfg;
     amp_n_protocols = 0;
@@ -410,6 +434,8 @@ static int amp_register(const bench_suite_config *cfg) {
     char name[96], info[400];
     for (int m = 0; bench_models[m].name && m < AMP_MAX_MODELS; m++) {
         if (bench_models[m].cuda_only && !on_cuda()) continue;
+        if (!amp_model_fits(bench_models[m].name, bench_models[m].spec, batches, n_batches))
+            continue;
         for (int p = 0; p < BENCH_PREC_COUNT; p++) {
             if (!prec_here((bench_prec)p)) continue;
             amp_train_ctx[m][p] = (train_ctx){bench_models[m].spec, (bench_prec)p};
@@ -429,7 +455,9 @@ static int amp_register(const bench_suite_config *cfg) {
     }
     // GPT: GPT-2 124M's shape on a GPU, the tiny one on the cpu and the emulated device
     const bench_gpt_model *g = bench_gpt_for(cfg->device, cfg->quick);
-    for (int p = 0; p < BENCH_PREC_COUNT; p++) {
+    const int64_t gpt_batch = BENCH_GPT_BATCH;
+    const bool gpt_fits = amp_model_fits(g->name, g->spec, &gpt_batch, 1);
+    for (int p = 0; gpt_fits && p < BENCH_PREC_COUNT; p++) {
         if (!prec_here((bench_prec)p)) continue;
         amp_train_ctx[AMP_MAX_MODELS][p] = (train_ctx){g->spec, (bench_prec)p};
         snprintf(name, sizeof name, "train_%s_%s", g->name, bench_prec_name(p));
@@ -530,4 +558,5 @@ const bench_suite bench_suite_amp = {
     .ratios = amp_ratios,
     .metrics = amp_metrics,
     .register_benchmarks = amp_register,
+    .finish = bench_train_cache_clear,
 };

@@ -62,15 +62,33 @@ tdm_status bench_trainer_step(bench_trainer *t, double *loss);
 // The batch's loss under the trainer's precision, without training.
 tdm_status bench_trainer_loss(bench_trainer *t, double *loss);
 void bench_trainer_free(bench_trainer *t);
+// A row's trainer, kept across Google Benchmark's calls of the row (its warm-up, iteration-count
+// search and repetitions each call the function again): set up on the first call (*fresh true)
+// and handed back while the row (spec, device, precision, batch, seed) stays the same; the
+// previous row's is freed. Not to be freed by the caller: bench_trainer_row_drop after a failure
+// (its state is then unknown), bench_train_cache_clear when the suite has run (its finish).
+// Not for data-parallel ranks (one row trainer per process).
+tdm_status bench_trainer_row(bench_trainer **t, bool *fresh, const char *spec, tdm_device dev,
+                             bench_prec prec, int64_t batch, uint64_t seed);
+void bench_trainer_row_drop(void);
+// Frees the row's trainer and the initial weights kept for bench_trainer_init (it copies the last
+// two (spec, seed) it drew instead of drawing them again: tdm_module_init_copy).
+void bench_train_cache_clear(void);
 // A training benchmark's timed loop: one bench_trainer_step per iteration while ok; a failed step
 // or a loss that is not finite fails the benchmark (and stops stepping). *first (optional) gets the
 // first step's loss, *steps (optional) the steps taken. Returns ok at the end.
 bool bench_trainer_timed_steps(tdm_gb_state *st, bench_trainer *t, bool ok, double *first,
                                int64_t *steps);
 
-// The fixed accuracy protocol: a fresh trainer, `steps` steps, the loss before and after.
+// The fixed accuracy protocol: a fresh trainer (seed), `steps` steps, the loss before and after.
 tdm_status bench_train_protocol(const char *spec, tdm_device dev, bench_prec prec, int64_t batch,
-                                int steps, double *before, double *after);
+                                uint64_t seed, int steps, double *before, double *after);
+
+// The seconds drawing a model's initial weights takes on the host (tdm_module_init: about 100 ns a
+// parameter, measured on a 2.6 GHz core), once per process and (spec, seed) since they are kept
+// (bench_trainer_init); 0 for a spec whose parameters are not counted here (cnn:, which are small).
+// A suite whose budget (bench_suite_config.budget_s) cannot carry it leaves the model's rows out.
+double bench_spec_init_seconds(const char *spec);
 
 // ---- the GPT benchmarks (amp, cpu-vs-gpu, graphs) ----------------------------------------------
 

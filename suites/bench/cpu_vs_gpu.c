@@ -32,12 +32,13 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     const cvg_ctx *c = arg;
     int64_t batch = tdm_gb_arg(st, 0);
     tdm_device dev = c->cuda ? cvg_cfg.device : TDM_CPU;
-    bench_trainer t;
-    bool ok = bench_trainer_init(&t, c->spec, dev, BENCH_PREC_F32, batch, 1, 1) == TDM_OK;
+    bench_trainer *t = NULL;   // the row's, kept across its calls (bench_trainer_row)
+    bool fresh = false;
+    bool ok = bench_trainer_row(&t, &fresh, c->spec, dev, BENCH_PREC_F32, batch, 1) == TDM_OK;
     if (!ok) bench_fail(st, "setup");
     double first = NAN, last = NAN;
-    ok = bench_trainer_timed_steps(st, &t, ok, &first, NULL);
-    if (ok && bench_trainer_loss(&t, &last) != TDM_OK) {
+    ok = bench_trainer_timed_steps(st, t, ok, &first, NULL);
+    if (ok && bench_trainer_loss(t, &last) != TDM_OK) {
         bench_fail(st, "loss");
         ok = false;
     }
@@ -47,7 +48,7 @@ static void bm_train(tdm_gb_state *st, void *arg) {
                  (long long)tdm_gb_iterations(st), first, last);
         tdm_gb_skip_with_error(st, msg);
     }
-    bench_trainer_free(&t);
+    if (!ok) bench_trainer_row_drop();
     // a GPT's rate is tokens/s (from the spec: t is zeroed when setup failed)
     bench_rate_counters(st, (double)batch, bench_tokens_per_sample(c->spec), true);
     char label[200];
@@ -118,4 +119,5 @@ const bench_suite bench_suite_cpu_vs_gpu = {
     .devices = BENCH_SUITE_CPU | BENCH_SUITE_CUDA,
     .ratios = cvg_ratios,
     .register_benchmarks = cvg_register,
+    .finish = bench_train_cache_clear,
 };

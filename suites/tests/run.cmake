@@ -49,3 +49,9 @@ endif()
 # A bad --budget exits 2 and writes nothing.
 add_test(NAME run.budget_bad_exit_2 COMMAND sh -c
   "rm -rf ${R}/bbad; for b in '' x 10q -5s 1e9 'm'; do ${B} run --device cpu --quick --suite ops --budget \"$b\" --out ${R}/bbad 2>${R}/bbad.err; rc=$?; [ $rc -eq 2 ] || { echo \"exit $rc for --budget '$b'\"; exit 1; }; grep -q 'budget' ${R}/bbad.err || { echo \"no message for '$b'\"; exit 1; }; [ ! -e ${R}/bbad/status.json ] || exit 1; done")
+# Under --budget, amp leaves out a model whose initial weights take more than a quarter of its
+# share to draw (the 60 M-parameter MLP, cuda only: on a GPU, or the emulated device), each row
+# listed as skipped for time with the figures; without a budget it registers them (bench list).
+add_test(NAME gpu.bench.amp_budget_sizes_rows COMMAND sh -c
+  "out=$(${B} conform --device cuda:0 --ops add 2>&1); case \"$out\" in *'no CUDA device'*|*'no CUDA backend'*) echo \"SKIP: $(echo \"$out\" | head -n1)\"; exit 77;; esac; ${B} list --suite amp --device cuda:0 | grep -q 'train_mlp_10000_5000_2000_10_f32' || { echo 'not registered without a budget'; exit 1; }; rm -rf ${R}/ampb; ${B} run --device cuda:0 --quick --suite amp --filter 'mlp_10000' --budget 20s --out ${R}/ampb || exit 1; grep -q '\"benchmark\":[[:space:]]*\"train_mlp_10000_5000_2000_10_bf16/batch:64\"' ${R}/ampb/status.json && grep -q 'skipped for time: drawing mlp:10000-5000-2000-10' ${R}/ampb/status.json && ! grep -q 'mlp_10000' ${R}/ampb/amp.csv 2>/dev/null || { cat ${R}/ampb/status.json; exit 1; }")
+set_tests_properties(gpu.bench.amp_budget_sizes_rows PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -258,6 +258,49 @@ static void check_uniform(const char *what, const tdm_tensor *t, double b) {
               what, var, b * b / 3);
 }
 
+// tdm_module_init_copy: a module set up by copying a fresh module's state is, to the bit, what
+// tdm_module_init with the same seed draws (checked against a third module drawn directly):
+// every state entry, a BatchNorm's buffers included, and the dropout streams (the same masks in
+// a training forward).
+static void test_init_copy(void) {
+    static const char *const specs[] = {
+        "cnn:3x8x8/c4p1-bn-relu-mp2-flat-do0.5-fc10",
+        "gpt:L1-H2-D8-T4-V11-drop0.25",
+    };
+    for (int k = 0; k < 2; k++) {
+        tdm_module *src = tdm_nn_from_spec(specs[k]), *copy = tdm_nn_from_spec(specs[k]),
+                   *drawn = tdm_nn_from_spec(specs[k]);
+        CHECK(src && copy && drawn);
+        if (!src || !copy || !drawn) continue;
+        CHECK(tdm_module_init(src, 5) == TDM_OK && tdm_module_init(drawn, 5) == TDM_OK);
+        CHECK(tdm_module_init(copy, 9) == TDM_OK);   // other weights, other streams first
+        CHECK_MSG(tdm_module_init_copy(copy, src, 5) == TDM_OK, "%s", tdm_last_error());
+        tdm_tensor *a[64], *b[64];
+        int n = tdm_module_state(copy, NULL, a, 64);
+        CHECK(n == tdm_module_state(drawn, NULL, b, 64) && n > 0 && n <= 64);
+        for (int i = 0; i < n && i < 64; i++) CHECK_MSG(bytes_equal(a[i], b[i]), "%s entry %d", specs[k], i);
+        // The dropout streams: a training forward draws the same masks in both.
+        int64_t shape[4] = {2, 3, 8, 8};
+        tdm_tensor *x = k == 0 ? tdm_tensor_randn(4, shape, TDM_DTYPE_F32, TDM_CPU, 3, 0)
+                               : tdm_tensor_from_host(2, (int64_t[]){1, 4}, TDM_DTYPE_I64, TDM_CPU,
+                                                      (int64_t[]){1, 2, 3, 4});
+        tdm_tensor *ya = x ? tdm_module_forward(copy, x) : NULL;
+        tdm_tensor *yb = x ? tdm_module_forward(drawn, x) : NULL;
+        CHECK_MSG(ya && yb && bytes_equal(ya, yb), "%s: the forwards in training differ", specs[k]);
+        tdm_tensor_free(ya);
+        tdm_tensor_free(yb);
+        tdm_tensor_free(x);
+        tdm_module_free(src);
+        tdm_module_free(copy);
+        tdm_module_free(drawn);
+    }
+    // Another structure is refused, naming why.
+    tdm_module *a = tdm_nn_from_spec("mlp:4-3"), *b = tdm_nn_from_spec("mlp:4-5");
+    CHECK(tdm_module_init_copy(a, b, 0) == TDM_ERR_ARG && strstr(tdm_last_error(), "differ"));
+    tdm_module_free(a);
+    tdm_module_free(b);
+}
+
 static void test_init(void) {
     // Philox's known answer (Random123's kat_vectors): key (0,0), counter (0,0,0,0) gives the words
     // 6627e8d5 e169c58d: the first two elements of the stream (seed 0, offset 0), the weight of a
@@ -911,6 +954,7 @@ int main(int argc, char **argv) {
     const char *area = argv[1];
     if (!strcmp(area, "spec")) test_spec();
     else if (!strcmp(area, "init")) test_init();
+    else if (!strcmp(area, "init_copy")) test_init_copy();
     else if (!strcmp(area, "forward")) test_forward();
     else if (!strcmp(area, "train_eval")) test_train_eval();
     else if (!strcmp(area, "state")) test_state();
