@@ -993,6 +993,154 @@ static int fleet_check(char **dirs, int n, double threshold, double max_change, 
     return rc;
 }
 
+// ---- --fleet: one run, one node ------------------------------------------------------------
+// A fleet's vote counts each directory as a node, so one run named twice — the same path twice,
+// a link to it, a bind mount (the same st_dev/st_ino), or a copy — would count twice, and a bad
+// node named twice outvotes a healthy one. A copy is the same run when its context.json names the
+// same host and start time and the files compare reads (context.json, status.json,
+// *.samples.csv) are the same bytes: a run of its own on that host in that second (one per GPU,
+// say) writes other samples and fingerprints, so it still counts.
+
+static void free_names(char **v) {
+    for (int i = 0; v && v[i]; i++) free(v[i]);
+    free(v);
+}
+
+// The file names compare reads in dir, sorted; NULL-terminated, or NULL with load_error set.
+static char **run_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0, cap = 16;
+    char **v = d ? calloc((size_t)cap, sizeof *v) : NULL;
+    if (!v) {
+        if (d) closedir(d);
+        fail("%s: cannot open: %s", dir, d ? "out of memory" : strerror(errno));
+        return NULL;
+    }
+    bool ok = true;
+    for (struct dirent *e; ok && (e = readdir(d));) {
+        size_t len = strlen(e->d_name), sl = strlen(".samples.csv");
+        if (strcmp(e->d_name, "context.json") && strcmp(e->d_name, "status.json") &&
+            (len <= sl || strcmp(e->d_name + len - sl, ".samples.csv")))
+            continue;
+        if (n + 2 > cap) {
+            char **nv = realloc(v, (size_t)(2 * cap) * sizeof *nv);
+            if (!(ok = nv != NULL)) break;
+            v = nv;
+            cap *= 2;
+        }
+        ok = (v[n] = dup_str(e->d_name)) != NULL;
+        n += ok;
+    }
+    closedir(d);
+    v[n] = NULL;
+    if (!ok) {
+        free_names(v);
+        fail("%s: out of memory", dir);
+        return NULL;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_str);
+    return v;
+}
+
+// context.json's env.host and started, "" where absent or unreadable.
+static void run_host_started(const char *dir, char *host, char *started, size_t n) {
+    host[0] = started[0] = '\0';
+    char path[4200], why[300];
+    snprintf(path, sizeof path, "%s/context.json", dir);
+    size_t len = 0;
+    char *text = bench_read_file_max(path, 256u << 20, &len);
+    cJSON *c = text ? bench_json_parse_strict(text, len, false, why, sizeof why) : NULL;
+    free(text);
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "env"), "host");
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(c, "started");
+    if (cJSON_IsString(h) && cJSON_IsString(s) && h->valuestring[0] && s->valuestring[0]) {
+        snprintf(host, n, "%s", h->valuestring);
+        snprintf(started, n, "%s", s->valuestring);
+    }
+    cJSON_Delete(c);
+}
+
+// 1 when a and b hold the same files compare reads, byte for byte; 0 when not; -1 (load_error)
+// when one cannot be read.
+static int same_run_files(const char *a, const char *b) {
+    char **fa = run_files(a), **fb = fa ? run_files(b) : NULL;
+    int same = fa && fb ? 1 : -1;
+    for (int i = 0; same == 1 && (fa[i] || fb[i]); i++) {
+        if (!fa[i] || !fb[i] || strcmp(fa[i], fb[i])) {
+            same = 0;
+            break;
+        }
+        char pa[4200], pb[4200];
+        snprintf(pa, sizeof pa, "%s/%s", a, fa[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, fb[i]);
+        size_t la = 0, lb = 0;
+        char *ta = bench_read_file_max(pa, 256u << 20, &la);
+        char *tb = ta ? bench_read_file_max(pb, 256u << 20, &lb) : NULL;
+        if (!ta || !tb) same = fail("%s: cannot read: %s", ta ? pb : pa, bench_strerror(errno));
+        else if (la != lb || memcmp(ta, tb, la)) same = 0;
+        free(ta);
+        free(tb);
+    }
+    free_names(fa);
+    free_names(fb);
+    return same;
+}
+
+// 0 when no run is named twice among dirs; else 2, with a line to stderr naming both.
+static int fleet_distinct_runs(char **dirs, int n) {
+    struct stat *sb = calloc((size_t)n + 1, sizeof *sb);
+    bool *have = calloc((size_t)n + 1, sizeof *have);
+    if (!sb || !have) {
+        free(sb);
+        free(have);
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++)   // a path that is not a directory is the loaders' to name
+        have[i] = stat(dirs[i], &sb[i]) == 0 && S_ISDIR(sb[i].st_mode);
+    for (int i = 0; !rc && i < n; i++) {
+        if (!have[i]) continue;
+        char hi[300], si[300];
+        run_host_started(dirs[i], hi, si, sizeof hi);
+        for (int j = 0; !rc && j < i; j++) {
+            if (!have[j]) continue;
+            char a[1100], b[1100];
+            snprintf(a, sizeof a, "%s", dirs[j]);
+            snprintf(b, sizeof b, "%s", dirs[i]);
+            tame(a);
+            tame(b);
+            if (sb[i].st_dev == sb[j].st_dev && sb[i].st_ino == sb[j].st_ino) {
+                fprintf(stderr, "bench compare: --fleet: %s and %s are the same directory (named "
+                        "twice, or through a link): one node would count twice in the fleet's "
+                        "vote; name each node's results once\n", a, b);
+                rc = 2;
+                break;
+            }
+            if (!hi[0]) continue;
+            char hj[300], sj[300];
+            run_host_started(dirs[j], hj, sj, sizeof hj);
+            if (strcmp(hi, hj) || strcmp(si, sj)) continue;
+            int same = same_run_files(dirs[j], dirs[i]);
+            if (same < 0) {
+                fprintf(stderr, "bench compare: %s\n", load_error);
+                rc = 2;
+            } else if (same) {
+                tame(hi);
+                tame(si);
+                fprintf(stderr, "bench compare: --fleet: %s and %s are one run (a copy: the same "
+                        "host %s and start time %s, and the same context.json, status.json and "
+                        "samples): one node would count twice in the fleet's vote; name each "
+                        "node's results once\n", a, b, hi, si);
+                rc = 2;
+            }
+        }
+    }
+    free(sb);
+    free(have);
+    return rc;
+}
+
 // ---- the command ---------------------------------------------------------------------------
 
 static void compare_usage(FILE *f) {
@@ -1074,6 +1222,7 @@ int bench_compare(int argc, char **argv) {
         }
     }
     int ndirs = argc - optind;
+    if (fleet && fleet_distinct_runs(argv + optind, ndirs) != 0) return 2;
     if (fleet && ndirs >= 2) {   // results of `bench check`: their fingerprints first
         bool handled = false;
         int frc = fleet_check(argv + optind, ndirs, threshold, max_change, &handled);
