@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/files_impl.h"   // tdm_file_open_read
 #include "core/tensor_impl.h"  // tdm_error_set, tdm_alloc_check
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -33,8 +35,15 @@ static tdm_status stream_rows(const char *what, bench_tokens *d, int64_t batch) 
 // ---- llm.c's .bin -------------------------------------------------------------------------------
 
 static tdm_status load_bin(const char *path, int64_t vocab, int64_t batch, bench_tokens *d) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tdm_error_set(TDM_ERR_IO, "%s: %s", path, strerror(errno));
+    // opened as every reader opens its file (core/files_impl.h): a FIFO, a device or a directory
+    // is refused at once (fopen waited on a FIFO for a writer forever)
+    int fd = tdm_file_open_read(path, NULL);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        return tdm_error_set(TDM_ERR_IO, "%s: %s", path, tdm_file_strerror(err));
+    }
     int32_t h[BENCH_LLMC_HEADER];
     tdm_status s = TDM_OK;
     long size = -1;
