@@ -53,6 +53,14 @@ static bool read_option(span t, int *i, char letter, int64_t *out) {
     return read_number(t, i, out);
 }
 
+// Whether t.s[from..] is digits only, at least one: a number read_number refused is then too
+// large, not malformed.
+static bool all_digits(span t, int from) {
+    for (int i = from; i < t.n; i++)
+        if (t.s[i] < '0' || t.s[i] > '9') return false;
+    return t.n > from;
+}
+
 // A whole token or field that is one positive decimal number.
 static bool span_positive(span t, int64_t *out) {
     int i = 0;
@@ -126,8 +134,8 @@ static bool mlp_widths(const char *body, span **w, int *n) {
 static bool mlp_width(span t, int64_t *out) {
     if (span_positive(t, out)) return true;
     char b[80];
-    tdm_error_set(TDM_ERR_ARG, "mlp: width '%s' is not a positive integer (at most %d)",
-                  span_str(t, b, sizeof b), SPEC_MAX_NUMBER);
+    tdm_error_set(TDM_ERR_ARG, "mlp: width '%s' is %s (at most %d)", span_str(t, b, sizeof b),
+                  all_digits(t, 0) ? "too large" : "not a positive integer", SPEC_MAX_NUMBER);
     return false;
 }
 
@@ -387,7 +395,8 @@ static bool gpt_parse(const char *body, tdm_gpt_config *c) {
         } else if (l) {
             int j = 1;
             ok = (read_number(t, &j, &v[k]) && j == t.n && v[k] > 0) ||
-                 gpt_error(t, "needs a positive integer after the letter");
+                 gpt_error(t, all_digits(t, 1) ? "too large: at most 2147483647"
+                                               : "needs a positive integer after the letter");
         } else if (k == 6) {
             c->gelu_tanh = false;
         } else if (t.n > 4 && !strncmp(t.s, "drop", 4)) {

@@ -1062,8 +1062,10 @@ double tdm_lr_cosine_at(const tdm_lr_cosine *s, int64_t step) {
                       "0 <= warmup_steps <= decay_steps, step >= 0)");
         return NAN;
     }
-    if (step < s->warmup_steps)   // as Python evaluates max_lr * (it + 1) / (warmup + 1)
-        return s->max_lr * (double)(step + 1) / (double)(s->warmup_steps + 1);
+    // as Python evaluates max_lr * (it + 1) / (warmup + 1), its integers unbounded: + 1 in
+    // double (warmup_steps + 1 overflowed int64 at INT64_MAX: a negative lr)
+    if (step < s->warmup_steps)
+        return s->max_lr * ((double)step + 1.0) / ((double)s->warmup_steps + 1.0);
     if (step >= s->decay_steps) return s->min_lr;   // nanoGPT: exactly this at it == decay too
     const double ratio =
         (double)(step - s->warmup_steps) / (double)(s->decay_steps - s->warmup_steps);

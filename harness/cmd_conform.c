@@ -149,7 +149,7 @@ int bench_conform(int argc, char **argv) {
             break;
         case 'n':
             if (!parse_u64(optarg, &n_cases) || n_cases > 1000000) {
-                fprintf(stderr, "bench conform: --cases %s: expected an integer 0..1000000\n", optarg);
+                fprintf(stderr, "bench conform: --cases %s: expected an integer 1..1000000\n", optarg);
                 return 2;
             }
             break;
@@ -172,12 +172,19 @@ int bench_conform(int argc, char **argv) {
     if (ops) {
         char buf[1024];
         snprintf(buf, sizeof buf, "%s", ops);
+        int named = 0;
         for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            named++;
             if (!tdm_random_has(t) && !tdm_exact_has(t)) {
                 fprintf(stderr, "bench conform: no generator for op '%s' (ops: %s %s)\n", t,
                         tdm_random_ops(), tdm_exact_ops());
                 return 2;
             }
+        }
+        if (!named) {   // "--ops ," or "--ops ''": nothing would be tested, and it would pass
+            fprintf(stderr, "bench conform: --ops '%s': names no op (ops: %s %s)\n", ops,
+                    tdm_random_ops(), tdm_exact_ops());
+            return 2;
         }
     }
     tdm_device dev;
@@ -192,6 +199,13 @@ int bench_conform(int argc, char **argv) {
     }
     if (fail_dir && stat(fail_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "bench conform: --failures %s: not a directory\n", fail_dir);
+        return 2;
+    }
+    // --cases 0 tests nothing: refused, after the device (scripts probe a GPU with it and read
+    // only whether the device was refused)
+    if (n_cases == 0) {
+        fprintf(stderr, "bench conform: --cases 0: tests nothing (device %s is available); give "
+                        "1 or more\n", devname);
         return 2;
     }
     bool old_poison = tdm_debug_poison(), old_guards = tdm_debug_guards();

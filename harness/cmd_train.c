@@ -29,6 +29,7 @@ typedef struct {
     bool lr_set, momentum_set, wd_set, ranks_set;
     bool maximize, amsgrad;   // torch.optim's maximize (all) and amsgrad (adam/adamw)
     bool fused_adam;          // --fused-adam: Adam/AdamW(..., fused=True), one step call
+    bool init_partial;        // --init-partial: load_state_dict(strict=False): names may differ
     bool graph;   // --graph: capture one step into a CUDA graph, replay it (tandem/graph.h)
     uint64_t seed;
     double clip;         // --clip-grad-norm: max_norm of clip_grad_norm_ (0: off, as nanoGPT's)
@@ -81,7 +82,11 @@ static void train_usage(FILE *f) {
         "                  or FILE.bin, llm.c's token file (magic 20240520, uint16 tokens): step\n"
         "                  i reads window i mod W of B*T+1 tokens as llm.c's DataLoader; without\n"
         "                  it, a seeded synthetic token stream\n"
-        "--init FILE       parameters by state dict name (a golden training file's init.* too)\n"
+        "--init FILE       parameters by state dict name (a golden training file's init.* too);\n"
+        "                  a name the model lacks, or a tensor of the model the file lacks, is\n"
+        "                  refused (exit 2, the names named), as load_state_dict(strict=True)\n"
+        "--init-partial    with --init: loads the names the model has, keeps the others'\n"
+        "                  initialisation (load_state_dict(strict=False))\n"
         "--dump FILE       writes the final state dict and `loss` (steps,) f32, atomically (a\n"
         "                  link, FIFO or device at FILE is refused before training, exit 2)\n"
         "--amp fp16        autocast to f16 with a gradient scaler; bf16: autocast, no scaler\n"
@@ -174,7 +179,7 @@ static int parse_schedule(const char *arg, tdm_lr_cosine *s) {
     *s = (tdm_lr_cosine){0};
     if (strlen(arg) >= sizeof buf || !m || !parse_i64(w, 0, &s->warmup_steps) ||
         !parse_i64(d, 0, &s->decay_steps) || !parse_f64(m, &s->min_lr) ||
-        s->decay_steps < s->warmup_steps)
+        s->decay_steps < s->warmup_steps || !(s->min_lr >= 0) || !isfinite(s->min_lr))
         return bad("--lr-schedule %s: expected cosine:WARMUP:DECAY:MIN_LR (steps 0 <= WARMUP <= "
                    "DECAY, MIN_LR a number >= 0)", arg);
     return 0;
@@ -186,6 +191,7 @@ static int parse_schedule(const char *arg, tdm_lr_cosine *s) {
 // and a path that is a symbolic link, a FIFO or a device (--dump /dev/null) is refused: the
 // writers never replace one (core/files_impl.h).
 static int check_output(const char *flag, const char *path) {
+    if (!path[0]) return bad("%s '': expected the path of a file to write", flag);
     if (tdm_file_check_target(path) != 0)
         return bad("%s %s: %s: give the path of a regular file to write", flag, path,
                    tdm_file_strerror(errno));
@@ -564,6 +570,50 @@ static tdm_status check_finite_state(tdm_module *m, const char *path, const char
     return s;
 }
 
+// --init's names against the model's (prefix: "init." in a golden training file, whose other
+// tensors are not weights; a --dump's own records, loss, lr, grad_norm, scale, logits0 and
+// grad0.*, are not weights either: a dump resumes): a name the model does not have is refused, as PyTorch's
+// load_state_dict(strict=True) refuses "Unexpected key(s) in state_dict", naming the names
+// (tdm_module_load itself ignores them: --init-partial keeps that).
+static tdm_status check_init_names(tdm_module *m, const char *path, const char *prefix) {
+    tdm_safetensors *st = tdm_safetensors_open(path);
+    if (!st) return tdm_last_status();
+    const int n = tdm_module_state(m, NULL, NULL, 0);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    if (!names) {
+        tdm_safetensors_close(st);
+        return tdm_error_set(TDM_ERR_OOM, "--init: out of memory");
+    }
+    tdm_module_state(m, names, NULL, n);
+    const size_t lp = strlen(prefix);
+    char list[900] = "";
+    int unknown = 0;
+    for (int i = 0; i < tdm_safetensors_count(st); i++) {
+        const char *f = tdm_safetensors_name(st, i);
+        if (strncmp(f, prefix, lp)) continue;
+        static const char *const records[] = {"loss", "lr", "grad_norm", "scale", "logits0"};
+        bool record = !lp && !strncmp(f, "grad0.", 6);
+        for (size_t r = 0; !lp && r < sizeof records / sizeof *records; r++)
+            record = record || !strcmp(f, records[r]);
+        if (record) continue;
+        bool known = false;
+        for (int k = 0; k < n && !known; k++) known = !strcmp(names[k], f + lp);
+        if (known) continue;
+        size_t l = strlen(list);
+        if (unknown < 8 && l + 8 < sizeof list)
+            snprintf(list + l, sizeof list - l, "%s'%s'", unknown ? ", " : "", f);
+        unknown++;
+    }
+    free(names);
+    tdm_safetensors_close(st);
+    if (!unknown) return TDM_OK;
+    return tdm_error_set(TDM_ERR_FORMAT,
+                         "--init %s: %d name%s the model does not have: %s%s (PyTorch's "
+                         "load_state_dict(strict=True) refuses them too; --init-partial loads "
+                         "the names the model has and ignores the others)",
+                         path, unknown, unknown == 1 ? "" : "s", list, unknown > 8 ? ", ..." : "");
+}
+
 static tdm_module *build_model(const train_args *a, tdm_device dev) {
     tdm_module *m = tdm_nn_from_spec(a->model);
     if (!m) return NULL;
@@ -573,7 +623,9 @@ static tdm_module *build_model(const train_args *a, tdm_device dev) {
         const char *fmt = st ? tdm_safetensors_metadata(st, "format") : NULL;
         bool golden = fmt && (!strcmp(fmt, "tandem-train/1") || !strcmp(fmt, "tandem-gpt/1"));
         tdm_safetensors_close(st);
-        s = st ? tdm_module_load(m, a->init, golden ? "init." : "", true) : tdm_last_status();
+        s = st ? TDM_OK : tdm_last_status();
+        if (s == TDM_OK && !a->init_partial) s = check_init_names(m, a->init, golden ? "init." : "");
+        if (s == TDM_OK) s = tdm_module_load(m, a->init, golden ? "init." : "", !a->init_partial);
         if (s == TDM_OK) s = check_finite_state(m, a->init, golden ? "init." : "");
     }
     if (s == TDM_OK && a->segments > 1) s = tdm_sequential_set_checkpoint_segments(m, (int)a->segments);
@@ -846,7 +898,7 @@ int bench_train(int argc, char **argv) {
         {"start-step", required_argument, 0, 1008},
         {"scaler-init-scale", required_argument, 0, 1009},
         {"scaler-growth-interval", required_argument, 0, 1010},
-        {"fused-adam", no_argument, 0, 1011},
+        {"fused-adam", no_argument, 0, 1011},    {"init-partial", no_argument, 0, 1012},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     train_args a = {.opt = "sgd", .amp = "off", .device = "cpu", .batch = 64, .steps = 0, .accumulate = 1,
                     .segments = 0, .ranks = 1, .seed = 0, .betas = {NAN, NAN}};
@@ -903,6 +955,7 @@ int bench_train(int argc, char **argv) {
         case 1009: if (!parse_f64(optarg, &a.scaler_init) || !(a.scaler_init > 0) || !isfinite(a.scaler_init)) return bad("--scaler-init-scale %s: expected a finite number > 0", optarg); break;
         case 1010: if (!parse_i64(optarg, 1, &a.scaler_interval) || a.scaler_interval > INT_MAX) return bad("--scaler-growth-interval %s: expected an integer from 1 to 2^31-1", optarg); break;
         case 1011: a.fused_adam = true; break;
+        case 1012: a.init_partial = true; break;
         case 'h': train_usage(stdout); return 0;
         default: train_usage(stderr); return 2;
         }
