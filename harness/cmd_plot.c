@@ -201,8 +201,11 @@ static int load_csv(const char *cmd, const char *path, const char *suite, bench_
             rc = 2;
             break;
         }
-        if (run->n_rows % 64 == 0) {
-            bench_row *p = realloc(run->rows, (size_t)(run->n_rows + 64) * sizeof *p);
+        // room doubled at 64 rows and each power of 2 past it (64 more each time copied a long
+        // series' rows over and over)
+        const int nr = run->n_rows;
+        if (nr == 0 || (nr >= 64 && !(nr & (nr - 1)))) {
+            bench_row *p = realloc(run->rows, (size_t)(nr ? 2 * nr : 64) * sizeof *p);
             if (!p) {
                 fprintf(stderr, "bench %s: out of memory\n", cmd);
                 rc = 2;
@@ -892,6 +895,37 @@ static double time_scale(const bench_results *runs, int n, const bench_figure *f
     return 1;
 }
 
+/* A long series (bench check's sustained and pulsed loads: 2 samples a second, 200,000 in a
+ * day) is thinned for drawing, as a pixel column can show only its lowest and highest value:
+ * past PLOT_MAX_POINTS points, the x range is cut into PLOT_MAX_POINTS / 2 buckets and each
+ * keeps the point with its lowest min and the one with its highest max, in x order, so no dip (a
+ * throttle) and no spike is lost. gnuplot took 111 s over 200,000 points; the CSV keeps every
+ * sample. pts (sorted by x) is thinned in place; the points kept. */
+#define PLOT_MAX_POINTS 4000
+static int thin_points(point *pts, int np) {
+    if (np <= PLOT_MAX_POINTS) return np;
+    const int nb = PLOT_MAX_POINTS / 2;
+    const double x0 = pts[0].x, span = pts[np - 1].x - pts[0].x;
+    int out = 0;
+    for (int k = 0; k < np;) {
+        // the bucket of pts[k]: every point up to the next bucket's x (by index when x is flat)
+        const int b = span > 0 ? (int)fmin(nb - 1, floor((pts[k].x - x0) / span * nb))
+                               : (int)((int64_t)k * nb / np);
+        int end = k, lo = k, hi = k;
+        while (end < np && (span > 0 ? (int)fmin(nb - 1, floor((pts[end].x - x0) / span * nb))
+                                     : (int)((int64_t)end * nb / np)) == b) {
+            if (pts[end].min < pts[lo].min) lo = end;
+            if (pts[end].max > pts[hi].max) hi = end;
+            end++;
+        }
+        const point a = pts[lo < hi ? lo : hi], c = pts[lo < hi ? hi : lo];
+        pts[out++] = a;
+        if (lo != hi) pts[out++] = c;
+        k = end;
+    }
+    return out;
+}
+
 /* Lines: the data file (one block per series) and the gnuplot variables. */
 static int lines_data(const bench_results *runs, int n, const bench_figure *f, sbuf *dat, sbuf *a) {
     // distinct series keys, in order of first appearance; the x axis's names
@@ -948,6 +982,7 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
     double xlo = INFINITY, xhi = 0, ylo = INFINITY, yhi = 0;
     bool xpos = true, ypos = true;
     point *pts = NULL;
+    int cap = 0;
     for (int q = 0; q < n_keys && !rc; q++)
         for (int i = 0; i < n && !rc; i++) {
             int np = 0;
@@ -960,22 +995,30 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
                 free(key.p);
                 free(xn.p);
                 if (!mine) continue;
-                point *p = realloc(pts, (size_t)(np + 1) * sizeof *p);
-                if (!p) {
-                    rc = 1;
-                    break;
+                if (np == cap) {   // doubling: one more each time was quadratic over a long series
+                    point *p = realloc(pts, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *p);
+                    if (!p) {
+                        rc = 1;
+                        break;
+                    }
+                    pts = p;
                 }
-                pts = p;
                 double lo = isfinite(r->min) ? r->min : r->median;
                 double hi = isfinite(r->max) ? r->max : r->median;
                 pts[np++] = (point){r->x, r->median * scale, lo * scale, hi * scale};
             }
             if (np == 0 || rc) continue;
             qsort(pts, (size_t)np, sizeof *pts, cmp_point);
+            const int all = np;
+            np = thin_points(pts, np);
             n_series++;
             if (n_series > 1) sb_add(dat, "\n\n");
             dat_comment(dat, "series %d: %s%s%s", n_series, keys[q], n > 1 ? " - " : "",
                         n > 1 ? runs[i].label : "");
+            if (np < all)
+                dat_comment(dat, "thinned for drawing: %d samples to %d points, the lowest and "
+                            "highest of each of %d x buckets (the CSV has every sample)", all, np,
+                            PLOT_MAX_POINTS / 2);
             for (int k = 0; k < np; k++) {
                 sb_add(dat, "%.10g %.10g %.10g %.10g\n", pts[k].x, pts[k].median, pts[k].min,
                        pts[k].max);
