@@ -102,5 +102,13 @@ int main(int argc, char **argv) {
                  "," TENS("input.1", "[1,3,0]", 0, 0) "," TENS("input.2", "[1,3,2]", 0, 24) ","
                  TENS("output.0", "[1,4,2]", 24, 56) "}", d, sizeof d);
     }
+    // Item 5: a state dict for mlp:4-2 with one name the model does not have (a typo): --init
+    // loaded the others and ignored it.
+    {
+        float d[11] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.0f, 0.0f, 1.0f};
+        write_st(dir, "init_unknown_name.safetensors",
+                 "{" TENS("0.weight", "[2,4]", 0, 32) "," TENS("0.bias", "[2]", 32, 40) ","
+                 TENS("0.wieght", "[1]", 40, 44) "}", d, sizeof d);
+    }
     return check_failures ? 1 : 0;
 }
