@@ -2,11 +2,18 @@
  * backend's memtest slot and its kernels. The patterns are memtestG80's / cuda_memtest's and
  * MemTest86's: walking ones and zeros (32-bit words), address in address, moving inversions and a
  * seeded random pattern (64-bit words). Every pattern is written by one kernel and read back by a
- * later one (a read in the writing kernel could be served from the writer's own L2 lines), so
- * what is checked went to the memory and came back. A mismatch is counted (atomics) and the first
- * MT_LOG_RECORDS of a step are recorded (address, expected, got) in a small device log that the
- * host reads after each verifying step. Random values come from Philox (core/philox.h) by word
- * index: the check recomputes them, no copy is stored.
+ * later one, and before every reading step the L2 is evicted: an eviction buffer of twice the
+ * L2's size (cudaDevAttrL2CacheSize) is written with cudaMemsetAsync, so the lines the test wrote
+ * last are written back and read again from the DRAM. (No load qualifier does it: the PTX ISA's
+ * ld.cv "invalidates (discards) a matching L2 line and re-fetches the line on each new load" only
+ * for a global *system* memory address; for device memory the L2 is the point of coherence, and
+ * .cg/.cv/.cs/.lu still read through it. Without the eviction, moving inversions' descending
+ * sweep and its final check read back the L2's worth of lines just written: 40-60 MB.)
+ * A mismatch costs a thread a register increment; each warp adds its count to the step's with one
+ * atomic at its end (the verifying grids are 4 blocks per SM, each thread walking many words), and a thread claims a record (address, expected, got) of the small device
+ * log only while the log is not full (a plain read first): a bad region costs no more atomics per
+ * bad word, whatever its size. The host reads the log after each verifying step. Random values
+ * come from Philox (core/philox.h) by word index: the check recomputes them, no copy is stored.
  *
  * The memory: the caching allocator's free cache is emptied, then fraction x cudaMemGetInfo's
  * free bytes are taken with cudaMalloc in chunks (the whole at once, halving on failure down to
@@ -59,15 +66,24 @@ template <typename W> __device__ __forceinline__ W mt_value(const mt_pat &p, con
     }
 }
 
-__device__ __forceinline__ void mt_record(mt_log *log, const void *at, uint64_t expected,
+// A word read wrong: counted by the thread (*mine), recorded while the log has room.
+__device__ __forceinline__ void mt_record(mt_log *log, unsigned *mine, const void *at, uint64_t expected,
                                           uint64_t got) {
-    atomicAdd(&log->errors, 1ull);
+    ++*mine;
+    if (*(volatile unsigned long long *)&log->n >= MT_LOG_RECORDS) return;   // full: no atomic
     const unsigned long long k = atomicAdd(&log->n, 1ull);
     if (k < MT_LOG_RECORDS) {
         log->rec[k][0] = (unsigned long long)(uintptr_t)at;
         log->rec[k][1] = expected;
         log->rec[k][2] = got;
     }
+}
+
+// The end of a verifying kernel: the warp's counts summed, one atomic per warp that saw any.
+// Every thread of the block reaches it (the grid-stride loop ends for all), so the full mask.
+__device__ __forceinline__ void mt_count(mt_log *log, unsigned mine) {
+    for (int o = 16; o > 0; o /= 2) mine += __shfl_down_sync(0xffffffffu, mine, o);
+    if ((threadIdx.x & 31) == 0 && mine) atomicAdd(&log->errors, (unsigned long long)mine);
 }
 
 // p (n words) = the pattern.
@@ -77,10 +93,12 @@ template <typename W> __global__ void k_mt_write(W *p, int64_t n, mt_pat pat) {
 
 // Each word of p (n) against the pattern.
 template <typename W> __global__ void k_mt_verify(const W *p, int64_t n, mt_pat pat, mt_log *log) {
+    unsigned mine = 0;
     GRID_STRIDE(i, n) {
         const W want = mt_value<W>(pat, p + i, i), got = p[i];
-        if (got != want) mt_record(log, p + i, want, got);
+        if (got != want) mt_record(log, &mine, p + i, want, got);
     }
+    mt_count(log, mine);
 }
 
 // Moving inversions' sweep: each word checked against `check`, then `write` written, in
@@ -88,12 +106,14 @@ template <typename W> __global__ void k_mt_verify(const W *p, int64_t n, mt_pat 
 template <typename W>
 __global__ void k_mt_verify_write(W *p, int64_t n, mt_pat check, mt_pat write, bool down,
                                   mt_log *log) {
+    unsigned mine = 0;
     GRID_STRIDE(j, n) {
         const int64_t i = down ? n - 1 - j : j;
         const W want = mt_value<W>(check, p + i, i), got = p[i];
-        if (got != want) mt_record(log, p + i, want, got);
+        if (got != want) mt_record(log, &mine, p + i, want, got);
         p[i] = mt_value<W>(write, p + i, i);
     }
+    mt_count(log, mine);
 }
 
 // ---- the host side ------------------------------------------------------------------------
@@ -109,6 +129,9 @@ typedef struct {
     size_t bytes[MT_MAX_CHUNKS];
     int n;
     mt_log *log;   // device
+    void *evict;   // the eviction buffer (device), evict_bytes
+    size_t evict_bytes;
+    unsigned max_blocks;   // verifying grids: 4 blocks per SM, each thread many words (grid stride)
     cudaStream_t stream;
     tdm_memtest_result *out;
     int pattern, pass;
@@ -172,12 +195,23 @@ template <typename W> static tdm_status mt_write(mt_state *s, mt_pat pat) {
     return TDM_OK;
 }
 
+// Before a reading step: the L2 evicted (every line the test wrote last written back to the
+// DRAM), by writing the eviction buffer. Counted, with the reading steps, in the result.
+static tdm_status mt_evict(mt_state *s) {
+    s->out->verify_steps++;
+    if (!s->evict) return TDM_OK;
+    TDM_TRY(CUDA_CHECK(cudaMemsetAsync(s->evict, (int)(s->out->evictions & 0xff), s->evict_bytes, s->stream)));
+    s->out->evictions++;
+    return TDM_OK;
+}
+
 template <typename W> static tdm_status mt_verify(mt_state *s, mt_pat pat) {
+    TDM_TRY(mt_evict(s));
     uint64_t first = 0;
     for (int c = 0; c < s->n; c++) {
         const int64_t n = (int64_t)(s->bytes[c] / sizeof(W));
         pat.first = first;
-        TDM_LAUNCH(cuda_grid_blocks(n, 256), 256, 0, s->stream, k_mt_verify<W>)
+        TDM_LAUNCH(std::min(cuda_grid_blocks(n, 256), s->max_blocks), 256, 0, s->stream, k_mt_verify<W>)
         ((const W *)s->ptr[c], n, pat, s->log);
         TDM_TRY(CUDA_LAUNCH_CHECK());
         first += (uint64_t)n;
@@ -186,10 +220,11 @@ template <typename W> static tdm_status mt_verify(mt_state *s, mt_pat pat) {
 }
 
 template <typename W> static tdm_status mt_verify_write(mt_state *s, mt_pat check, mt_pat write, bool down) {
+    TDM_TRY(mt_evict(s));
     for (int k = 0; k < s->n; k++) {
         const int c = down ? s->n - 1 - k : k;   // descending: the last chunk first
         const int64_t n = (int64_t)(s->bytes[c] / sizeof(W));
-        TDM_LAUNCH(cuda_grid_blocks(n, 256), 256, 0, s->stream, k_mt_verify_write<W>)
+        TDM_LAUNCH(std::min(cuda_grid_blocks(n, 256), s->max_blocks), 256, 0, s->stream, k_mt_verify_write<W>)
         ((W *)s->ptr[c], n, check, write, down, s->log);
         TDM_TRY(CUDA_LAUNCH_CHECK());
     }
@@ -278,6 +313,24 @@ tdm_status cuda_memtest(int device_index, const tdm_memtest_params *p, tdm_memte
     if (st == TDM_OK && s->n == 0)
         st = tdm_error_set(TDM_ERR_OOM, "device_memtest: cuda:%d: not even %zu bytes of the %zu "
                            "free could be taken", device_index, (size_t)MT_GRANULE, free_b);
+    // the eviction buffer, from what the test left (5 % of the free memory: GBs on a GPU): twice
+    // the L2, halved while it cannot be had (the result says how much it got)
+    int l2 = 0, sms = 0;
+    if (st == TDM_OK) st = CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_index));
+    if (st == TDM_OK) st = CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_index));
+    s->max_blocks = 4u * (unsigned)(sms > 0 ? sms : 1);
+    out->l2_bytes = l2 > 0 ? (uint64_t)l2 : 0;
+    for (size_t want = 2 * (size_t)out->l2_bytes; st == TDM_OK && want >= MT_GRANULE; want /= 2) {
+        const cudaError_t e = cudaMalloc(&s->evict, want);
+        if (e == cudaSuccess) {
+            s->evict_bytes = want;
+            break;
+        }
+        s->evict = NULL;
+        if (e != cudaErrorMemoryAllocation) st = CUDA_CHECK(e);
+        else (void)cudaGetLastError();
+    }
+    out->evict_bytes = s->evict_bytes;
     for (int c = 0; c < s->n; c++) out->bytes_tested += s->bytes[c];
     out->chunks = s->n;
     out->fraction = free_b ? (double)out->bytes_tested / (double)free_b : 0;
@@ -294,6 +347,7 @@ tdm_status cuda_memtest(int device_index, const tdm_memtest_params *p, tdm_memte
         if (st == TDM_OK && e != cudaSuccess) st = CUDA_CHECK(e);   // else the first error stays
     }
     if (s->log) (void)cudaFree(s->log);
+    if (s->evict) (void)cudaFree(s->evict);
     if (s->stream) (void)cudaStreamDestroy(s->stream);
     free(s);
     out->seconds_total = mt_now() - t0;

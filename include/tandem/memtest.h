@@ -61,6 +61,10 @@ typedef struct {
     double seconds_total;                     // allocation and release included
     unsigned patterns;                  // the patterns run
     int passes;
+    // Before each reading step the L2 is evicted by writing a buffer of evict_bytes (twice the
+    // L2's l2_bytes when the memory left allows), so that what is read back comes from the DRAM:
+    uint64_t l2_bytes, evict_bytes;
+    uint64_t verify_steps, evictions;   // reading steps; evictions before them (equal when evicted)
 } tdm_memtest_result;
 
 // "walking_ones", "walking_zeros", "address", "moving_inversions", "random"; NULL out of range.

@@ -13,6 +13,11 @@ add_test(NAME gpu.memtest.clean COMMAND test_memtest clean)
 set_tests_properties(gpu.memtest.clean PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
                      ENVIRONMENT "TANDEM_EMU_MEM=4M")
 
+# the L2 evicted before every reading step (twice the L2: 80 MiB of the emulated A100's 256 MiB)
+add_test(NAME gpu.memtest.l2_evicted COMMAND test_memtest evict)
+set_tests_properties(gpu.memtest.l2_evicted PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+                     ENVIRONMENT "TANDEM_EMU_MEM=256M")
+
 set(MEMTEST_BENCH "$<TARGET_FILE:bench> check --memtest")
 add_test(NAME gpu.check.memtest_clean_exit_0 COMMAND sh -c
   "out=$(${MEMTEST_BENCH} --device cuda:0 2>&1); rc=$?; echo \"$out\"; case \"$out\" in *'bench check: no GPU'*) echo 'SKIP: no CUDA device'; exit 77;; esac; [ $rc -eq 0 ] || { echo \"exit $rc, want 0\"; exit 1; }; echo \"$out\" | grep -E '^cuda:0 +memory.test +0 errors in .* PASS' || exit 1; if echo \"$out\" | grep -q 'Emulated CUDA device'; then echo \"$out\" | grep -E '^cuda:0 +memory.test .* s  EMULATED' || exit 1; fi")
@@ -31,6 +36,10 @@ if(TDM_CUDA_EMU)
   # MiB is the arena's unused lead)
   add_test(NAME emu.memtest.stuck_at_0 COMMAND test_memtest stuck)
   set_tests_properties(emu.memtest.stuck_at_0 PROPERTIES LABELS emu
+                       ENVIRONMENT "TANDEM_EMU_MEM=4M;TANDEM_EMU_FLIP_BIT=3146962:5")
+  # a bad region (256 KiB overwritten once the stuck cell is found): bounded atomics per bad word
+  add_test(NAME emu.memtest.bad_region_bounded_atomics COMMAND test_memtest region)
+  set_tests_properties(emu.memtest.bad_region_bounded_atomics PROPERTIES LABELS emu
                        ENVIRONMENT "TANDEM_EMU_MEM=4M;TANDEM_EMU_FLIP_BIT=3146962:5")
   add_test(NAME emu.memtest.stuck_at_1_cuda1 COMMAND test_memtest stuck)
   set_tests_properties(emu.memtest.stuck_at_1_cuda1 PROPERTIES LABELS emu

@@ -6,7 +6,14 @@
  *   stuck   (the emulated device, built with TDM_TEST_EMU; TANDEM_EMU_FLIP_BIT set by the test's
  *           environment) every pattern finds the stuck bit: errors counted, and every failing
  *           word it reports is the planted cell's word with exactly that one bit wrong, stuck
- *           at the planted value */
+ *           at the planted value
+ *   evict   (cuda:0; TANDEM_EMU_MEM=256M in the emulated build) before every reading step the L2
+ *           was evicted by a buffer of at least twice its size (cudaDevAttrL2CacheSize), so what
+ *           is read comes from the DRAM: evictions == reading steps
+ *   region  (the emulated device, a stuck bit planted) at the first atomic of the test's kernels
+ *           (the stuck cell found) 256 KiB after the cell are overwritten: thousands of words
+ *           read wrong in that step, and the kernels' integer atomics (counted by the emulator's
+ *           hook) stay far below one per bad word: a bad region costs no atomic per word */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +24,7 @@
 
 #ifdef TDM_TEST_EMU
 unsigned long long tdm_emu_stuck_bit(int *device, int *bit, int *value);   // suites/emu/runtime.cc
+void tdm_emu_set_atomic_hook(void (*hook)(const void *addr));             // suites/emu/exec.cc
 #endif
 
 static const tdm_device cuda0 = {TDM_DEVICE_CUDA, 0};
@@ -113,13 +121,72 @@ static int stuck(void) {
 }
 #endif
 
+static int evict(void) {
+    if (!have_cuda()) return 77;
+    tdm_device_props p;
+    CHECK(tdm_device_props_get(cuda0, &p) == TDM_OK);
+    tdm_memtest_result *r = calloc(1, sizeof *r);
+    // a small share of the device: the eviction buffer comes from what the test leaves
+    tdm_memtest_params q = {.fraction = 0.02, .patterns = 1u << TDM_MEMTEST_MOVING_INVERSIONS};
+    CHECK_MSG(tdm_device_memtest(cuda0, &q, r) == TDM_OK, "%s", tdm_last_error());
+    printf("L2 %llu bytes (props %d), eviction buffer %llu bytes, %llu reading steps, %llu evictions\n",
+           (unsigned long long)r->l2_bytes, p.l2_bytes, (unsigned long long)r->evict_bytes,
+           (unsigned long long)r->verify_steps, (unsigned long long)r->evictions);
+    CHECK(r->l2_bytes > 0 && r->l2_bytes == (uint64_t)p.l2_bytes);
+    CHECK_MSG(r->evict_bytes >= 2 * r->l2_bytes, "eviction buffer %llu < 2 x L2",
+              (unsigned long long)r->evict_bytes);
+    // moving inversions: 2 constants x (two sweeps + the final check)
+    CHECK_MSG(r->verify_steps == 6 && r->evictions == r->verify_steps, "%llu steps, %llu evictions",
+              (unsigned long long)r->verify_steps, (unsigned long long)r->evictions);
+    CHECK(r->errors_total == 0);
+    free(r);
+    CHECK_DONE("memtest.evict");
+}
+
+#ifdef TDM_TEST_EMU
+static unsigned long long region_at;   // the stuck byte's address
+static unsigned long long atomics;     // integer atomics of the kernels so far
+
+static void on_atomic(const void *addr) {
+    (void)addr;
+    // the first: the stuck cell was found; the 256 KiB after it read wrong from now on
+    if (__atomic_fetch_add(&atomics, 1, __ATOMIC_RELAXED) == 0)
+        memset((void *)(uintptr_t)((region_at | 7) + 1), 0xa5, 256 << 10);
+}
+
+static int region(void) {
+    if (!have_cuda()) return 77;
+    int device = -1, bit = -1, value = -1;
+    region_at = tdm_emu_stuck_bit(&device, &bit, &value);
+    CHECK_MSG(region_at != 0, "TANDEM_EMU_FLIP_BIT is not set (or was refused)");
+    if (!region_at) CHECK_DONE("memtest.region");
+    tdm_memtest_result *r = calloc(1, sizeof *r);
+    tdm_memtest_params q = {.patterns = 1u << TDM_MEMTEST_RANDOM};
+    tdm_emu_set_atomic_hook(on_atomic);
+    CHECK_MSG(tdm_device_memtest((tdm_device){TDM_DEVICE_CUDA, device}, &q, r) == TDM_OK, "%s", tdm_last_error());
+    tdm_emu_set_atomic_hook(NULL);
+    const unsigned long long n = __atomic_load_n(&atomics, __ATOMIC_RELAXED);
+    printf("%llu words read wrong, %llu integer atomics, %d failures kept\n",
+           (unsigned long long)r->errors_total, n, r->n_failures);
+    CHECK_MSG(r->errors_total >= 4096, "only %llu words read wrong: the region was not planted",
+              (unsigned long long)r->errors_total);
+    CHECK_MSG(n * 8 < r->errors_total, "%llu atomics for %llu bad words: work per bad word", n,
+              (unsigned long long)r->errors_total);
+    CHECK(r->n_failures >= 1);
+    free(r);
+    CHECK_DONE("memtest.region");
+}
+#endif
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "";
     if (!strcmp(what, "api")) return api();
     if (!strcmp(what, "clean")) return clean();
 #ifdef TDM_TEST_EMU
     if (!strcmp(what, "stuck")) return stuck();
+    if (!strcmp(what, "region")) return region();
 #endif
-    fprintf(stderr, "usage: test_memtest api|clean|stuck\n");
+    if (!strcmp(what, "evict")) return evict();
+    fprintf(stderr, "usage: test_memtest api|clean|stuck|evict|region\n");
     return 2;
 }
