@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "check_memtest.h"
 #include "json_strict.h"
 #include "stats.h"
 
@@ -744,9 +745,9 @@ static const struct {
     {"ecc", 0, 1, true, "the ECC mode: 0 (off) or 1 (on)"},
     {"ecc_uncorrected_volatile", 0, 9007199254740992.0, true, "a count of errors"},
     {"ecc_uncorrected_aggregate", 0, 9007199254740992.0, true, "a count of errors"},
-    {"clock_sm_mhz", 0, 10000, false, "a clock (0 to 10000 MHz)"},
-    {"clock_sm_max_mhz", 0, 10000, false, "a clock (0 to 10000 MHz)"},
-    {"clock_mem_mhz", 0, 50000, false, "a clock (0 to 50000 MHz)"},
+    {"clock_sm_mhz", 1, 10000, false, "a clock of a GPU that answers NVML (1 to 10000 MHz)"},
+    {"clock_sm_max_mhz", 1, 10000, false, "a clock of a GPU that answers NVML (1 to 10000 MHz)"},
+    {"clock_mem_mhz", 1, 50000, false, "a clock of a GPU that answers NVML (1 to 50000 MHz)"},
     {"power_limit_w", 0, 10000, false, "a power limit (0 to 10000 W)"},
     {"persistence", 0, 1, true, "the persistence mode: 0 (off) or 1 (on)"},
 };
@@ -856,10 +857,32 @@ static bool valid_health(const cJSON *h, int i, char *err, size_t len) {
     return true;
 }
 
+// The memory test's entry (check_memtest.c): a "pass" is no word read wrong over at least
+// CHECK_MEMTEST_MIN_FRACTION of the free memory; one that says less is no pass.
+static bool valid_memtest(const cJSON *x, const char *where, char *err, size_t len) {
+    const char *res = str(x, "result");
+    const cJSON *fr = item(x, "fraction"), *er = item(x, "errors");
+    if (fr && !(cJSON_IsNumber(fr) && isfinite(fr->valuedouble) && fr->valuedouble >= 0 && fr->valuedouble <= 1))
+        return bench_err(err, len, "%s.numerics.memory.test.fraction: not a fraction (0 to 1)", where);
+    if (er && !(cJSON_IsNumber(er) && er->valuedouble >= 0 && er->valuedouble == floor(er->valuedouble)))
+        return bench_err(err, len, "%s.numerics.memory.test.errors: not a count", where);
+    if (!res || strcmp(res, "pass")) return true;
+    if (cJSON_IsNumber(fr) && fr->valuedouble < CHECK_MEMTEST_MIN_FRACTION)
+        return bench_err(err, len,
+                         "%s.numerics.memory.test: a pass over %.1f %% of the free memory is no pass "
+                         "(a full test covers %.0f %% at least; less is an error)",
+                         where, 100 * fr->valuedouble, 100 * CHECK_MEMTEST_MIN_FRACTION);
+    if (cJSON_IsNumber(er) && er->valuedouble > 0)
+        return bench_err(err, len, "%s.numerics.memory.test: a pass with %g words read wrong", where,
+                         er->valuedouble);
+    return true;
+}
+
 // The runs' results (numerics): objects with a "result" string.
 static bool valid_runs(const cJSON *r, const char *where, char *err, size_t len) {
     if (!r || cJSON_IsNull(r)) return true;
     if (!cJSON_IsObject(r)) return bench_err(err, len, "%s.numerics: must be an object", where);
+    if (item(r, "memory.test") && !valid_memtest(item(r, "memory.test"), where, err, len)) return false;
     const cJSON *x;
     cJSON_ArrayForEach(
         x, r) if (!cJSON_IsObject(x) ||
@@ -962,6 +985,21 @@ static bool valid_input(const cJSON *figures, char *err, size_t len) {
                  check_sdc_valid(item(g, "sdc"), i, err, len);
         if (!ok) break;
         devs[i++] = str(g, "device");
+    }
+    if (ok) {  // the emulator replaces the CUDA backend: a node's devices are all emulated or none
+        int emu = -1, k = 0;
+        cJSON_ArrayForEach(g, gpus) {
+            int e = cJSON_IsTrue(item(g, "emulated"));
+            if (emu >= 0 && e != emu) {
+                ok = bench_err(err, len,
+                               "gpus[%d].emulated: %s beside GPUs that are %s (gpus[0]): a node's "
+                               "devices are all emulated or none, its figures cannot mix them",
+                               k, e ? "true" : "false", emu ? "emulated" : "not emulated");
+                break;
+            }
+            emu = e;
+            k++;
+        }
     }
     if (ok) {  // one GPU twice would count twice, among its own siblings too
         qsort(devs, (size_t)i, sizeof *devs, cmp_str);

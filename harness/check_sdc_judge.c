@@ -238,6 +238,49 @@ static const char *vote_note(const check_sdc_vote *x, const char *name, char *no
     return code;
 }
 
+// Why a GEMM record is not sdc.gemm's work (an n^3 bf16 GEMM, n by the device, repeated
+// CHECK_SDC_GEMM_MIN_REPS times at least): written to why, false when it is.
+static bool gemm_not_the_checks(const cJSON *g, bool emu, char *why, size_t n) {
+    double want = emu ? CHECK_SDC_GEMM_N_EMU : CHECK_SDC_GEMM_N, reps = num(g, "repeats");
+    const cJSON *sh = item(g, "shape");
+    bool shape = cJSON_GetArraySize(sh) == 3;
+    for (int k = 0; shape && k < 3; k++) shape = cJSON_GetArrayItem(sh, k)->valuedouble == want;
+    if (!shape || strcmp(str(g, "dtype"), "bf16")) {
+        const cJSON *e;
+        int k = snprintf(why, n, "a ");
+        cJSON_ArrayForEach(e, sh) k += snprintf(why + k, n - (size_t)k, "%s%.0f", k > 2 ? "x" : "", e->valuedouble);
+        snprintf(why + k, n - (size_t)k, " %s GEMM is not the check's (%.0f^3 bf16%s): not measured", str(g, "dtype"),
+                 want, emu ? " on the emulated device" : "");
+        return true;
+    }
+    if (reps < CHECK_SDC_GEMM_MIN_REPS) {
+        snprintf(why, n, "%.0f repetition%s: fewer than the check's %d compare too little: not measured", reps,
+                 reps == 1 ? "" : "s", CHECK_SDC_GEMM_MIN_REPS);
+        return true;
+    }
+    return false;
+}
+
+// Why a GPU's fingerprints are not sdc.train's work (the check's model and steps): written to
+// why, false when they are.
+static bool train_not_the_checks(const cJSON *t, bool emu, char *why, size_t n) {
+    const char *steps = emu ? CHECK_SDC_TRAIN_STEPS_EMU : CHECK_SDC_TRAIN_STEPS;
+    const cJSON *f;
+    int k = 0;
+    cJSON_ArrayForEach(f, item(t, "fingerprints")) {
+        if (strcmp(str(f, "model"), CHECK_SDC_TRAIN_MODEL) || num(f, "steps") != atof(steps)) {
+            snprintf(why, n,
+                     "fingerprints[%d]: %.100s, %.0f step%s is not the check's run (%s, %s steps%s): not "
+                     "measured",
+                     k, str(f, "model"), num(f, "steps"), num(f, "steps") == 1 ? "" : "s", CHECK_SDC_TRAIN_MODEL,
+                     steps, emu ? " on the emulated device" : "");
+            return true;
+        }
+        k++;
+    }
+    return false;
+}
+
 // A line of text figures (no unit, no ratio), as check_judge's own.
 static void line(cJSON *checks, const char *check, const char *measured, const char *expected,
                  const char *verdict, const char *code, const char *note) {
@@ -326,9 +369,8 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
                          "GEMM, the same inputs");
                 verdict_line(checks, "sdc.gemm", measured, "0 differ", emu, CHECK_FAIL, "TDM-F120",
                              note);
-            } else if (reps < 2) {
-                line(checks, "sdc.gemm", measured, "0 differ", CHECK_NOT_RUN, NULL,
-                     "fewer than 2 repetitions: nothing compared");
+            } else if (gemm_not_the_checks(g, emu, note, sizeof note)) {
+                line(checks, "sdc.gemm", measured, "0 differ", CHECK_NOT_RUN, NULL, note);
             } else {
                 int k = 0;
                 bool alone = true;
@@ -388,6 +430,11 @@ void check_sdc_judge(cJSON **gp, int n, int level) {
         char full[1400];
         snprintf(full, sizeof full, "fingerprints %s%s", note,
                  alone ? " (no other GPU of its model here: for `bench compare --fleet`)" : "");
+        // bits that differ FAIL whatever was run; otherwise a record of other work is no pass
+        if (!differs && !disagree && train_not_the_checks(t, emu, note, sizeof note)) {
+            line(checks, "sdc.train", measured, "the same fingerprint", CHECK_NOT_RUN, NULL, note);
+            continue;
+        }
         verdict_line(checks, "sdc.train", measured, "the same fingerprint", emu,
                      differs || disagree ? CHECK_FAIL : CHECK_PASS,
                      differs    ? "TDM-F122"

@@ -58,7 +58,8 @@ static void test_tally_brute_force(void) {
     }
 }
 
-// A judged GPU: its name, and an sdc record with the training fingerprint f32 = DIGEST ('a'..).
+// A judged GPU: its name, and an sdc record with the training fingerprints f32 = DIGEST ('a'..)
+// and bf16 (the same, its first digit DIGEST + 8).
 static cJSON *gpu(int i, const char *name, char digest) {
     cJSON *g = cJSON_CreateObject();
     char dev[16], d[65];
@@ -77,7 +78,15 @@ static cJSON *gpu(int i, const char *name, char digest) {
     cJSON_AddStringToObject(f, "precision", "f32");
     cJSON_AddStringToObject(f, "model", "gpt:L2-H2-D32-T16-V67");
     cJSON_AddNumberToObject(f, "steps", 50);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(t, "fingerprints"), f);
+    cJSON *fps = cJSON_AddArrayToObject(t, "fingerprints");
+    cJSON_AddItemToArray(fps, f);
+    // the check trains bf16 too (a record without it is not the check's: not run); its digest
+    // another letter's, so that it votes as the f32 one does
+    cJSON *b = cJSON_Duplicate(f, true);
+    cJSON_ReplaceItemInObject(b, "precision", cJSON_CreateString("bf16"));
+    d[0] = (char)(digest + 8);
+    cJSON_ReplaceItemInObject(b, "digest", cJSON_CreateString(d));
+    cJSON_AddItemToArray(fps, b);
     return g;
 }
 

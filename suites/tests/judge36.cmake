@@ -1,0 +1,33 @@
+# judge36.cmake — issue 36's judging findings (item 2): figures `bench check` must not pass. A
+# level-4 pulsed load that never ran (no window, or no clocks-event reason read) is incomplete, not
+# `missing`; forged or inconsistent figures are refused (exit 2, the field named) or judged
+# incomplete (docs/CHECK.md says which): medians that are not their samples', one window a phase, a
+# memory test "pass" over 10 % of the free memory, an SDC record of other work than the check's
+# (one fingerprint of 1 step, a 1x1x1 GEMM of 2 repetitions), an SM clock of 0 MHz, an emulated GPU
+# inside real figures. judge36_plant.py writes them from the recorded level-4 node.
+set(J36 ${TEST_TMP}/judge36)
+set(J36_BC "$<TARGET_FILE:bench> check --expect ${PROJECT_SOURCE_DIR}/suites/check/expectations.json --from-figures ${J36}")
+add_test(NAME judge36.plant COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/judge36_plant.py
+         ${CMAKE_CURRENT_SOURCE_DIR}/check/level4-pulsed-brake.json ${J36})
+set_tests_properties(judge36.plant PROPERTIES FIXTURES_SETUP judge36_planted)
+# judge36_case(NAME FILE RC GREP...): judged through the CLI, exit RC, each grep of its output
+function(judge36_case name file rc)
+  string(REPLACE ";" " && " greps "${ARGN}")
+  add_test(NAME judge36.${name} COMMAND sh -c
+    "out=$(${J36_BC}/${file}.json 2>&1); rc=$?; echo \"$out\"; [ $rc -eq ${rc} ] || { echo \"exit $rc, want ${rc}\"; exit 1; }; ${greps}")
+  set_tests_properties(judge36.${name} PROPERTIES FIXTURES_REQUIRED judge36_planted)
+endfunction()
+# the base: whole and healthy, it passes (so that each fault below is what changes the verdict)
+judge36_case(healthy_level4_pass healthy-l4 0 "echo \"$out\" | grep -E '^PASS: 2 GPUs'")
+# a memory test "pass" over 10 % of the free memory (exit 2)
+judge36_case(memtest_pass_10pct_exit_2 memtest-10pct 2
+  "echo \"$out\" | grep -F 'gpus[1].numerics.memory.test: a pass over 10.0 % of the free memory is no pass'")
+# one fingerprint of 1 step, a 1x1x1 GEMM of 2 repetitions: not the check's work (exit 4)
+judge36_case(sdc_forged_incomplete sdc-forged 4
+  "echo \"$out\" | grep -E '^cuda:1 +sdc.gemm .* not run +a 1x1x1 bf16 GEMM is not the check.s \\(4096\\^3 bf16\\)'"
+  "echo \"$out\" | grep -E '^cuda:1 +sdc.train .* not run +fingerprints\\[0\\]: gpt:L2-H2-D32-T16-V67, 1 step is not the check.s run'")
+# an SM clock of 0 MHz (exit 2), an emulated GPU inside real figures (exit 2)
+judge36_case(sm_clock_0_exit_2 sm-clock-0 2
+  "echo \"$out\" | grep -F 'gpus[1].health.clock_sm_mhz: 0 is not a clock of a GPU that answers NVML'")
+judge36_case(emulated_mix_exit_2 emulated-mix 2
+  "echo \"$out\" | grep -F 'gpus[1].emulated: true beside GPUs that are not emulated'")
