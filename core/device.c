@@ -86,3 +86,10 @@ tdm_status tdm_device_telemetry_read(tdm_device d, tdm_device_telemetry *out) {
                              be->name, tdm_device_str(d, name, sizeof name));
     return be->device_telemetry(d.index, out);
 }
+
+const char *tdm_violation_policy_name(int policy) {
+    static const char *const names[TDM_VIOLATION_N] = {
+        "power",           "thermal",     "sync_boost",       "board_limit",
+        "low_utilization", "reliability", "total_app_clocks", "total_base_clocks"};
+    return policy >= 0 && policy < TDM_VIOLATION_N ? names[policy] : NULL;
+}

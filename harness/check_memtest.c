@@ -1,7 +1,10 @@
 /* check_memtest.c — the memory test as a check of `bench check` (check_memtest.h): runs
  * tdm_device_memtest on a GPU, judges it (pass: no word read wrong over >= 90 % of the free
  * memory) and reports the failing words with the bits that differ, so that a bad cell is named
- * by its device address and bit. On the emulated device its time is labelled EMULATED. */
+ * by its device address and bit. NVML's ECC counts (volatile corrected and uncorrected) and the
+ * remapped rows are read before and after the test and judged with it: with HBM's ECC always on,
+ * a single-bit fault is corrected before the test reads it, so a count that grew during the test
+ * is what the test found. On the emulated device its time is labelled EMULATED. */
 #include "check_memtest.h"
 
 #include <inttypes.h>
@@ -23,6 +26,45 @@ static void mib_text(char *buf, size_t n, uint64_t bytes) {
     snprintf(buf, n, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
 }
 
+// NVML's counters the test is judged with, in the order of the JSON's "start"/"end" keys.
+static const char *const ecc_keys[] = {"ecc_corrected_volatile", "ecc_uncorrected_volatile",
+                                       "remapped_rows_correctable", "remapped_rows_uncorrectable",
+                                       "remapped_rows_pending", "remapped_rows_failed"};
+enum { N_ECC = 6 };
+
+// (props: the device's description read for them; false when it could not be read)
+static bool ecc_read(tdm_device d, double v[N_ECC], char *why, size_t n, tdm_device_props *props) {
+    tdm_device_props q, *pp = props ? props : &q;
+    tdm_device_props p;
+    for (int k = 0; k < N_ECC; k++) v[k] = -1;
+    if (tdm_device_props_get(d, pp) != TDM_OK) {
+        snprintf(why, n, "%s", tdm_last_error());
+        tdm_error_clear();
+        return false;
+    }
+    p = *pp;
+    double x[N_ECC] = {(double)p.ecc_corrected_volatile, (double)p.ecc_uncorrected_volatile,
+                       p.remapped_rows_correctable, p.remapped_rows_uncorrectable,
+                       p.remapped_rows_pending, p.remapped_rows_failed};
+    memcpy(v, x, sizeof x);
+    if (p.nvml[0]) snprintf(why, n, "%s", p.nvml);
+    return true;
+}
+
+// What NVML's counters say of the test (into fault; empty when nothing): a count that grew, a
+// remap pending or failed at its end.
+static void ecc_judge(const double a[N_ECC], const double b[N_ECC], char *fault, size_t n) {
+    static const char *const what[N_ECC] = {"corrected ECC errors", "uncorrected ECC errors",
+                                            "rows remapped (correctable)", "rows remapped (uncorrectable)"};
+    size_t len = 0;
+    fault[0] = '\0';
+    for (int k = 0; k < 4 && len < n; k++)
+        if (a[k] >= 0 && b[k] > a[k])
+            len += (size_t)snprintf(fault + len, n - len, "%s%s +%.0f", len ? ", " : "", what[k], b[k] - a[k]);
+    if (b[4] > 0 && len < n) len += (size_t)snprintf(fault + len, n - len, "%sa row remap pending", len ? ", " : "");
+    if (b[5] > 0 && len < n) snprintf(fault + len, n - len, "%sa row remap failed", len ? ", " : "");
+}
+
 cJSON *check_memtest_run(int index, const tdm_memtest_params *p) {
     cJSON *e = cJSON_CreateObject();
     if (!e) return NULL;
@@ -30,8 +72,11 @@ cJSON *check_memtest_run(int index, const tdm_memtest_params *p) {
     char name[32];
     tdm_device_str(dev, name, sizeof name);
     cJSON_AddStringToObject(e, "device", name);
+    // NVML's counters before the test (with the device's description)
     tdm_device_props props;
-    bool emu = tdm_device_props_get(dev, &props) == TDM_OK && props.emulated;
+    double ecc0[N_ECC], ecc1[N_ECC];
+    char ecc_why[160] = "", ecc_fault[300];
+    bool emu = ecc_read(dev, ecc0, ecc_why, sizeof ecc_why, &props) && props.emulated;
     cJSON_AddBoolToObject(e, "emulated", emu);
     tdm_memtest_result *r = calloc(1, sizeof *r);
     if (!r) {
@@ -41,12 +86,24 @@ cJSON *check_memtest_run(int index, const tdm_memtest_params *p) {
     }
     tdm_error_clear();
     tdm_status st = tdm_device_memtest(dev, p, r);
-    char tested[32], detail[600];
+    char tested[32], detail[1000];
+    const char *test_error = st != TDM_OK ? tdm_last_error() : "";
+    char test_error_copy[600];
+    snprintf(test_error_copy, sizeof test_error_copy, "%s", test_error);
+    ecc_read(dev, ecc1, ecc_why, sizeof ecc_why, NULL);
+    ecc_judge(ecc0, ecc1, ecc_fault, sizeof ecc_fault);
     mib_text(tested, sizeof tested, r->bytes_tested);
     const char *result;
     if (st != TDM_OK) {
         result = "error";
-        snprintf(detail, sizeof detail, "%s", tdm_last_error());
+        snprintf(detail, sizeof detail, "%s%s%s", test_error_copy, ecc_fault[0] ? "; NVML during the test: " : "",
+                 ecc_fault);
+    } else if (ecc_fault[0] && !r->errors_total) {
+        result = "fail";
+        snprintf(detail, sizeof detail,
+                 "no word read wrong in %s, but NVML counted during the test: %s (HBM's ECC corrects a "
+                 "single-bit fault before the test reads it)",
+                 tested, ecc_fault);
     } else if (r->errors_total) {
         result = "fail";
         const tdm_memtest_failure *f = &r->failures[0];
@@ -55,6 +112,10 @@ cJSON *check_memtest_run(int index, const tdm_memtest_params *p) {
                  ", got 0x%" PRIx64,
                  r->errors_total, tested, tdm_memtest_pattern_name(f->pattern), f->address,
                  f->expected, f->got);
+        if (ecc_fault[0]) {
+            size_t dl = strlen(detail);
+            snprintf(detail + dl, sizeof detail - dl, "; NVML counted during the test: %s", ecc_fault);
+        }
     } else if (r->fraction < CHECK_MEMTEST_MIN_FRACTION) {
         result = "error";
         snprintf(detail, sizeof detail,
@@ -81,6 +142,21 @@ cJSON *check_memtest_run(int index, const tdm_memtest_params *p) {
     cJSON_AddNumberToObject(e, "fraction", r->fraction);
     cJSON_AddNumberToObject(e, "chunks", r->chunks);
     cJSON_AddNumberToObject(e, "passes", r->passes);
+    cJSON_AddNumberToObject(e, "l2_bytes", (double)r->l2_bytes);
+    cJSON_AddNumberToObject(e, "evict_bytes", (double)r->evict_bytes);
+    cJSON_AddNumberToObject(e, "verify_steps", (double)r->verify_steps);
+    cJSON_AddNumberToObject(e, "evictions", (double)r->evictions);
+    // NVML's counters around the test (null: not read), and why not when NVML is not there
+    cJSON *nv = cJSON_AddObjectToObject(e, "nvml");
+    for (int side = 0; side < 2; side++) {
+        cJSON *o = cJSON_AddObjectToObject(nv, side ? "end" : "start");
+        for (int k = 0; k < N_ECC; k++) {
+            double v = side ? ecc1[k] : ecc0[k];
+            if (v >= 0) cJSON_AddNumberToObject(o, ecc_keys[k], v);
+            else cJSON_AddNullToObject(o, ecc_keys[k]);
+        }
+    }
+    cJSON_AddStringToObject(nv, "why", ecc_why);
     cJSON *pats = cJSON_AddObjectToObject(e, "patterns");
     for (int k = 0; k < TDM_MEMTEST_N_PATTERNS; k++) {
         if (!(r->patterns & (1u << k))) continue;

@@ -6,15 +6,23 @@
  *
  * The load is a bf16 GEMM (tdm_matmul, n x n: 8192 on a GPU, 64 on the emulated device) in windows
  * (0.5 s on a GPU), each timed by CUDA events, and one telemetry sample per window, read while the
- * window's products run (tdm_device_telemetry_read: NVML, cheap). Phases, after DCGM's
- * diagnostics (docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html):
- *   calibrate  two windows at full speed: the GPU's own rate R0 (the first sizes the second)
+ * window's products run (tdm_device_telemetry_read: NVML, cheap; the instantaneous power where the
+ * driver has it, "power_source" says which). At each phase's start and end the energy counter and
+ * NVML's violation times are read: "phases" holds each phase's seconds, energy, mean power and
+ * the time each perf policy held the clocks down (deltas, which no short event escapes). Phases,
+ * after DCGM's diagnostics (docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html):
+ *   calibrate  after an untimed warm-up product (cuBLASLt's first call: heuristic, plan,
+ *              workspace), full-speed windows until one lasts at least window_s of GPU time:
+ *              its rate is R0, the GPU's own (the windows before it size it)
  *   stress     targeted stress: held at 0.8 x R0 by sleeping between slices of products
  *   power      targeted power: back to back, the most the GPU draws
  *   on, off    pulsed load (level 4): 1 s of load, 1 s idle, repeated (power transients)
  * Series: {"t_s", "sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "throttle_reasons",
  * "tflops", "phase"} arrays of one length (null: not read), and "n", "window_s", "target_tflops",
- * "median_tflops" ({phase: median}), "nvml" (why NVML did not answer, "" when it did), "error". */
+ * "median_tflops" ({phase: median}), "nvml" (why NVML did not answer, "" when it did), "error",
+ * "power_source" ("instant", "average", "mixed" or "none"), "calibration" ({"warmup_s",
+ * "seconds", "products", "windows"}: sustained.load) and "phases" ({phase: {"seconds",
+ * "energy_j", "mean_power_w", "violation_s": {policy: seconds}}}, null where not read). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,6 +44,13 @@ static void sleep_s(double s) {
 
 // ---- the load --------------------------------------------------------------------------------------
 
+// A phase's sums over its periods (pulsed: every on or off second): wall seconds, energy (J) and
+// each policy's violation seconds; a sum is unknown (NaN) once a period could not be read.
+typedef struct {
+    bool ran;
+    double seconds, energy_j, violation_s[TDM_VIOLATION_N];
+} phase_sum;
+
 typedef struct {
     tdm_device d;
     int64_t n;
@@ -48,7 +63,47 @@ typedef struct {
     char msg[400];
     bool nvml_said;
     double last_t;   // the last sample's time: each comes after it (t_s increases)
+    bool power_instant, power_average;   // the power sources the samples used
+    phase_sum sums[5];                   // per check_series_phases
+    int cur;                             // the phase begun (-1: none)
+    double cur_t0;
+    tdm_device_telemetry cur_start;
+    bool cur_ok;
 } load;
+
+static int phase_index(const char *phase) {
+    for (int p = 0; p < 5; p++)
+        if (!strcmp(check_series_phases[p], phase)) return p;
+    return 0;
+}
+
+// A phase's period begins: the energy counter and the violation times now.
+static void phase_begin(load *L, const char *phase) {
+    L->cur = phase_index(phase);
+    L->cur_ok = tdm_device_telemetry_read(L->d, &L->cur_start) == TDM_OK;
+    tdm_error_clear();
+    L->cur_t0 = bench_now_s();
+}
+
+static double counter_delta(int64_t a, int64_t b, double unit) {
+    return a >= 0 && b >= a ? (double)(b - a) * unit : NAN;
+}
+
+// ... and ends: its deltas are added to the phase's sums.
+static void phase_end(load *L) {
+    if (L->cur < 0) return;
+    tdm_device_telemetry e;
+    bool ok = L->cur_ok && tdm_device_telemetry_read(L->d, &e) == TDM_OK;
+    tdm_error_clear();
+    phase_sum *p = &L->sums[L->cur];
+    if (!p->ran) memset(p, 0, sizeof *p);
+    p->ran = true;
+    p->seconds += bench_now_s() - L->cur_t0;
+    p->energy_j += ok ? counter_delta(L->cur_start.energy_mj, e.energy_mj, 1e-3) : NAN;
+    for (int k = 0; k < TDM_VIOLATION_N; k++)
+        p->violation_s[k] += ok ? counter_delta(L->cur_start.violation_ns[k], e.violation_ns[k], 1e-9) : NAN;
+    L->cur = -1;
+}
 
 static void add_reading(cJSON *a, double v) {
     cJSON_AddItemToArray(a, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
@@ -75,6 +130,10 @@ static void sample(load *L, const char *phase) {
     add_reading(L->arr[K_SM], ok && t.clock_sm_mhz >= 0 ? t.clock_sm_mhz : NAN);
     add_reading(L->arr[K_MEM], ok && t.clock_mem_mhz >= 0 ? t.clock_mem_mhz : NAN);
     add_reading(L->arr[K_POWER], ok && t.power_mw >= 0 ? t.power_mw / 1e3 : NAN);
+    if (ok && t.power_mw >= 0) {
+        L->power_instant |= t.power_source == TDM_POWER_INSTANT;
+        L->power_average |= t.power_source == TDM_POWER_AVERAGE;
+    }
     add_reading(L->arr[K_TEMP], ok && t.temperature_c >= 0 ? t.temperature_c : NAN);
     add_reading(L->arr[K_THROTTLE], ok && t.throttle_reasons >= 0 ? (double)t.throttle_reasons : NAN);
     cJSON_AddItemToArray(L->arr[K_PHASE], cJSON_CreateString(phase));
@@ -122,6 +181,7 @@ static double phase_median(load *L, const char *phase, int from) {
 static double full_speed(load *L, const char *phase, double seconds, int *k) {
     double end = bench_now_s() + seconds;
     int from = cJSON_GetArraySize(L->arr[K_T]);
+    phase_begin(L, phase);
     for (bool first = true; go_on(L, first, end); first = false) {
         double t = products(L, *k, phase);
         if (t <= 0) break;
@@ -129,7 +189,47 @@ static double full_speed(load *L, const char *phase, double seconds, int *k) {
         int next = (int)lround(*k * L->window_s / t);
         *k = next < 1 ? 1 : next > 100000 ? 100000 : next;
     }
+    phase_end(L);
     return phase_median(L, phase, from);
+}
+
+// Calibration: one product untimed first (cuBLASLt's first call picks its algorithm, builds its
+// plan and takes its workspace: none of that may be in R0), then full-speed windows, each sized
+// from the one before with a 20 % margin, until one lasts at least window_s of GPU time (at most
+// 20 windows): its rate is R0. "calibration" records the warm-up's time and R0's window.
+static double calibrate(load *L, int *k) {
+    double warm = products(L, 1, NULL), r0 = NAN, t = 0;
+    int windows = 0;
+    phase_begin(L, "calibrate");
+    while (!L->error && !check_interrupted() && windows < 20) {
+        t = products(L, *k, "calibrate");
+        windows++;
+        if (t <= 0) break;
+        double rate = *k * L->flop / t / 1e12;
+        add_rate(L, rate);
+        if (t >= L->window_s) {
+            r0 = rate;
+            break;
+        }
+        double next = ceil(*k * 1.2 * L->window_s / t);
+        *k = next < 1 ? 1 : next > 100000 ? 100000 : (int)next;
+    }
+    phase_end(L);
+    cJSON *c = cJSON_AddObjectToObject(L->s, "calibration");
+    cJSON_AddNumberToObject(c, "warmup_s", warm > 0 ? warm : 0);
+    cJSON_AddNumberToObject(c, "seconds", isfinite(r0) ? t : 0);
+    cJSON_AddNumberToObject(c, "products", *k);
+    cJSON_AddNumberToObject(c, "windows", windows);
+    if (!L->error && !isfinite(r0) && !check_interrupted()) {
+        snprintf(L->msg, sizeof L->msg, "calibration: no window of %d lasted %.2f s of GPU time", windows, L->window_s);
+        L->error = L->msg;
+    }
+    // the windows after it: window_s each
+    if (isfinite(r0)) {
+        int next = (int)lround(*k * L->window_s / t);
+        *k = next < 1 ? 1 : next;
+    }
+    return r0;
 }
 
 // Targeted stress: windows of five slices, each slice k products then a sleep to its deadline,
@@ -138,6 +238,7 @@ static double stress(load *L, double seconds, double target) {
     double end = bench_now_s() + seconds, slice = L->window_s / 5;
     int k = (int)lround(target * 1e12 * slice / L->flop);
     if (k < 1) k = 1;
+    phase_begin(L, "stress");
     for (bool first = true; go_on(L, first, end); first = false) {
         double w0 = bench_now_s(), flop = 0;
         for (int s = 0; s < 5 && !L->error; s++) {
@@ -149,6 +250,7 @@ static double stress(load *L, double seconds, double target) {
         if (L->error) break;
         add_rate(L, flop / (bench_now_s() - w0) / 1e12);
     }
+    phase_end(L);
     return phase_median(L, "stress", 0);
 }
 
@@ -158,11 +260,13 @@ static double pulsed(load *L, double seconds, int *k) {
     double end = bench_now_s() + seconds, period = 2 * L->window_s;
     for (bool first = true; go_on(L, first, end); first = false) {
         (void)full_speed(L, "on", period, k);
+        phase_begin(L, "off");
         for (double t1 = bench_now_s() + period; go_on(L, false, t1);) {
             sample(L, "off");
             add_rate(L, 0);
             sleep_s(fmin(L->window_s, t1 - bench_now_s()));
         }
+        phase_end(L);
     }
     return phase_median(L, "on", 0);
 }
@@ -175,10 +279,34 @@ static cJSON *new_series(load *L, cJSON *parent, const char *name) {
     L->t0 = bench_now_s();
     L->last_t = -1;
     L->nvml_said = false;
+    L->power_instant = L->power_average = false;
+    memset(L->sums, 0, sizeof L->sums);
+    L->cur = -1;
     return L->s;
 }
 
+static void add_or_null(cJSON *o, const char *k, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
+
 static void end_series(load *L, cJSON *medians) {
+    phase_end(L);   // a phase an error cut short
+    cJSON_AddStringToObject(L->s, "power_source", L->power_instant && L->power_average ? "mixed"
+                                                  : L->power_instant                 ? "instant"
+                                                  : L->power_average                 ? "average"
+                                                                                     : "none");
+    cJSON *ph = cJSON_AddObjectToObject(L->s, "phases");
+    for (int p = 0; p < 5; p++) {
+        const phase_sum *u = &L->sums[p];
+        if (!u->ran) continue;
+        cJSON *o = cJSON_AddObjectToObject(ph, check_series_phases[p]);
+        cJSON_AddNumberToObject(o, "seconds", u->seconds);
+        add_or_null(o, "energy_j", u->energy_j);
+        add_or_null(o, "mean_power_w", u->seconds > 0 ? u->energy_j / u->seconds : NAN);
+        cJSON *v = cJSON_AddObjectToObject(o, "violation_s");
+        for (int k = 0; k < TDM_VIOLATION_N; k++) add_or_null(v, tdm_violation_policy_name(k), u->violation_s[k]);
+    }
     // a window the load's error cut short keeps its sample, without a rate: one length
     while (cJSON_GetArraySize(L->arr[K_TFLOPS]) < cJSON_GetArraySize(L->arr[K_T])) add_rate(L, NAN);
     if (!cJSON_GetObjectItemCaseSensitive(L->s, "nvml")) cJSON_AddStringToObject(L->s, "nvml", "not read");
@@ -219,8 +347,7 @@ static cJSON *run_one(int index, bool emulated, int level, double duration_s) {
     new_series(&L, series, "sustained.load");
     cJSON *med = cJSON_CreateObject();
     int k = 1;
-    double r0 = L.error ? NAN : full_speed(&L, "calibrate", 0, &k);   // sizes k
-    if (!L.error) r0 = full_speed(&L, "calibrate", 0, &k);
+    double r0 = L.error ? NAN : calibrate(&L, &k);
     double target = SUSTAINED_TARGET * r0;
     if (isfinite(target)) cJSON_AddNumberToObject(L.s, "target_tflops", target);
     else cJSON_AddNullToObject(L.s, "target_tflops");

@@ -17,4 +17,10 @@ extern const char *const check_series_phases[5];
 #define SUSTAINED_HOLD 0.9
 #define SUSTAINED_DROP 0.10
 
+// NVML's clocks-event reasons: hw slowdown (0x8); the 9 defined when this was written (0x1ff);
+// the largest reading a record may hold (bit 63, NVML's old "unknown", is masked off when read).
+#define CHECK_THROTTLE_HW_SLOWDOWN (1ULL << 3)
+#define CHECK_THROTTLE_KNOWN 0x1ffULL
+#define CHECK_THROTTLE_MAX 9223372036854775808.0
+
 #endif

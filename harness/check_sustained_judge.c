@@ -8,7 +8,12 @@
  * power's median against the model's bf16 figure), sustained.clocks (the SM clock's last fifth
  * against its first, per phase), sustained.decay (targeted power's throughput, the same way),
  * sustained.throttle and pulsed.load (NVML's clocks-event reasons: hw slowdown, sw or hw thermal,
- * hw power brake are faults; the sw power cap is normal at full power). */
+ * hw power brake are faults; the sw power cap is normal at full power). Where the series holds
+ * NVML's violation times per phase ("phases"), they attribute the slowdowns: a thermal,
+ * board-limit or reliability violation time in a judged phase FAILs even when no sample saw it,
+ * and hw slowdown sampled without any of them is a P-state or clock change (NVML: hw slowdown
+ * "may be also reported during PState or clock change"), said, not failed. Reason bits NVML did
+ * not define when this was written (above 0x1ff) are named "unknown 0x..." and kept. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +23,7 @@
 #include "json_strict.h"
 #include "check_sustained.h"
 #include "stats.h"
+#include "tandem/tandem.h"
 
 const char *const check_series_keys[N_KEYS] = {"t_s",           "sm_clock_mhz",  "mem_clock_mhz",
                                                "power_w",       "temperature_c", "throttle_reasons",
@@ -108,13 +114,48 @@ static double power_capped_last(const series *s, const char *phase) {
     return got ? (double)capped / got : 0;
 }
 
+// The violation times (s) of the phases given over the series' "phases": per policy, the sum
+// (NaN when a phase that ran lacks it); *any false when no judged phase has them.
+static void violations(const cJSON *o, const char *const *ph, double v[TDM_VIOLATION_N], double *seconds, bool *any) {
+    *any = false;
+    *seconds = 0;
+    for (int k = 0; k < TDM_VIOLATION_N; k++) v[k] = 0;
+    for (int p = 0; ph[p]; p++) {
+        const cJSON *x = item(item(o, "phases"), ph[p]);
+        if (!cJSON_IsObject(x)) continue;
+        *seconds += num(x, "seconds");
+        for (int k = 0; k < TDM_VIOLATION_N; k++) {
+            double d = num(item(x, "violation_s"), tdm_violation_policy_name(k));
+            v[k] += d;   // NaN stays NaN
+            *any = *any || isfinite(d);
+        }
+    }
+}
+
+// The violation policies that are heat or the hardware (a fault in a judged phase); the power
+// cap is normal at full load, sync boost, low utilization and the clocks' totals are not faults.
+static const int bad_policies[] = {TDM_VIOLATION_THERMAL, TDM_VIOLATION_BOARD_LIMIT, TDM_VIOLATION_RELIABILITY};
+
+static void policy_label(int k, char *buf, size_t n) {
+    snprintf(buf, n, "%s", tdm_violation_policy_name(k));
+    for (char *c = buf; *c; c++)
+        if (*c == '_') *c = ' ';
+}
+
 // The throttle reasons of the samples of the phases given (NULL-terminated): a line CHECK that
-// FAILs with CODE naming each bad reason, the fraction of samples and when it was first seen.
-static void judge_throttle(cJSON *checks, const char *check, const series *s, const char *const *ph,
-                           const char *code, const char *what) {
+// FAILs with CODE naming each bad reason, the fraction of samples and when it was first seen;
+// with NVML's violation times of those phases (the series' "phases"), attributed by them.
+static void judge_throttle(cJSON *checks, const char *check, const cJSON *o, const series *s,
+                           const char *const *ph, const char *code, const char *what) {
     int read = 0, bad = 0, capped = 0, count[64] = {0};
     double first[64] = {0};
-    unsigned long long seen = 0;
+    unsigned long long seen = 0, unknown = 0;
+    double viol[TDM_VIOLATION_N], phase_s;
+    bool have_viol;
+    violations(o, ph, viol, &phase_s, &have_viol);
+    // with violation times, hw slowdown alone is attributed by them (below), not a fault by itself
+    const unsigned long long bad_bits = have_viol ? CHECK_THROTTLE_BAD & ~CHECK_THROTTLE_HW_SLOWDOWN : CHECK_THROTTLE_BAD;
+    const unsigned long long named = CHECK_THROTTLE_BAD;   // named in the note with their share
     for (int i = 0; i < s->n; i++) {
         bool in = false;
         for (int p = 0; ph[p]; p++) in = in || in_phase(s, i, ph[p]);
@@ -122,15 +163,30 @@ static void judge_throttle(cJSON *checks, const char *check, const series *s, co
         read++;
         unsigned long long r = (unsigned long long)s->v[K_THROTTLE][i];
         capped += (r & CHECK_THROTTLE_POWER_CAP) != 0;
-        bad += (r & CHECK_THROTTLE_BAD) != 0;
+        bad += (r & bad_bits) != 0;
+        unknown |= r & ~CHECK_THROTTLE_KNOWN;
         for (int b = 0; b < 64; b++)
-            if (r & CHECK_THROTTLE_BAD & (1ULL << b)) {
+            if (r & named & (1ULL << b)) {
                 if (!count[b]++) first[b] = s->v[K_T][i];
                 seen |= 1ULL << b;
             }
     }
-    char note[600] = "", m[200];
-    if (!read) {
+    char note[900] = "", m[200];
+    double bad_viol = 0;
+    char vnote[300] = "";
+    if (have_viol) {
+        size_t vl = (size_t)snprintf(vnote, sizeof vnote, "; NVML's violation times over %.0f s:", phase_s);
+        for (size_t j = 0; j < sizeof bad_policies / sizeof *bad_policies; j++) {
+            char lab[40];
+            policy_label(bad_policies[j], lab, sizeof lab);
+            double v = viol[bad_policies[j]];
+            if (isfinite(v)) bad_viol += v;
+            vl += (size_t)snprintf(vnote + vl, sizeof vnote - vl, "%s %s %.3g s", j ? "," : "", lab, v);
+        }
+        if (isfinite(viol[TDM_VIOLATION_POWER]) && vl < sizeof vnote)
+            snprintf(vnote + vl, sizeof vnote - vl, ", power cap %.3g s", viol[TDM_VIOLATION_POWER]);
+    }
+    if (!read && !have_viol) {
         check_judge_line(checks, check, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_MISSING, NULL,
                          "no clocks-event reason was read during the load (NVML)");
         return;
@@ -143,20 +199,40 @@ static void judge_throttle(cJSON *checks, const char *check, const series *s, co
             len += (size_t)snprintf(note + len, sizeof note - len, "%s%s in %.0f %% of the samples (from t = %.1f s)",
                                     len ? ", " : "", name, 100.0 * count[b] / read, first[b]);
         }
-    if (bad) {
-        char names[200];
-        check_throttle_names((double)seen, names, sizeof names);
+    bool fails = bad || bad_viol > 0;
+    if (fails) {
+        char names[200] = "";
+        if (seen & bad_bits) check_throttle_names((double)(seen & bad_bits), names, sizeof names);
+        if (bad_viol > 0) {
+            size_t nl = strlen(names);
+            for (size_t j = 0; j < sizeof bad_policies / sizeof *bad_policies; j++)
+                if (viol[bad_policies[j]] > 0 && nl < sizeof names - 40) {
+                    char lab[40];
+                    policy_label(bad_policies[j], lab, sizeof lab);
+                    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s violation", nl ? ", " : "", lab);
+                }
+        }
         snprintf(m, sizeof m, "%s", names);
-        snprintf(note + len, sizeof note - len, ": clocks held down by the hardware or by heat %s", what);
+        if (!read) len = (size_t)snprintf(note, sizeof note, "no clocks-event reason was sampled (NVML)");
+        len += (size_t)snprintf(note + len, sizeof note - len, ": clocks held down by the hardware or by heat %s", what);
     } else {
         snprintf(m, sizeof m, "%s", capped ? "sw power cap" : "none");
-        snprintf(note, sizeof note, "%d samples", read);
+        len = (size_t)snprintf(note, sizeof note, "%d samples", read);
         if (capped)
-            snprintf(note, sizeof note, "%d samples; at its power cap in %.0f %% (normal at full power)", read,
-                     100.0 * capped / read);
+            len = (size_t)snprintf(note, sizeof note, "%d samples; at its power cap in %.0f %% (normal at full power)",
+                                   read, 100.0 * capped / read);
+        if (seen & CHECK_THROTTLE_HW_SLOWDOWN)
+            len += (size_t)snprintf(note + len, sizeof note - len,
+                                    "; hw slowdown in %.0f %% of the samples (from t = %.1f s) with no thermal, "
+                                    "board-limit or reliability violation time: a P-state or clock change, not a fault",
+                                    100.0 * count[3] / read, first[3]);
     }
+    if (unknown && len < sizeof note)
+        len += (size_t)snprintf(note + len, sizeof note - len,
+                                "; reason bits NVML defined after this tandem (not judged): unknown 0x%llx", unknown);
+    if (vnote[0] && len < sizeof note) snprintf(note + len, sizeof note - len, "%s", vnote);
     check_judge_line(checks, check, NAN, m, NULL, NAN, "no hw slowdown, thermal or power brake", NAN,
-                     bad ? CHECK_FAIL : CHECK_PASS, code, note);
+                     fails ? CHECK_FAIL : CHECK_PASS, code, note);
 }
 
 // sustained.clocks: the SM clock's last fifth against its first, per phase (stress, power). The
@@ -244,7 +320,7 @@ static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, cons
         emulated_line(checks, "sustained.clocks", NAN, w);
         emulated_line(checks, "sustained.decay", NAN, w);
         // a reading there is judged, as the error counters are: a stand-in NVML's planted fault
-        if (any_reading(s, K_THROTTLE)) judge_throttle(checks, "sustained.throttle", s, load_phases, "TDM-F105", "during the sustained load");
+        if (any_reading(s, K_THROTTLE)) judge_throttle(checks, "sustained.throttle", o, s, load_phases, "TDM-F105", "during the sustained load");
         else emulated_line(checks, "sustained.throttle", NAN, no_nvml(o));
         return;
     }
@@ -288,7 +364,7 @@ static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, cons
         check_judge_line(checks, "sustained.decay", l, NULL, "TFLOP/s", f, NULL, l / f,
                          l / f < 1 - SUSTAINED_DROP ? CHECK_FAIL : CHECK_PASS, "TDM-F104", note);
     }
-    judge_throttle(checks, "sustained.throttle", s, load_phases, "TDM-F105", "during the sustained load");
+    judge_throttle(checks, "sustained.throttle", o, s, load_phases, "TDM-F105", "during the sustained load");
 }
 
 static void judge_pulsed(cJSON *checks, const cJSON *o, const series *s, bool emulated) {
@@ -305,7 +381,7 @@ static void judge_pulsed(cJSON *checks, const cJSON *o, const series *s, bool em
                          "no load window: not measured");
         return;
     }
-    judge_throttle(checks, "pulsed.load", s, ph, "TDM-F106", "during the pulsed load (power transients)");
+    judge_throttle(checks, "pulsed.load", o, s, ph, "TDM-F106", "during the pulsed load (power transients)");
 }
 
 void check_judge_sustained(cJSON *checks, const cJSON *gpu, const cJSON *model, const cJSON *expect,
@@ -356,7 +432,7 @@ static bool one_series(const cJSON *o, const char *where, char *err, size_t len)
                            {0, 50000, false, "a clock (0 to 50000 MHz)"},
                            {0, 10000, false, "a power (0 to 10000 W)"},
                            {-40, 150, false, "a GPU temperature (-40 to 150 C)"},
-                           {0, 0x1ff, true, "a bitmask of NVML's 9 known clocks-event reasons (0 to 0x1ff)"},
+                           {0, CHECK_THROTTLE_MAX, true, "a bitmask of NVML's clocks-event reasons (an integer from 0 to 2^63)"},
                            {0, CHECK_FIGURE_CAP, false, "a rate (0 to 1e5 TFLOP/s)"}};
     int n = -1;
     for (int k = 0; k < N_KEYS; k++) {
@@ -420,6 +496,54 @@ static bool one_series(const cJSON *o, const char *where, char *err, size_t len)
             return bench_err(err, len,
                              "%s.median_tflops.%s: a phase's median rate (TFLOP/s) or null", where,
                              e->string);
+    }
+    const cJSON *ps = item(o, "power_source");
+    if (ps && !(cJSON_IsString(ps) && (!strcmp(ps->valuestring, "instant") || !strcmp(ps->valuestring, "average") ||
+                                       !strcmp(ps->valuestring, "mixed") || !strcmp(ps->valuestring, "none"))))
+        return bench_err(err, len, "%s.power_source: not instant, average, mixed or none", where);
+    const cJSON *cal = item(o, "calibration");
+    if (cal && !cJSON_IsObject(cal)) return bench_err(err, len, "%s.calibration: must be an object", where);
+    cJSON_ArrayForEach(e, cal) {
+        if (strcmp(e->string, "warmup_s") && strcmp(e->string, "seconds") && strcmp(e->string, "products") &&
+            strcmp(e->string, "windows"))
+            return bench_err(err, len, "%s.calibration.%s: not a key of the calibration (warmup_s, seconds, products, windows)",
+                             where, e->string);
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 0 || e->valuedouble > 1e7)
+            return bench_err(err, len, "%s.calibration.%s: not a number from 0 to 1e7", where, e->string);
+    }
+    const cJSON *phs = item(o, "phases"), *x;
+    if (phs && !cJSON_IsObject(phs)) return bench_err(err, len, "%s.phases: must be an object", where);
+    cJSON_ArrayForEach(x, phs) {
+        bool known = false;
+        for (size_t p = 0; p < 5; p++) known = known || !strcmp(x->string, check_series_phases[p]);
+        if (!known || !cJSON_IsObject(x))
+            return bench_err(err, len, "%s.phases.%s: not a phase's object (calibrate, stress, power, on or off)", where,
+                             x->string);
+        static const struct {
+            const char *key;
+            double hi;
+            bool null_ok;
+        } f[] = {{"seconds", 1e7, false}, {"energy_j", 1e11, true}, {"mean_power_w", 10000, true}};
+        for (size_t j = 0; j < sizeof f / sizeof *f; j++) {
+            const cJSON *v = item(x, f[j].key);
+            if (!(f[j].null_ok && cJSON_IsNull(v)) &&
+                !(cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0 && v->valuedouble <= f[j].hi))
+                return bench_err(err, len, "%s.phases.%s.%s: not a number from 0 to %g%s", where, x->string, f[j].key,
+                                 f[j].hi, f[j].null_ok ? ", nor null" : "");
+        }
+        const cJSON *vs = item(x, "violation_s");
+        if (!cJSON_IsObject(vs)) return bench_err(err, len, "%s.phases.%s.violation_s: must be an object", where, x->string);
+        cJSON_ArrayForEach(e, vs) {
+            bool policy = false;
+            for (int k = 0; k < TDM_VIOLATION_N; k++) policy = policy || !strcmp(e->string, tdm_violation_policy_name(k));
+            if (!policy)
+                return bench_err(err, len, "%s.phases.%s.violation_s.%s: not an NVML perf policy", where, x->string,
+                                 e->string);
+            if (!cJSON_IsNull(e) &&
+                !(cJSON_IsNumber(e) && isfinite(e->valuedouble) && e->valuedouble >= 0 && e->valuedouble <= 1e7))
+                return bench_err(err, len, "%s.phases.%s.violation_s.%s: not seconds (0 to 1e7), nor null", where,
+                                 x->string, e->string);
+        }
     }
     static const char *const texts[] = {"error", "nvml"};
     for (int k = 0; k < 2; k++)

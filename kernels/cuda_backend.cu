@@ -59,6 +59,30 @@ struct nvml_event_data {
     unsigned gpu_instance_id, compute_instance_id;
 };
 enum { NVML_EVENT_XID = 0x8, NVML_ERROR_TIMEOUT = 10, NVML_NVLINK_MAX_LINKS = 18 };
+// nvmlFieldValue_t (nvmlDeviceGetFieldValues), as nvml.h declares it: the field's id in, its
+// return code, value type and value out. NVML_FI_DEV_POWER_INSTANT = 186 (current power, mW, an
+// unsigned int); nvmlValueType_t: 1 unsigned int, 2 unsigned long, 3 unsigned long long.
+struct nvml_field_value {
+    unsigned field_id, scope_id;
+    long long timestamp, latency_usec;
+    int value_type;   // nvmlValueType_t
+    int nvml_return;  // nvmlReturn_t
+    union {
+        double d;
+        unsigned ui;
+        unsigned long ul;
+        unsigned long long ull;
+        long long sll;
+    } value;
+};
+enum { NVML_FI_DEV_POWER_INSTANT = 186 };
+// nvmlViolationTime_t (nvmlDeviceGetViolationStatus): referenceTime (us since 1970), violationTime
+// (ns, cumulative) per nvmlPerfPolicyType_t (power 0, thermal 1, sync boost 2, board limit 3, low
+// utilization 4, reliability 5, total app clocks 10, total base clocks 11).
+struct nvml_violation_time {
+    unsigned long long reference_time, violation_time;
+};
+static const int nvml_perf_policies[TDM_VIOLATION_N] = {0, 1, 2, 3, 4, 5, 10, 11};
 // nvmlNvLinkErrorCounter_t: DL replay 0, DL recovery 1, CRC flit 2, CRC data 3
 enum { NVML_NVLINK_REPLAY = 0, NVML_NVLINK_RECOVERY = 1, NVML_NVLINK_CRC_FLIT = 2,
        NVML_NVLINK_CRC_DATA = 3 };
@@ -77,6 +101,10 @@ struct nvml_api {
     int (*power_limit)(nvml_device, unsigned *);   // milliwatts
     int (*power_usage)(nvml_device, unsigned *);   // milliwatts, the board's draw now
     int (*throttle)(nvml_device, unsigned long long *);
+    // sustained load: instantaneous power, the energy counter (mJ), violation times per policy
+    int (*field_values)(nvml_device, int, struct nvml_field_value *);
+    int (*energy)(nvml_device, unsigned long long *);
+    int (*violation)(nvml_device, int, struct nvml_violation_time *);
     // health (bench check): temperature and its slowdown threshold, HBM row remapping, page
     // retirement (before Ampere), uncorrected ECC error counts
     int (*temperature_v)(nvml_device, struct nvml_temperature_v1 *);
@@ -121,6 +149,9 @@ static void nvml_load(struct nvml_api *n) {
     NVML_SYM(power_usage, "nvmlDeviceGetPowerUsage");
     NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksEventReasons");   // the name since r535
     if (!n->throttle) NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    NVML_SYM(field_values, "nvmlDeviceGetFieldValues");
+    NVML_SYM(energy, "nvmlDeviceGetTotalEnergyConsumption");
+    NVML_SYM(violation, "nvmlDeviceGetViolationStatus");
     NVML_SYM(temperature_v, "nvmlDeviceGetTemperatureV");   // newer drivers
     NVML_SYM(temperature, "nvmlDeviceGetTemperature");
     NVML_SYM(temperature_threshold, "nvmlDeviceGetTemperatureThreshold");
@@ -397,6 +428,9 @@ static tdm_status cuda_device_telemetry(int device_index, tdm_device_telemetry *
     memset(out, 0, sizeof *out);
     out->clock_sm_mhz = out->clock_mem_mhz = out->power_mw = out->temperature_c = -1;
     out->throttle_reasons = -1;
+    out->energy_mj = -1;
+    for (int k = 0; k < TDM_VIOLATION_N; k++) out->violation_ns[k] = -1;
+    out->power_source = TDM_POWER_NONE;
     if (device_index < 0 || device_index >= 64)
         return tdm_error_set(TDM_ERR_DEVICE, "cuda:%d: telemetry for cuda:0..63 only", device_index);
     const struct nvml_api *n = nvml_get();
@@ -426,11 +460,32 @@ static tdm_status cuda_device_telemetry(int device_index, tdm_device_telemetry *
     if (!d) return TDM_OK;
     out->clock_sm_mhz = nvml_clock(n->clock, d, NVML_CLOCK_SM);
     out->clock_mem_mhz = nvml_clock(n->clock, d, NVML_CLOCK_MEM);
-    out->power_mw = nvml_uint(n->power_usage, d);
+    // power: the instantaneous field where the driver has it (r530 and later), else
+    // nvmlDeviceGetPowerUsage (a 1 s average on Ampere but GA100, and later GPUs)
+    struct nvml_field_value fv;
+    memset(&fv, 0, sizeof fv);
+    fv.field_id = NVML_FI_DEV_POWER_INSTANT;
+    if (n->field_values && n->field_values(d, 1, &fv) == 0 && fv.nvml_return == 0 &&
+        (fv.value_type == 1 || fv.value_type == 2 || fv.value_type == 3)) {
+        unsigned long long mw = fv.value_type == 1 ? fv.value.ui : fv.value_type == 2 ? fv.value.ul : fv.value.ull;
+        if (mw <= 100000000ull) {
+            out->power_mw = (int)mw;
+            out->power_source = TDM_POWER_INSTANT;
+        }
+    }
+    if (out->power_source == TDM_POWER_NONE && (out->power_mw = nvml_uint(n->power_usage, d)) >= 0)
+        out->power_source = TDM_POWER_AVERAGE;
     out->temperature_c = nvml_temperature(n, d);
     unsigned long long reasons;
     if (n->throttle && n->throttle(d, &reasons) == 0)
         out->throttle_reasons = (int64_t)(reasons & ~(1ULL << 63));   // "unknown" bit
+    unsigned long long mj;
+    if (n->energy && n->energy(d, &mj) == 0 && mj < (1ull << 62)) out->energy_mj = (int64_t)mj;
+    for (int k = 0; k < TDM_VIOLATION_N && n->violation; k++) {
+        struct nvml_violation_time v = {0, 0};
+        if (n->violation(d, nvml_perf_policies[k], &v) == 0 && v.violation_time < (1ull << 62))
+            out->violation_ns[k] = (int64_t)v.violation_time;
+    }
     return TDM_OK;
 }
 

@@ -130,17 +130,50 @@ tdm_status tdm_device_props_get(tdm_device d, tdm_device_props *out);
 tdm_status tdm_device_xid_events(tdm_device d, uint64_t *xids, int max, int *n);
 
 // A device's readings while it works, cheap enough to take several times a second (NVML only:
-// the device's NVML handle is looked up once, then each call is five NVML queries; `bench check`'s
-// sustained load samples them at 2 Hz). Each is -1 when unknown (no NVML, or the device does not
-// report it), `nvml` saying why when NVML is not there at all ("" when it answered). The CPU
-// backend has no such readings (TDM_ERR_UNSUPPORTED).
+// the device's NVML handle is looked up once, then each call is a few NVML queries; `bench check`'s
+// sustained load samples them at 2 Hz and reads them at each phase's start and end). Each is -1
+// when unknown (no NVML, or the device does not report it), `nvml` saying why when NVML is not
+// there at all ("" when it answered). The CPU backend has no such readings (TDM_ERR_UNSUPPORTED).
+//
+// Power: NVML_FI_DEV_POWER_INSTANT (nvmlDeviceGetFieldValues) where the driver has it, else
+// nvmlDeviceGetPowerUsage, which NVML documents as averaged over 1 s on Ampere (except GA100) and
+// later GPUs and instantaneous on GA100 (A100) and earlier: power_source says which was read.
+// energy_mj (nvmlDeviceGetTotalEnergyConsumption, Volta and later) is a counter: two readings give
+// the mean power between them exactly. violation_ns are NVML's cumulative times (ns) during which
+// each perf policy held the clocks down (nvmlDeviceGetViolationStatus), in the order of
+// tdm_violation_policy: two readings give how long each did, however short the events were.
+typedef enum {
+    TDM_VIOLATION_POWER = 0,          // NVML_PERF_POLICY_POWER: the power cap
+    TDM_VIOLATION_THERMAL,            // NVML_PERF_POLICY_THERMAL
+    TDM_VIOLATION_SYNC_BOOST,         // NVML_PERF_POLICY_SYNC_BOOST
+    TDM_VIOLATION_BOARD_LIMIT,        // NVML_PERF_POLICY_BOARD_LIMIT
+    TDM_VIOLATION_LOW_UTILIZATION,    // NVML_PERF_POLICY_LOW_UTILIZATION
+    TDM_VIOLATION_RELIABILITY,        // NVML_PERF_POLICY_RELIABILITY (board reliability limit)
+    TDM_VIOLATION_TOTAL_APP_CLOCKS,   // NVML_PERF_POLICY_TOTAL_APP_CLOCKS (10)
+    TDM_VIOLATION_TOTAL_BASE_CLOCKS,  // NVML_PERF_POLICY_TOTAL_BASE_CLOCKS (11)
+    TDM_VIOLATION_N
+} tdm_violation_policy;
+
+typedef enum {
+    TDM_POWER_NONE = 0,      // not read
+    TDM_POWER_INSTANT,       // NVML_FI_DEV_POWER_INSTANT
+    TDM_POWER_AVERAGE        // nvmlDeviceGetPowerUsage (1 s average on Ampere but GA100 and later)
+} tdm_power_source;
+
 typedef struct {
     int clock_sm_mhz, clock_mem_mhz;   // now (nvmlDeviceGetClockInfo)
-    int power_mw;                      // the board's draw (nvmlDeviceGetPowerUsage), milliwatts
+    int power_mw;                      // the board's draw, milliwatts (power_source: how read)
     int temperature_c;                 // GPU core
     int64_t throttle_reasons;          // NVML's clocks-event bits but 63 (0 = none)
     char nvml[128];
+    tdm_power_source power_source;
+    int64_t energy_mj;                         // total energy since the driver loaded, mJ
+    int64_t violation_ns[TDM_VIOLATION_N];     // cumulative, per tdm_violation_policy
 } tdm_device_telemetry;
+
+// "power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability",
+// "total_app_clocks", "total_base_clocks"; NULL out of range.
+const char *tdm_violation_policy_name(int policy);
 
 tdm_status tdm_device_telemetry_read(tdm_device d, tdm_device_telemetry *out);
 

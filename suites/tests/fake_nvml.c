@@ -20,7 +20,16 @@
  * is planted by
  *   FAKE_NVML_THROTTLE_AFTER=N      from the N-th read of the clocks-event reasons on (counting
  *                                   from 1), the reasons are FAKE_NVML_THROTTLE (default 0x40, hw
- *                                   thermal slowdown) and the SM clock reads 1005 MHz */
+ *                                   thermal slowdown) and the SM clock reads 1005 MHz
+ * Power, energy and violation times (the sustained load's phases): nvmlDeviceGetFieldValues
+ * answers NVML_FI_DEV_POWER_INSTANT with 300 W (FAKE_NVML_NO_INSTANT=1: NOT_SUPPORTED, as a driver
+ * before r530 or a part without it; then only the 250 W average is there);
+ * nvmlDeviceGetTotalEnergyConsumption counts 250 W since the library was first called (mJ, from
+ * a base of 1e9 mJ: the mean power over any interval is 250 W); nvmlDeviceGetViolationStatus gives
+ * each perf policy's cumulative violation time, 0, but for
+ *   FAKE_NVML_VIOLATION_POLICY=P    (default 1, thermal) growing by
+ *   FAKE_NVML_VIOLATION_MS=N        N ms at every read of it after the first */
+#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,5 +193,64 @@ int nvmlDeviceGetCurrentClocksEventReasons(void *device, unsigned long long *rea
     *reasons = throttled() ? strtoull(getenv("FAKE_NVML_THROTTLE") && *getenv("FAKE_NVML_THROTTLE")
                                           ? getenv("FAKE_NVML_THROTTLE") : "0x40", NULL, 0)
                            : 0;
+    return 0;
+}
+
+// ---- power, energy, violation times ----------------------------------------------------------
+
+typedef struct {   // nvmlFieldValue_t
+    unsigned field_id, scope_id;
+    long long timestamp, latency_usec;
+    int value_type, nvml_return;
+    union {
+        double d;
+        unsigned ui;
+        unsigned long long ull;
+    } value;
+} fake_field_value;
+
+int nvmlDeviceGetFieldValues(void *device, int count, fake_field_value *values) {
+    (void)device;
+    for (int i = 0; i < count; i++) {
+        fake_field_value *v = &values[i];
+        if (v->field_id == 186 && !env_u("FAKE_NVML_NO_INSTANT", 0)) {   // NVML_FI_DEV_POWER_INSTANT
+            v->value_type = 1;   // NVML_VALUE_TYPE_UNSIGNED_INT
+            v->value.ui = 300000;
+            v->nvml_return = 0;
+        } else {
+            v->nvml_return = 3;   // NVML_ERROR_NOT_SUPPORTED
+        }
+    }
+    return 0;
+}
+
+static double fake_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int nvmlDeviceGetTotalEnergyConsumption(void *device, unsigned long long *mj) {
+    static double t0 = -1;
+    (void)device;
+    double now = fake_now_s();
+    if (t0 < 0) t0 = now;
+    *mj = 1000000000ull + (unsigned long long)((now - t0) * 250.0 * 1000.0);   // 250 W = 250 000 mJ/s
+    return 0;
+}
+
+typedef struct {
+    unsigned long long reference_time, violation_time;
+} fake_violation_time;
+
+int nvmlDeviceGetViolationStatus(void *device, int policy, fake_violation_time *v) {
+    static unsigned long long reads[16];
+    (void)device;
+    if (policy < 0 || policy > 11 || (policy > 5 && policy < 10)) return 2;   // INVALID_ARGUMENT
+    v->reference_time = 0;
+    v->violation_time = 0;
+    if ((unsigned long long)policy == env_u("FAKE_NVML_VIOLATION_POLICY", 1))
+        v->violation_time = reads[policy] * env_u("FAKE_NVML_VIOLATION_MS", 0) * 1000000ull;
+    reads[policy]++;
     return 0;
 }

@@ -4,7 +4,9 @@
  * passes, an SM clock that drops a minute into targeted power (with and without the power cap), a
  * hw thermal throttle from t = 60 s, hw slowdown, the sw power cap alone, throughput that decays,
  * targeted power below 0.75 x the fleet's figure and below the datasheet's threshold, targeted
- * stress that misses its target, the power brake during the pulses, an emulated GPU, a series that
+ * stress that misses its target, the power brake during the pulses, NVML's violation times per
+ * phase (hw slowdown attributed by them, a thermal or board-limit violation no sample saw, reason
+ * bits above 0x1ff kept and named), an emulated GPU, a series that
  * is absent or whose load failed — and malformed series, refused as bad input with the field named;
  * and tdm_device_telemetry_read on the cpu (unsupported).
  * usage: test_check_sustained EXPECTATIONS_JSON LEVEL2_HEALTHY_JSON */
@@ -78,6 +80,8 @@ static void other_checks(cJSON *g, int level) {
     if (level >= 4) {
         cJSON *mt = cJSON_AddObjectToObject(cJSON_GetObjectItem(g, "numerics"), "memory.test");
         cJSON_AddStringToObject(mt, "result", "pass");
+        cJSON_AddNumberToObject(mt, "fraction", 0.95);   // a pass covers >= 90 % of the free memory
+        cJSON_AddNumberToObject(mt, "errors", 0);
     }
 }
 
@@ -341,6 +345,71 @@ static void test_absent_error_emulated(void) {
     cJSON_Delete(f);
 }
 
+// NVML's violation times per phase: every phase of GPU G's series NAME gets one, each policy 0 s
+// but POLICY (NULL: none) in PHASE, which gets V seconds.
+static void plant_violation(cJSON *f, int g, const char *name, const char *phase, const char *policy, double v) {
+    cJSON *s = series_of(f, g, name);
+    cJSON_DeleteItemFromObject(s, "phases");
+    cJSON *ph = cJSON_AddObjectToObject(s, "phases");
+    static const char *const all[] = {"calibrate", "stress", "power", "on", "off"};
+    for (int p = !strcmp(name, "pulsed.load") ? 3 : 0; p < (!strcmp(name, "pulsed.load") ? 5 : 3); p++) {
+        cJSON *o = cJSON_AddObjectToObject(ph, all[p]);
+        cJSON_AddNumberToObject(o, "seconds", 180);
+        cJSON_AddNumberToObject(o, "energy_j", 54000);
+        cJSON_AddNumberToObject(o, "mean_power_w", 300);
+        cJSON *vs = cJSON_AddObjectToObject(o, "violation_s");
+        for (int k = 0; k < TDM_VIOLATION_N; k++) {
+            const char *pol = tdm_violation_policy_name(k);
+            cJSON_AddNumberToObject(vs, pol, policy && !strcmp(pol, policy) && !strcmp(all[p], phase) ? v : 0);
+        }
+    }
+}
+
+static void test_violations(void) {
+    // hw slowdown sampled through the pulses, no thermal, board-limit or reliability violation
+    // time: a P-state or clock change (NVML says hw slowdown may be reported then), not a fault
+    cJSON *f = node(4);
+    plant(f, 0, "pulsed.load", "throttle_reasons", NULL, 0, 0x8);
+    plant_violation(f, 0, "pulsed.load", "on", NULL, 0);
+    cJSON *j = judge(f, expect);
+    WANT(j, 0, "pulsed.load", CHECK_PASS, "", "hw slowdown in 100 % of the samples");
+    WANT(j, 0, "pulsed.load", CHECK_PASS, "", "a P-state or clock change, not a fault");
+    WANT(j, 0, "pulsed.load", CHECK_PASS, "", "NVML's violation times over 360 s: thermal 0 s");
+    cJSON_Delete(j);
+    // ... the same with a board-limit violation during the pulses: a fault
+    plant_violation(f, 0, "pulsed.load", "on", "board_limit", 0.25);
+    j = judge(f, expect);
+    WANT(j, 0, "pulsed.load", CHECK_FAIL, "TDM-F106", "board limit 0.25 s");
+    CHECK(!strcmp(field(j, 0, "pulsed.load", "measured"), "board limit violation"));
+    cJSON_Delete(j);
+    // a thermal violation during targeted power that no 2 Hz sample caught: FAIL
+    plant_violation(f, 1, "sustained.load", "power", "thermal", 2.5);
+    j = judge(f, expect);
+    WANT(j, 1, "sustained.throttle", CHECK_FAIL, "TDM-F105", "thermal 2.5 s");
+    WANT(j, 0, "sustained.throttle", CHECK_PASS, "", "");
+    cJSON_Delete(j);
+    // the power cap's violation time is normal at full power: said, not failed
+    plant_violation(f, 1, "sustained.load", "power", "power", 120);
+    j = judge(f, expect);
+    WANT(j, 1, "sustained.throttle", CHECK_PASS, "", "power cap 120 s");
+    cJSON_Delete(j);
+    // a sampled hw thermal still fails with violation times that show none
+    plant(f, 1, "sustained.load", "throttle_reasons", "power", T_POWER + 90, 0x40);
+    j = judge(f, expect);
+    WANT(j, 1, "sustained.throttle", CHECK_FAIL, "TDM-F105", "hw thermal in");
+    cJSON_Delete(j);
+    // reason bits NVML defined later (above 0x1ff) are kept and named, not refused
+    plant(f, 1, "sustained.load", "throttle_reasons", NULL, 0, 0x200 | 0x4);
+    plant(f, 0, "pulsed.load", "throttle_reasons", NULL, 0, 0x1000);
+    plant_violation(f, 0, "pulsed.load", "on", NULL, 0);
+    j = judge(f, expect);
+    WANT(j, 1, "sustained.throttle", CHECK_PASS, "", "unknown 0x200");
+    WANT(j, 0, "pulsed.load", CHECK_PASS, "", "unknown 0x1000");
+    CHECK(check_exit_code(j) == CHECK_EXIT_PASS);
+    cJSON_Delete(j);
+    cJSON_Delete(f);
+}
+
 // A malformed series: bad input naming WANT. KEY of GPU 0's sustained.load becomes JSON (NULL
 // KEY: the series itself is replaced; "" the whole "series").
 static void expect_bad(const char *key, const char *json, const char *want) {
@@ -381,7 +450,8 @@ static void test_malformed(void) {
                  {"power_w", 3, "1e999", "sustained.load.power_w[3]: not a power"},
                  {"sm_clock_mhz", 9, "-5", "sustained.load.sm_clock_mhz[9]: not a clock"},
                  {"temperature_c", 2, "400", "sustained.load.temperature_c[2]: not a GPU temperature"},
-                 {"throttle_reasons", 4, "512", "sustained.load.throttle_reasons[4]: not a bitmask"},
+                 {"throttle_reasons", 4, "-1", "sustained.load.throttle_reasons[4]: not a bitmask"},
+                 {"throttle_reasons", 4, "1e20", "sustained.load.throttle_reasons[4]: not a bitmask"},
                  {"throttle_reasons", 4, "4.5", "sustained.load.throttle_reasons[4]: not a bitmask"},
                  {"tflops", 1, "true", "sustained.load.tflops[1]: not a rate"},
                  {"phase", 1, "\"warmup\"", "sustained.load.phase[1]: not a phase"},
@@ -403,6 +473,16 @@ static void test_malformed(void) {
     expect_bad("median_tflops", "{\"warmup\": 3}", "sustained.load.median_tflops.warmup");
     expect_bad("window_s", "0", "sustained.load.window_s: not a window");
     expect_bad("error", "7", "sustained.load.error: must be a string");
+    expect_bad("power_source", "\"guessed\"", "sustained.load.power_source: not instant, average, mixed or none");
+    expect_bad("calibration", "{\"seconds\": -1}", "sustained.load.calibration.seconds: not a number");
+    expect_bad("calibration", "{\"warm\": 1}", "sustained.load.calibration.warm: not a key");
+    expect_bad("phases", "{\"warmup\": {}}", "sustained.load.phases.warmup: not a phase's object");
+    expect_bad("phases", "{\"power\": {\"seconds\": 1, \"energy_j\": -5, \"mean_power_w\": null, \"violation_s\": {}}}",
+               "sustained.load.phases.power.energy_j: not a number");
+    expect_bad("phases", "{\"power\": {\"seconds\": 1, \"energy_j\": null, \"mean_power_w\": null, \"violation_s\": {\"heat\": 1}}}",
+               "sustained.load.phases.power.violation_s.heat: not an NVML perf policy");
+    expect_bad("phases", "{\"power\": {\"seconds\": 1, \"energy_j\": null, \"mean_power_w\": null, \"violation_s\": {\"thermal\": -1}}}",
+               "sustained.load.phases.power.violation_s.thermal: not seconds");
     // a series of another name
     f = node(3);
     cJSON_AddItemToObject(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "gpus"), 1), "series"),
@@ -441,6 +521,7 @@ int main(int argc, char **argv) {
     test_throttle();
     test_throughput();
     test_pulsed();
+    test_violations();
     test_absent_error_emulated();
     test_malformed();
     test_telemetry_api();
