@@ -459,6 +459,27 @@ static void bm_pipeline(tdm_gb_state *st, void *ctx) {
 
 // ---- registration -------------------------------------------------------------------------------
 
+// The work of one timed iteration (bench list --json; the PyTorch peer's rows match: test
+// peer.work_match): one training step on the next batch of the loader, which reads the dataset
+// in order (no shuffle, drop_last) with `workers` workers, pinned batches where staged.
+static void pl_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    const pl_case *c = ctx;
+    const pl_shape s = pl_shape_for(&pl_cfg, c->gpt);
+    const bool gpu = pl_cfg.device.type == TDM_DEVICE_CUDA;
+    char train[400];
+    bench_work_train(train, sizeof train, s.spec, "f32", s.batch, c->gpt ? 0.01 : 0.05, 0, 1);
+    size_t k = strlen(train);
+    if (k) train[k - 1] = 0;   // without its closing brace: the loader's keys follow
+    snprintf(buf, (size_t)len,
+             "%s, \"loader\": {\"samples\": %lld, \"workers\": %lld, \"pin_memory\": %s, "
+             "\"shuffle\": false, \"drop_last\": true, \"copy\": \"%s\"}}",
+             train, (long long)s.samples, (long long)(n ? args[0] : 0),
+             gpu && c->mode != PL_SYNC_PAGEABLE ? "true" : "false",
+             !gpu                         ? "none"
+             : c->mode == PL_SYNC_PAGEABLE ? "synchronous"
+                                           : "side stream, two device buffers");
+}
+
 static int pl_register(const bench_suite_config *cfg) {
     pl_cfg = *cfg;
     pl_datasets_free();
@@ -489,6 +510,7 @@ static int pl_register(const bench_suite_config *cfg) {
                        : "worker threads gather batches ahead",
                  c->gpt ? "tokens/s = batch x T" : "samples/s = batch");
         tdm_gb_set_info(b, desc, c->gpt ? "tokens/s" : "samples/s");
+        tdm_gb_set_work(b, pl_work, (void *)c);
     }
     return 0;
 }

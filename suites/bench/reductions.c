@@ -135,6 +135,32 @@ static void bm_reduce(tdm_gb_state *st, void *arg) {
     tdm_event_free(e1);
 }
 
+// The work of one timed iteration (bench list --json; the PyTorch peer's rows match: test
+// peer.work_match): the op on its input shape, and the bytes GB/s counts (read + written).
+static void rd_work(const int64_t *args, int n_args, void *ctx, char *buf, int len) {
+    const rd_kind k = (rd_kind)*(const int *)ctx;
+    const long long N = n_args ? (long long)args[0] : 0, HW = rd_cfg.quick ? 28 : 56, C = 64;
+    static const char *const ops[RD_COUNT] = {
+        "copy", "sum", "sum", "batch_norm", "batch_norm+batch_norm_backward", "batch_norm"};
+    char shape[96], extra[160] = "";
+    if (k == RD_BN1D_FWD)
+        snprintf(shape, sizeof shape, "[%lld, %lld]", N * HW * HW, C);
+    else if (k == RD_BIAS_NHWC)
+        snprintf(shape, sizeof shape, "[%lld, %lld, %lld, %lld]", N, HW, HW, C);
+    else
+        snprintf(shape, sizeof shape, "[%lld, %lld, %lld, %lld]", N, C, HW, HW);
+    if (k == RD_BIAS_NCHW) snprintf(extra, sizeof extra, ", \"dims\": [0, 2, 3]");
+    if (k == RD_BIAS_NHWC) snprintf(extra, sizeof extra, ", \"dims\": [0, 1, 2]");
+    if (k == RD_BN2D_FWD || k == RD_BN1D_FWD || k == RD_BN2D_BWD)
+        snprintf(extra, sizeof extra, ", \"training\": true, \"running_stats\": %s, "
+                 "\"eps\": 1e-05%s", k == RD_BN2D_BWD ? "false" : "true",
+                 k == RD_BN2D_BWD ? ", \"grads\": [\"x\"]" : "");
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"%s\", \"dtype\": \"f32\", \"shapes\": [%s]%s, \"per_iteration\": 1, "
+             "\"bytes\": %.17g}",
+             ops[k], shape, extra, (double)N * HW * HW * C * 4.0 * rd_kinds[k].traffic);
+}
+
 static int rd_register(const bench_suite_config *cfg) {
     rd_cfg = *cfg;
     const int64_t n = cfg->quick ? 4 : 32;
@@ -146,6 +172,7 @@ static int rd_register(const bench_suite_config *cfg) {
         tdm_gb_args(b, 1, &n);
         tdm_gb_use_manual_time(b);
         tdm_gb_set_info(b, rd_kinds[k].info, "GB/s");
+        tdm_gb_set_work(b, rd_work, &rd_ctx[k]);
     }
     return 0;
 }

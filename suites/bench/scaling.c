@@ -478,6 +478,34 @@ static void bm_predict(tdm_gb_state *st, void *arg) {
     tdm_gb_set_label(st, label);
 }
 
+// ---- work descriptions (bench list --json; the PyTorch peer's rows match: test peer.work_match)
+
+// allreduce/bytes:S: the mean of S bytes of f32 over the run's ranks.
+static void sc_allreduce_work(const int64_t *args, int n, void *ctx, char *buf, int len) {
+    (void)ctx;
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"allreduce_mean\", \"dtype\": \"f32\", \"ranks\": %d, "
+             "\"per_iteration\": 1, \"bytes\": %lld}",
+             max_ranks(), n ? (long long)args[0] : 0LL);
+}
+
+// dp_<weak|strong>_<model>[_no_overlap]/ranks:N: one data-parallel f32 step on every rank (SGD lr
+// 0.01, buckets of SC_BUCKET bytes), `batch` samples per rank, the global samples (and tokens).
+static void sc_dp_work(const int64_t *args, int n_args, void *ctx, char *buf, int len) {
+    const dp_ctx *c = ctx;
+    const int n = n_args ? (int)args[0] : 1;
+    const int64_t batch = per_rank_batch(c->model, c->weak, n),
+                  T = bench_tokens_per_sample(sc_spec(c->model));
+    char tokens[64] = "";
+    if (T > 0) snprintf(tokens, sizeof tokens, ", \"tokens\": %lld", (long long)(batch * n * T));
+    snprintf(buf, (size_t)len,
+             "{\"op\": \"dp_train_step\", \"model\": \"%s\", \"dtype\": \"f32\", \"batch\": %lld, "
+             "\"optimizer\": \"SGD lr 0.01\", \"ranks\": %d, \"overlap\": %s, "
+             "\"bucket_bytes\": %d, \"per_iteration\": 1, \"samples\": %lld%s}",
+             sc_spec(c->model), (long long)batch, n, c->overlap ? "true" : "false", SC_BUCKET,
+             (long long)(batch * n), tokens);
+}
+
 // ---- registration -------------------------------------------------------------------------
 
 static dp_ctx sc_dp_ctx[SC_MODELS][2][2];
@@ -521,6 +549,7 @@ static int register_dp(int m, int nmax) {
                  o ? "overlapped with backward" : "after backward (no overlap)", rate,
                  gpt ? " x T" : "");
         tdm_gb_set_info(b, info, rate);
+        tdm_gb_set_work(b, sc_dp_work, &sc_dp_ctx[m][w][o]);
     }
     if (sc_predict(nmax))
         for (int l = 0; l < BENCH_N_LINKS; l++) {
@@ -563,6 +592,7 @@ static int sc_register(const bench_suite_config *cfg) {
              nmax, nmax == 1 ? "" : "s",
              sc_mpi() ? "MPI processes" : on_cuda() ? "one per GPU" : "threads");
     tdm_gb_set_info(b, info, "algbw_GB/s");
+    tdm_gb_set_work(b, sc_allreduce_work, NULL);
 
     for (int m = 0; bench_models[m].name && m < SC_GPT; m++) {
         bool cuda_model = !strcmp(bench_models[m].name, "mlp_10000_5000_2000_10");

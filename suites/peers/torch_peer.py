@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_peer.py — the PyTorch peer: runs PyTorch versions of tandem's benchmark suites (ops,
-transfer, amp, cudnn, cpu-vs-gpu, transformer) and writes a results directory in tandem's format
+transfer, amp, cudnn, cpu-vs-gpu, transformer, reductions, graphs, pipeline, scaling) and writes a results directory in tandem's format
 (docs/RESULTS_FORMAT.md), so `bench compare`, `bench plot` and `bench report` treat PyTorch as one
 more run. docs/PEERS.md says what is compared and how the comparison is kept fair.
 
@@ -105,10 +105,8 @@ CUDNN_STEP_BATCHES, CUDNN_STEP_BATCHES_QUICK = [64, 256], [64]
 # after two steps, the same on the CPU reference and on an H100), so "the loss fell" failed
 CUDNN_LR = 0.001
 
-# The suites tandem knows that have no PyTorch version here (skipped with this reason).
-NOT_PORTED = {"scaling": "no PyTorch version in the peer yet (DDP over NCCL/gloo)",
-              "pipeline": "no PyTorch version in the peer yet (DataLoader)",
-              "graphs": "no PyTorch version in the peer yet (torch.cuda.graph)"}
+# The suites tandem knows that have no PyTorch version here (skipped with this reason): none now.
+NOT_PORTED = {}
 
 torch = None   # imported in main(), after the arguments are checked
 
@@ -1358,6 +1356,780 @@ def transformer_register(cfg):
     return out
 
 
+# ---- suite reductions (suites/bench/reductions.c) -----------------------------------------------
+# Few-output reductions against the copy of the same tensor, f32, cuda only (as tandem's). One
+# timed iteration is one call; GB/s counts every byte read and written (docs/RESULTS_FORMAT.md):
+# `traffic` bytes moved per input byte. N = 32 (4 with --quick), H = W = 56 (28), C = 64.
+
+RD_C = 64
+RD_KINDS = [   # name, traffic, op (as tandem's work descriptions name it)
+    ("copy_d2d", 2, "copy"),
+    ("bias_grad_nchw", 1, "sum"),
+    ("bias_grad_nhwc", 1, "sum"),
+    ("batch_norm2d_fwd", 4, "batch_norm"),
+    ("batch_norm2d_bwd", 4, "batch_norm+batch_norm_backward"),
+    ("batch_norm1d_fwd", 4, "batch_norm"),
+]
+
+
+def rd_shape(kind, N, HW):
+    C = RD_C
+    if kind == "batch_norm1d_fwd":
+        return (N * HW * HW, C)     # rows of C channels, channels innermost
+    if kind == "bias_grad_nhwc":
+        return (N, HW, HW, C)       # channels-last memory
+    return (N, C, HW, HW)
+
+
+def rd_work(kind, traffic, op, N, HW):
+    """reductions.c's rd_work: the op on its input shape, the bytes GB/s counts."""
+    w = {"op": op, "dtype": "f32", "shapes": [list(rd_shape(kind, N, HW))]}
+    if kind == "bias_grad_nchw":
+        w["dims"] = [0, 2, 3]
+    elif kind == "bias_grad_nhwc":
+        w["dims"] = [0, 1, 2]
+    elif op.startswith("batch_norm"):
+        w.update(training=True, running_stats=kind != "batch_norm2d_bwd", eps=1e-5)
+        if kind == "batch_norm2d_bwd":
+            w["grads"] = ["x"]
+    w.update(per_iteration=1, bytes=N * HW * HW * RD_C * 4 * traffic)
+    return w
+
+
+def reductions_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    N, HW = (4, 28) if quick else (32, 56)
+    B = float(N * HW * HW * RD_C * 4)
+    for kind, traffic, op in RD_KINDS:
+        out.append(Bench(kind, [("n", N)], lambda b, k=kind: rd_setup(b, k, N, HW),
+                         {"GB/s": traffic * B / 1e9}, {"bytes": B},
+                         "f32 %s, GB/s = %g x %d bytes (read + written)" % (
+                             "x".join(map(str, rd_shape(kind, N, HW))), traffic, B), dev,
+                         work=rd_work(kind, traffic, op, N, HW)))
+    return out
+
+
+def rd_setup(b, kind, N, HW):
+    F, C = torch.nn.functional, RD_C
+    x = randn(rd_shape(kind, N, HW), b.dev, seed_offset=31)
+    g = torch.Generator(device="cpu")
+    g.manual_seed(SEED + 32)
+    w, bias, rm, rv = (torch.rand(C, generator=g).to(b.dev) for _ in range(4))  # (C) each, [0,1)
+    res = {}
+    if kind == "copy_d2d":   # y = x.clone(): B read + B written
+        b.body = lambda: res.__setitem__("y", x.clone())
+    elif kind == "bias_grad_nchw":   # (N,C,H,W) -> (C)
+        b.body = lambda: res.__setitem__("y", x.sum(dim=(0, 2, 3)))
+    elif kind == "bias_grad_nhwc":   # (N,H,W,C) -> (C)
+        b.body = lambda: res.__setitem__("y", x.sum(dim=(0, 1, 2)))
+    elif kind in ("batch_norm2d_fwd", "batch_norm1d_fwd"):   # training forward, running stats
+        b.body = lambda: res.__setitem__("y", F.batch_norm(x, rm, rv, w, bias, True, 0.1, 1e-5))
+    else:   # batch_norm2d_bwd: the training forward that saves the statistics, then gx
+        xg, gy = x.detach().requires_grad_(True), randn(x.shape, b.dev, seed_offset=33)
+
+        def body():
+            y = F.batch_norm(xg, None, None, w, bias, True, 0.1, 1e-5)
+            res["y"] = torch.autograd.grad(y, xg, gy)[0]
+        b.body = body
+
+    def verify():
+        y = res["y"]
+        if kind == "copy_d2d":
+            if not torch.equal(y, x):
+                raise CheckFailed("copy_d2d: the copy differs from its source")
+            return
+        if not bool(torch.isfinite(y).all()):
+            raise CheckFailed("%s: non-finite outputs" % kind)
+        if kind.startswith("bias_grad"):   # each channel's sum against double: n u sum |x|
+            dims = (0, 2, 3) if kind == "bias_grad_nchw" else (0, 1, 2)
+            xd = x.double()
+            n = x.numel() // C
+            check_close(kind + ": gb", y.double().cpu(), xd.sum(dim=dims).cpu(),
+                        (n * U["f32"] * xd.abs().sum(dim=dims)).cpu() + 1e-30)
+        elif kind == "batch_norm2d_bwd":   # a BatchNorm's gx sums to 0 over each channel
+            s = y.double().sum(dim=(0, 2, 3))
+            bound = 1e-3 * y.double().abs().sum(dim=(0, 2, 3)) + 1e-30
+            check_close(kind + ": sum of gx", s.cpu(), torch.zeros_like(s).cpu(), bound.cpu())
+        else:   # normalized: each channel's mean of y is its bias
+            dims = (0,) if y.dim() == 2 else (0, 2, 3)
+            m = y.double().mean(dim=dims)
+            check_close(kind + ": mean of y", m.cpu(), bias.double().cpu(),
+                        (1e-3 * (w.double().abs() + 1)).cpu())
+    b.verify = verify
+
+
+# ---- suite graphs (suites/bench/graphs.c) ----------------------------------------------------------
+# A launch-bound training step eager against captured once and replayed (torch.cuda.CUDAGraph, as
+# PyTorch's "whole network capture" recipe: warm-up on a side stream, zero_grad(set_to_none) before
+# capture, static input and target tensors the batch is copied into). SGD lr 0.01 momentum 0.9 on
+# one fixed device batch; each iteration ends with a device synchronize. cuda only (as tandem's).
+
+GR_SPEC, GR_BATCH, GR_SEED, GR_WARMUP = "mlp:1000-512-10", 64, 20261122, 3
+
+
+def graphs_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    tag = gpt_tag_for(dev, quick)
+    for graph in (False, True):   # mlp_step_<eager|graph>/batch:64: x (64,1000), y (64)
+        how = "captured step replayed (torch.cuda.graph)" if graph else "eager"
+        out.append(Bench("mlp_step_%s" % ("graph" if graph else "eager"), [("batch", GR_BATCH)],
+                         lambda b, g=graph: graphs_setup(b, None, GR_BATCH, g),
+                         {"samples/s": float(GR_BATCH)}, {},
+                         "%s, batch %d, SGD lr 0.01 momentum 0.9, %s" % (GR_SPEC, GR_BATCH, how),
+                         dev, work=work_train(GR_SPEC, "f32", GR_BATCH, momentum=0.9)))
+    T = GPT_MODELS[tag][3]
+    for graph in (False, True):   # gpt_step_<eager|graph>/batch:8: tokens (8,T), logits (8,T,V)
+        how = "captured step replayed (torch.cuda.graph)" if graph else "eager"
+        out.append(Bench("gpt_step_%s" % ("graph" if graph else "eager"), [("batch", GPT_BATCH)],
+                         lambda b, g=graph: graphs_setup(b, tag, GPT_BATCH, g),
+                         {"tokens/s": float(GPT_BATCH * T)}, {},
+                         "%s, batch %d, SGD lr 0.01 momentum 0.9, %s, %s" % (
+                             gpt_spec(tag), GPT_BATCH, how, sdpa_name()), dev,
+                         work=work_train(gpt_spec(tag), "f32", GPT_BATCH, momentum=0.9)))
+    return out
+
+
+def graphs_setup(b, tag, batch, graph):
+    dev, F = b.dev, torch.nn.functional
+    set_tf32(False)
+    torch.manual_seed(SEED)
+    if tag:   # the amp suite's GPT on GR_SEED's synthetic tokens; loss over (B*T, V) logits
+        L, H, D, T, V = GPT_MODELS[tag]
+        model = make_gpt(L, H, D, T, V).to(dev)
+        x, y = (t.to(dev) for t in gpt_tokens(GR_SEED, V, batch, T))
+
+        def loss_fn(out, yy):
+            return F.cross_entropy(out.view(-1, V), yy.view(-1))
+    else:     # x ~ N(0,1) (batch,1000), y = the argmax of its first 10 features
+        model = build_model(GR_SPEC).to(dev)
+        x = randn((batch, 1000), dev, seed_offset=41)
+        y = x[:, :10].argmax(dim=1)
+        loss_fn = F.cross_entropy
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step(xx, yy):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xx), yy)
+        loss.backward()
+        opt.step()
+
+    def loss_now():
+        with torch.no_grad():
+            return float(loss_fn(model(x), y))
+
+    if graph:
+        xs, ys = x.clone(), y.clone()   # the static input and target the graph reads
+        side = torch.cuda.Stream(dev)   # warm-up on a side stream (PyTorch's capture recipe)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(GR_WARMUP):
+                step(xs, ys)
+        torch.cuda.current_stream(dev).wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)   # the captured backward allocates .grad from its pool
+        try:
+            with torch.cuda.graph(g):
+                static_loss = loss_fn(model(xs), ys)
+                static_loss.backward()
+                opt.step()
+        except Exception as ex:   # noqa: BLE001 — cannot capture here: the reason, not a figure
+            msg = str(ex).strip().splitlines()
+            raise SkipBenchmark("torch.cuda.graph capture failed: %s" % (
+                msg[0] if msg else type(ex).__name__))
+
+        def body():   # this iteration's batch into the static tensors, one launch, synchronize
+            xs.copy_(x)
+            ys.copy_(y)
+            g.replay()
+            torch.cuda.synchronize(dev)
+        b.keep = (g, static_loss)
+    else:
+        for _ in range(GR_WARMUP):
+            step(x, y)
+
+        def body():
+            step(x, y)
+            if is_cuda(dev):
+                torch.cuda.synchronize(dev)
+    before = loss_now()
+    b.body = body
+
+    def verify():   # the replayed (or eager) steps trained: the loss fell and is finite
+        after = loss_now()
+        if not (math.isfinite(after) and after < before):
+            raise CheckFailed("graphs: the loss did not fall (%.6g -> %.6g)" % (before, after))
+    b.verify = verify
+
+
+# ---- suite pipeline (suites/bench/pipeline.c) -------------------------------------------------------
+# A training loop fed by torch.utils.data.DataLoader over a TensorDataset, read in order (no shuffle,
+# drop_last): one timed iteration is one training step on the loader's next batch (a new epoch,
+# the same persistent workers, at the end of one). load_sync_pageable: workers 0, pageable batches
+# copied synchronously; load_pinned (cuda): workers 0, pin_memory=True, each batch copied on a side
+# stream into one of two device buffers while the previous step computes (events order the
+# streams); load_prefetch/workers:W: W worker processes (tandem's are threads) gather batches ahead,
+# pinned and copied so on cuda. busy_share = step time / wall time. Each dataset is drawn once per
+# process and lent to every row of its shape.
+
+PL_SEED = 20261123
+PL_CASES = [   # name, mode, gpt
+    ("load_sync_pageable", "sync", False), ("load_pinned", "pinned", False),
+    ("load_prefetch", "prefetch", False), ("gpt_load_sync_pageable", "sync", True),
+    ("gpt_load_pinned", "pinned", True), ("gpt_load_prefetch", "prefetch", True)]
+g_pl_data = {}   # (gpt, features, samples, vocab) -> (x, y) on the cpu, drawn once per process
+
+
+def pl_shape(dev, quick, gpt):
+    """pipeline.c's pl_shape_for: features (a GPT's T), hidden, samples, batch, vocab, spec, lr."""
+    if gpt:
+        tag = gpt_tag_for(dev, quick)
+        L, H, D, T, V = GPT_MODELS[tag]
+        return dict(features=T, hidden=0, samples=64 if quick else 256, batch=GPT_BATCH, vocab=V,
+                    spec=gpt_spec(tag), lr=0.01, gpt=True, tag=tag)
+    F, Hd, B = (12288, 512, 64) if is_cuda(dev) else (256, 64, 32)   # cuda: 3x64x64 "images"
+    return dict(features=F, hidden=Hd, samples=512 if quick else 4096, batch=B, vocab=0,
+                spec="mlp:%d-%d-10" % (F, Hd), lr=0.05, gpt=False)
+
+
+def pl_work(sh, workers, staged, cuda):
+    """pipeline.c's pl_work: one training step on the loader's next batch, and the loader."""
+    w = work_train(sh["spec"], "f32", sh["batch"], lr=sh["lr"])
+    w["loader"] = {"samples": sh["samples"], "workers": workers, "pin_memory": staged,
+                   "shuffle": False, "drop_last": True,
+                   "copy": "none" if not cuda else "side stream, two device buffers" if staged
+                   else "synchronous"}
+    return w
+
+
+def pipeline_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    cuda = is_cuda(dev)
+    for name, mode, gpt in PL_CASES:
+        if mode == "pinned" and not cuda:   # pinning buys nothing without copies (as tandem's)
+            continue
+        sh = pl_shape(dev, quick, gpt)
+        staged = cuda and mode != "sync"
+        rate = ("tokens/s", float(sh["batch"] * sh["features"])) if gpt else \
+            ("samples/s", float(sh["batch"]))
+        for workers in ([1, 2, 4] if mode == "prefetch" else [0]):
+            label = "%s, batch %d, %s, DataLoader num_workers=%d (processes), SGD lr %g" % (
+                sh["spec"], sh["batch"], "pinned + side-stream copy" if staged else
+                "pageable" + (" + synchronous copy" if cuda else ""), workers, sh["lr"])
+            out.append(Bench(name, [("workers", workers)],
+                             lambda b, sh=sh, w=workers, st=staged: pl_setup(b, sh, w, st),
+                             {rate[0]: rate[1]},
+                             {rate[0].replace("/s", "/iteration"): rate[1]}, label, dev,
+                             work=pl_work(sh, workers, staged, cuda)))
+    return out
+
+
+def pl_dataset(sh):
+    """The dataset of sh's shape, drawn at its first use in this process: x (N, F) ~ N(0,1) and
+    y = the argmax of its first 10 features; a GPT's (N, T) token rows and their next tokens."""
+    key = (sh["gpt"], sh["features"], sh["samples"], sh["vocab"])
+    if key not in g_pl_data:
+        if sh["gpt"]:
+            g_pl_data[key] = gpt_tokens(PL_SEED, sh["vocab"], sh["samples"], sh["features"])
+        else:
+            x = randn((sh["samples"], sh["features"]), torch.device("cpu"), seed_offset=51)
+            g_pl_data[key] = (x, x[:, :10].argmax(dim=1))
+    return g_pl_data[key]
+
+
+def pl_setup(b, sh, workers, staged):
+    dev, F, cuda = b.dev, torch.nn.functional, is_cuda(b.dev)
+    x, y = pl_dataset(sh)
+    torch.manual_seed(SEED)
+    if sh["gpt"]:
+        L, H, D, T, V = GPT_MODELS[sh["tag"]]
+        model = make_gpt(L, H, D, T, V).to(dev)
+
+        def loss_fn(out, yy):
+            return F.cross_entropy(out.view(-1, V), yy.view(-1))
+    else:
+        model = build_model(sh["spec"]).to(dev)
+        loss_fn = F.cross_entropy
+    opt = torch.optim.SGD(model.parameters(), lr=sh["lr"])
+    B = sh["batch"]
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(x, y), batch_size=B, shuffle=False, drop_last=True,
+        num_workers=workers, pin_memory=staged, persistent_workers=workers > 0)
+    st = {"it": iter(loader), "index": 0, "busy": 0.0, "events": [], "wall0": None,
+          "last": None, "cur": 0}
+
+    def next_batch():   # (x, y, its index in the epoch), a new epoch at the end of one
+        try:
+            xb, yb = next(st["it"])
+        except StopIteration:
+            st["it"], st["index"] = iter(loader), 0
+            xb, yb = next(st["it"])
+        st["index"] += 1
+        return xb, yb, st["index"] - 1
+
+    def step(xx, yy):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xx), yy)
+        loss.backward()
+        opt.step()
+
+    def timed_step(xx, yy):   # the step's time: host clock on the cpu, events on cuda
+        if st["wall0"] is None:
+            st["wall0"] = time.perf_counter()
+        if not cuda:
+            t0 = time.perf_counter()
+            step(xx, yy)
+            st["busy"] += time.perf_counter() - t0
+            return
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        step(xx, yy)
+        e1.record()
+        st["events"].append((e0, e1))
+        while len(st["events"]) > 64:   # a ring, as tandem's: the oldest summed as it is reused
+            a, z = st["events"].pop(0)
+            z.synchronize()
+            st["busy"] += a.elapsed_time(z) / 1e3
+
+    # the loss on batch 0 before training (the first step trains on it: no shuffle)
+    x0, y0 = x[:B].to(dev), y[:B].to(dev)
+    with torch.no_grad():
+        before = float(loss_fn(model(x0), y0))
+    if staged:   # two device buffers, a copy stream, the compute stream (current while timed)
+        dx = [torch.empty((B,) + tuple(x.shape[1:]), dtype=x.dtype, device=dev) for _ in range(2)]
+        dy = [torch.empty((B,) + tuple(y.shape[1:]), dtype=y.dtype, device=dev) for _ in range(2)]
+        copy, compute = torch.cuda.Stream(dev), torch.cuda.Stream(dev)
+        copied = [torch.cuda.Event() for _ in range(2)]
+        freed = [torch.cuda.Event() for _ in range(2)]
+        slot_index = [0, 0]
+        torch.cuda.synchronize(dev)   # parameters ready before the streams start
+        prev_stream = torch.cuda.current_stream(dev)
+        torch.cuda.set_stream(compute)
+
+        def stage(slot):   # the next pinned batch into buffer slot, once its last reader is done
+            xb, yb, index = next_batch()
+            copy.wait_event(freed[slot])
+            with torch.cuda.stream(copy):
+                dx[slot].copy_(xb, non_blocking=True)   # the caching host allocator keeps the
+                dy[slot].copy_(yb, non_blocking=True)   # pinned block until the copy is done
+                copied[slot].record(copy)
+            slot_index[slot] = index
+        stage(0)   # the first batch on its way
+
+        def body():
+            cur = st["cur"]
+            if len(st["events"]) >= 2:   # bound how far the host runs ahead
+                st["events"][-2][1].synchronize()
+            compute.wait_event(copied[cur])
+            timed_step(dx[cur], dy[cur])
+            freed[cur].record(compute)
+            stage(1 - cur)   # while the step computes: gather the next batch, start its copy
+            st["cur"] = 1 - cur
+
+        def last_batch():
+            last = 1 - st["cur"]
+            return dx[last], dy[last], slot_index[last]
+
+        def cleanup():
+            torch.cuda.synchronize(dev)
+            torch.cuda.set_stream(prev_stream)
+            pl_stop(st)
+    else:
+        def body():
+            xb, yb, index = next_batch()
+            if cuda:   # pageable memory, a synchronous copy before the step
+                xb, yb = xb.to(dev), yb.to(dev)
+            timed_step(xb, yb)
+            st["last"] = (xb, yb, index)
+
+        def last_batch():
+            return st["last"]
+
+        def cleanup():
+            pl_stop(st)
+    b.body, b.cleanup = body, cleanup
+
+    def verify():   # the last batch handed to the step is the dataset's rows; the loss fell
+        if cuda:
+            torch.cuda.synchronize(dev)
+        lx, ly, index = last_batch()
+        if not (torch.equal(lx.cpu(), x[index * B:(index + 1) * B]) and
+                torch.equal(ly.cpu(), y[index * B:(index + 1) * B])):
+            raise CheckFailed("pipeline: the last batch is not rows %d..%d of the dataset" % (
+                index * B, (index + 1) * B - 1))
+        with torch.no_grad():
+            after = float(loss_fn(model(x0), y0))
+        if not after < before:
+            raise CheckFailed("pipeline: the loss on batch 0 did not fall (%.6g -> %.6g)" % (
+                before, after))
+    b.verify = verify
+
+    def after():
+        if cuda:
+            torch.cuda.synchronize(dev)
+        wall = time.perf_counter() - st["wall0"] if st["wall0"] is not None else 0.0
+        for a, z in st["events"]:
+            st["busy"] += a.elapsed_time(z) / 1e3
+        st["events"] = []
+        return {"busy_share": st["busy"] / wall if wall > 0 else 0.0}
+    b.counters_after = after
+
+
+def pl_stop(st):
+    """The loader's worker processes end with the row (persistent_workers keep them otherwise)."""
+    it = st.pop("it", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
+
+
+# ---- suite scaling (suites/bench/scaling.c) -----------------------------------------------------------
+# Data parallelism through torch.distributed: N rank processes (torch.multiprocessing: fork on the
+# cpu, spawn on cuda), gloo on the cpu (N = 1, 2, as tandem's two thread ranks), NCCL on cuda (one
+# rank per GPU present, as tandem's). Each timed iteration: the ranks meet at a one-element
+# all-reduce, then each times its own work; the iteration's time is the mean over ranks (tandem's
+# manual time). allreduce/bytes:S: dist.all_reduce of S bytes of f32 (NCCL: ReduceOp.AVG; gloo has
+# no AVG: SUM then / N), algbw = S/t, busbw = algbw 2(N-1)/N (nccl-tests'). dp_<weak|strong>_<model>
+# [_no_overlap]/ranks:N: DistributedDataParallel training in f32, SGD lr 0.01, buckets of 25e6
+# bytes (bucket_cap_mb), each rank its own data; weak: 64 samples per rank on the cpu, 256 on cuda
+# (a GPT's 8 rows), strong: 128 / 1024 (16 rows) split over the ranks; _no_overlap: backward under
+# no_sync(), then each bucket all-reduced after it (tandem's tdm_dp_sync). efficiency = thr(N) /
+# (N thr(1)), thr(1) the ranks:1 row's median. tandem's predicted_* rows are its model's
+# predictions, not timings: the peer has none, and says so.
+
+SC_BUCKET = 25 * 1000 * 1000
+SC_LINKS = ["nvlink", "pcie"]   # scaling_model.h's bench_links, by name
+g_sc_thr1 = {}   # (row name) -> the ranks:1 row's median throughput
+
+
+def sc_ranks_max(dev):
+    """tandem's max_ranks (no MPI): 2 on the cpu; the GPUs present on cuda (1 when none)."""
+    if not is_cuda(dev):
+        return 2
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return min(n, 8) or 1
+
+
+def sc_busbw(nbytes, n):
+    return nbytes * 2.0 * (n - 1) / n
+
+
+def scaling_register(cfg):
+    dev, quick, out = cfg["device"], cfg["quick"], []
+    cuda, nmax = is_cuda(dev), sc_ranks_max(dev)
+    skips = cfg.setdefault("bench_skips", [])
+    sizes = [65536] if quick else [4096, 65536, 1 << 20, 16 << 20] + ([256 << 20] if cuda else [])
+    for S in sizes:   # allreduce/bytes:S over nmax ranks: S/4 f32 values
+        out.append(Bench("allreduce", [("bytes", S)], lambda b, S=S: sc_setup(b, nmax, {
+            "kind": "allreduce", "bytes": S}), {"algbw_GB/s": S / 1e9,
+                                                "busbw_GB/s": sc_busbw(S, nmax) / 1e9},
+            {"ranks": nmax, "bytes/iteration": float(S)},
+            "%d ranks (processes, %s); algbw = S/t, busbw = algbw*2(n-1)/n" % (
+                nmax, "NCCL" if cuda else "gloo"), dev,
+            work={"op": "allreduce_mean", "dtype": "f32", "ranks": nmax, "per_iteration": 1,
+                  "bytes": S}))
+    models = [("mlp_1000_512_10", "mlp:1000-512-10", (1000,))]
+    if cuda:
+        models.append(("mlp_10000_5000_2000_10", "mlp:10000-5000-2000-10", (10000,)))
+    tag = gpt_tag_for(dev, quick)
+    models.append((tag, gpt_spec(tag), None))
+    ranks = [n for n in (1, 2, 4, 8) if n <= nmax] + ([nmax] if nmax & (nmax - 1) else [])
+    predict = os.environ.get("TANDEM_SCALING_PREDICT") == "1" or (cuda and nmax == 1)
+    for mname, spec, in_shape in models:
+        gpt = in_shape is None
+        for weak, overlap in ((True, True), (False, True), (True, False), (False, False)):
+            name = "dp_%s_%s%s" % ("weak" if weak else "strong", mname,
+                                   "" if overlap else "_no_overlap")
+            for n in ranks:
+                out.append(sc_dp_bench(name, spec, in_shape, gpt, weak, overlap, n, cuda, dev))
+        if predict:
+            for link in SC_LINKS:
+                for n in (2, 4, 8):
+                    skips.append({"id": "predicted_dp_%s_%s/ranks:%d" % (link, mname, n),
+                                  "reason": "tandem's model's prediction (docs/suites/scaling.md), "
+                                            "not a measurement: the PyTorch peer has none"})
+    return out
+
+
+def sc_per_rank_batch(gpt, weak, n, cuda):
+    b = (GPT_BATCH if weak else 2 * GPT_BATCH) if gpt else \
+        (256 if cuda else 64) if weak else (1024 if cuda else 128)
+    return b if weak else b // n
+
+
+def sc_dp_bench(name, spec, in_shape, gpt, weak, overlap, n, cuda, dev):
+    batch = sc_per_rank_batch(gpt, weak, n, cuda)
+    T = int(re.search(r"-T(\d+)", spec).group(1)) if gpt else 0
+    amount = float(batch * n * (T if gpt else 1))
+    rate = "tokens/s" if gpt else "samples/s"
+    w = work_train(spec, "f32", batch)
+    w.update(op="dp_train_step", ranks=n, overlap=overlap, bucket_bytes=SC_BUCKET,
+             samples=batch * n)
+    if gpt:
+        w["tokens"] = batch * n * T
+    job = {"kind": "dp", "spec": spec, "in_shape": in_shape, "batch": batch, "overlap": overlap}
+    b = Bench(name, [("ranks", n)], lambda bb: sc_setup(bb, n, job), {rate: amount},
+              {rate.replace("/s", "/iteration"): amount},
+              "%s, %s scaling, %d per rank, bucket 25 MB, overlap %s, DistributedDataParallel "
+              "over %s; no comm_share (DDP's all-reduce runs inside backward's hooks)" % (
+                  spec, "weak" if weak else "strong", batch, "on" if overlap else "off",
+                  "NCCL" if cuda else "gloo"), dev, work=w)
+    b.sc_amount = amount
+    return b
+
+
+def sc_setup(b, n, job):
+    """Starts n rank processes for this row; b.time_iters asks each to run k iterations and takes
+    the mean of their times; the check runs in the ranks; they end with the row."""
+    import multiprocessing
+    cuda = is_cuda(b.dev)
+    ctx = multiprocessing.get_context("spawn" if cuda else "fork")
+    with socket.socket() as s:   # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = dict(job, device=str(b.dev), first_gpu=b.dev.index or 0 if cuda else 0,
+               threads=torch.get_num_threads(), port=port, n=n)
+    pipes, procs = [], []
+    for r in range(n):
+        a, z = ctx.Pipe()
+        p = ctx.Process(target=sc_rank_main, args=(r, job, z), daemon=True)
+        p.start()
+        pipes.append(a)
+        procs.append(p)
+
+    def ask(cmd, arg=None):   # every rank's answer, or the first error or exit of one of them
+        from multiprocessing.connection import wait
+        for c in pipes:
+            c.send((cmd, arg))
+        got, deadline = {}, time.monotonic() + 600
+        while len(got) < n:
+            ready = wait([c for r, c in enumerate(pipes) if r not in got], timeout=1)
+            for c in ready:
+                r = pipes.index(c)
+                try:
+                    kind, v = c.recv()
+                except EOFError:
+                    kind, v = "error", "rank %d ended (exit %s)" % (r, procs[r].exitcode)
+                if kind == "error":
+                    raise CheckFailed("scaling: " + v)
+                got[r] = v
+            dead = [r for r, p in enumerate(procs) if r not in got and not p.is_alive()
+                    and not pipes[r].poll()]
+            if dead:
+                raise CheckFailed("scaling: rank %d ended (exit %s) before answering %s" % (
+                    dead[0], procs[dead[0]].exitcode, cmd))
+            if time.monotonic() > deadline:
+                raise CheckFailed("scaling: the ranks did not answer %s within 600 s" % cmd)
+        return [got[r] for r in range(n)]
+
+    def cleanup():
+        for c in pipes:
+            try:
+                c.send(("exit", None))
+            except OSError:
+                pass
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.terminate()
+                p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    b.cleanup = cleanup
+    try:
+        ask("ready")
+    except BaseException:
+        cleanup()
+        b.cleanup = None
+        raise
+    b.time_iters = lambda k: sum(ask("run", k)) / n
+    b.body = lambda: None   # (timed by the ranks)
+    b.verify = lambda: ask("verify")
+    if job["kind"] == "dp":
+        def after():   # efficiency = thr(N) / (N thr(1)); 1 at one rank by definition
+            med = summarize([t / it for it, t, _ in b.samples])["median"]
+            thr = b.sc_amount / med
+            if n == 1:
+                g_sc_thr1[b.name] = thr
+                return {"efficiency": 1.0}
+            thr1 = g_sc_thr1.get(b.name)
+            return {"efficiency": thr / (n * thr1)} if thr1 else {}
+        b.counters_after = after
+
+
+def sc_rank_main(rank, job, conn):
+    """One rank's process: joins the group, builds its row's state, then answers the parent's
+    commands: ("ready"), ("run", k) -> seconds of k timed iterations, ("verify"), ("exit")."""
+    global torch
+    for sig in (signal.SIGINT, signal.SIGTERM):   # not the parent's handlers (a fork's copies)
+        signal.signal(sig, signal.SIG_DFL)
+    import torch as _torch
+    torch = _torch
+    import torch.distributed as dist
+    torch.set_num_threads(job["threads"])
+    cuda = job["device"].startswith("cuda")
+    dev = torch.device("cuda", job["first_gpu"] + rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    n = job["n"]
+    try:
+        dist.init_process_group("nccl" if cuda else "gloo",
+                                init_method="tcp://127.0.0.1:%d" % job["port"], rank=rank,
+                                world_size=n, timeout=datetime.timedelta(seconds=300))
+        meet = torch.zeros(1, device=dev)
+
+        def sync():
+            if cuda:
+                torch.cuda.synchronize(dev)
+
+        def timed_iters(k, work, prepare):   # meet, then time this rank's own work, k times
+            total = 0.0
+            for _ in range(k):
+                if prepare:
+                    prepare()
+                dist.all_reduce(meet)
+                sync()
+                t0 = time.perf_counter()
+                work()
+                sync()
+                total += time.perf_counter() - t0
+            return total
+        if job["kind"] == "allreduce":
+            run, verify, prepare = sc_allreduce_rank(rank, n, job["bytes"], dev, dist)
+        else:
+            (run, verify), prepare = sc_dp_rank(rank, n, job, dev, dist), None
+        handlers = {"ready": lambda _: None, "run": lambda k: timed_iters(k, run, prepare),
+                    "verify": lambda _: verify()}
+        while True:
+            cmd, arg = conn.recv()
+            if cmd == "exit":
+                break
+            try:
+                conn.send(("ok", handlers[cmd](arg)))
+            except Exception as ex:   # noqa: BLE001 — reported to the parent, the row fails
+                conn.send(("error", "rank %d: %s" % (rank, str(ex).strip().splitlines()[0]
+                                                     if str(ex).strip() else type(ex).__name__)))
+                break
+    except Exception as ex:   # noqa: BLE001
+        try:
+            conn.send(("error", "rank %d: %s" % (rank, ex)))
+        except OSError:
+            pass
+    # the process ends here, without destroy_process_group (which may wait on a rank that is
+    # gone) and without the atexit handlers a fork inherits from the parent
+    conn.close()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def sc_allreduce_rank(rank, n, nbytes, dev, dist):
+    """Rank r contributes base * 2^r (exact in f32), base S/4 values in [-1, 1) of 24 bits.
+    Returns (run, verify, prepare): prepare copies the contribution into the reduced buffer
+    before the ranks meet (outside the time: every iteration reduces the contributions
+    themselves), run all-reduces it to the mean."""
+    numel = nbytes // 4
+    g = torch.Generator(device="cpu")
+    g.manual_seed(SEED + 5)
+    base = (torch.randint(-(1 << 23), 1 << 23, (numel,), generator=g, dtype=torch.int64)
+            .double() / (1 << 23))
+    grad = (base * 2.0**rank).float().to(dev)
+    work = torch.empty_like(grad)
+    avg = getattr(dist.ReduceOp, "AVG", None) if dev.type == "cuda" else None   # gloo: no AVG
+
+    def run():
+        if avg is not None:
+            dist.all_reduce(work, op=avg)
+        else:
+            dist.all_reduce(work)
+            work.div_(n)
+
+    def verify():   # the mean of base * 2^q within n u mean|x| (NCCL's order) + n 2^-52 mean|x|
+        work.copy_(grad)
+        run()
+        want = sum(base * 2.0**q for q in range(n)) / n
+        mean_abs = sum((base * 2.0**q).abs() for q in range(n)) / n
+        bound = n * U["f32"] * mean_abs + n * 2.0**-52 * mean_abs + 1e-30
+        check_close("allreduce: rank %d's mean" % rank, work.double().cpu(), want, bound)
+    return run, verify, lambda: work.copy_(grad)
+
+
+def sc_dp_rank(rank, n, job, dev, dist):
+    F = torch.nn.functional
+    DDP = torch.nn.parallel.DistributedDataParallel
+    spec, batch = job["spec"], job["batch"]
+    torch.manual_seed(SEED)   # the same weights on every rank (DDP also broadcasts rank 0's)
+    if spec.startswith("gpt:"):
+        L, H, D, T, V = [int(v) for v in re.findall(r"\d+", spec)]
+        model = make_gpt(L, H, D, T, V).to(dev)
+        x, y = (t.to(dev) for t in gpt_tokens(2 + rank, V, batch, T))   # own data: seed 1 + rank
+
+        def loss_fn(out):
+            return F.cross_entropy(out.view(-1, V), y.view(-1))
+    else:
+        model = build_model(spec).to(dev)
+        x = randn((batch,) + tuple(job["in_shape"]), dev, seed_offset=60 + rank)
+        s = [4 + rank]
+        y = torch.tensor([pick(s, 10) for _ in range(batch)], dtype=torch.int64, device=dev)
+
+        def loss_fn(out):
+            return F.cross_entropy(out, y)
+    if hasattr(model, "mask") and hasattr(DDP, "_set_params_and_buffers_to_ignore_for_model"):
+        # the GPT's causal mask: a constant bool buffer, the same on every rank, which gloo
+        # cannot broadcast (bool) and tandem does not synchronize
+        DDP._set_params_and_buffers_to_ignore_for_model(model, ["mask"])
+    ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None,
+              bucket_cap_mb=SC_BUCKET / 2.0**20, broadcast_buffers=False)
+    opt = torch.optim.SGD(ddp.parameters(), lr=TRAIN_LR)
+    params = [p for p in ddp.parameters() if p.requires_grad]
+
+    buckets, size = [[]], 0   # tandem's buckets: 25e6 bytes at most, the last layer's first
+    for p in reversed(params):
+        if buckets[-1] and size + p.numel() * 4 > SC_BUCKET:
+            buckets.append([])
+            size = 0
+        buckets[-1].append(p)
+        size += p.numel() * 4
+
+    def allreduce_after_backward():   # tandem's tdm_dp_sync: each bucket's mean, after backward
+        for bucket in buckets:
+            flat = torch.cat([q.grad.reshape(-1) for q in bucket])
+            dist.all_reduce(flat)
+            flat.div_(n)
+            off = 0
+            for q in bucket:
+                q.grad.copy_(flat[off:off + q.numel()].view_as(q.grad))
+                off += q.numel()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if job["overlap"]:   # DDP: each bucket all-reduced as backward fills it
+            loss = loss_fn(ddp(x))
+            loss.backward()
+        else:
+            with ddp.no_sync():
+                loss = loss_fn(ddp(x))
+                loss.backward()
+            allreduce_after_backward()
+        opt.step()
+        return float(loss)   # loss.item(), as tandem's step
+
+    with torch.no_grad():
+        first = float(loss_fn(ddp(x)))
+
+    def verify():   # the replicas are identical (their checksums agree) and the loss fell
+        with torch.no_grad():
+            after = float(loss_fn(ddp(x)))
+            sums = torch.stack([sum(p.double().sum() for p in params),
+                                sum((p.double() ** 2).sum() for p in params)])
+            hi, lo = sums.clone(), -sums.clone()
+            dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+            dist.all_reduce(lo, op=dist.ReduceOp.MAX)
+        if not torch.equal(hi, -lo):
+            raise CheckFailed("the replicas differ across the ranks")
+        if not (math.isfinite(after) and after < first):
+            raise CheckFailed("the loss did not fall (%.6g -> %.6g)" % (first, after))
+    return step, verify
+
+
 # ---- the suites ---------------------------------------------------------------------------------
 
 SUITES = {   # name -> (devices, register)
@@ -1367,6 +2139,10 @@ SUITES = {   # name -> (devices, register)
     "cpu-vs-gpu": ({"cpu", "cuda"}, cpu_vs_gpu_register),
     "cudnn": ({"cuda"}, cudnn_register),
     "transformer": ({"cpu", "cuda"}, transformer_register),
+    "reductions": ({"cuda"}, reductions_register),
+    "graphs": ({"cuda"}, graphs_register),
+    "pipeline": ({"cpu", "cuda"}, pipeline_register),
+    "scaling": ({"cpu", "cuda"}, scaling_register),
 }
 
 
