@@ -61,6 +61,14 @@ static bool all_digits(span t, int from) {
     return t.n > from;
 }
 
+// Digits from `from` on that are a number above zero: a positive number a reader refused can only
+// have been too large (0 and 00 are not positive).
+static bool digits_too_large(span t, int from) {
+    bool nonzero = false;
+    for (int i = from; i < t.n; i++) nonzero |= t.s[i] != '0';
+    return all_digits(t, from) && nonzero;
+}
+
 // A whole token or field that is one positive decimal number.
 static bool span_positive(span t, int64_t *out) {
     int i = 0;
@@ -135,7 +143,7 @@ static bool mlp_width(span t, int64_t *out) {
     if (span_positive(t, out)) return true;
     char b[80];
     tdm_error_set(TDM_ERR_ARG, "mlp: width '%s' is %s (at most %d)", span_str(t, b, sizeof b),
-                  all_digits(t, 0) ? "too large" : "not a positive integer", SPEC_MAX_NUMBER);
+                  digits_too_large(t, 0) ? "too large" : "not a positive integer", SPEC_MAX_NUMBER);
     return false;
 }
 
@@ -395,7 +403,7 @@ static bool gpt_parse(const char *body, tdm_gpt_config *c) {
         } else if (l) {
             int j = 1;
             ok = (read_number(t, &j, &v[k]) && j == t.n && v[k] > 0) ||
-                 gpt_error(t, all_digits(t, 1) ? "too large: at most 2147483647"
+                 gpt_error(t, digits_too_large(t, 1) ? "too large: at most 2147483647"
                                                : "needs a positive integer after the letter");
         } else if (k == 6) {
             c->gelu_tanh = false;
