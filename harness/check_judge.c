@@ -867,7 +867,12 @@ static bool valid_memtest(const cJSON *x, const char *where, char *err, size_t l
     if (er && !(cJSON_IsNumber(er) && er->valuedouble >= 0 && er->valuedouble == floor(er->valuedouble)))
         return bench_err(err, len, "%s.numerics.memory.test.errors: not a count", where);
     if (!res || strcmp(res, "pass")) return true;
-    if (cJSON_IsNumber(fr) && fr->valuedouble < CHECK_MEMTEST_MIN_FRACTION)
+    if (!cJSON_IsNumber(fr))
+        return bench_err(err, len,
+                         "%s.numerics.memory.test.fraction: a pass without the fraction of the free "
+                         "memory it tested",
+                         where);
+    if (fr->valuedouble < CHECK_MEMTEST_MIN_FRACTION)
         return bench_err(err, len,
                          "%s.numerics.memory.test: a pass over %.1f %% of the free memory is no pass "
                          "(a full test covers %.0f %% at least; less is an error)",

@@ -261,9 +261,10 @@ static bool gemm_not_the_checks(const cJSON *g, bool emu, char *why, size_t n) {
     return false;
 }
 
-// Why a GPU's fingerprints are not sdc.train's work (the check's model and steps): written to
-// why, false when they are.
+// Why a GPU's fingerprints are not sdc.train's work (one per precision trained, of the check's
+// model and steps): written to why, false when they are.
 static bool train_not_the_checks(const cJSON *t, bool emu, char *why, size_t n) {
+    static const char *const precs[] = {"f32", "bf16"};
     const char *steps = emu ? CHECK_SDC_TRAIN_STEPS_EMU : CHECK_SDC_TRAIN_STEPS;
     const cJSON *f;
     int k = 0;
@@ -277,6 +278,14 @@ static bool train_not_the_checks(const cJSON *t, bool emu, char *why, size_t n) 
             return true;
         }
         k++;
+    }
+    for (int p = 0; p < 2; p++) {
+        bool found = false;
+        cJSON_ArrayForEach(f, item(t, "fingerprints")) found = found || !strcmp(str(f, "precision"), precs[p]);
+        if (!found) {
+            snprintf(why, n, "no %s fingerprint: the check trains f32 and bf16: not measured", precs[p]);
+            return true;
+        }
     }
     return false;
 }

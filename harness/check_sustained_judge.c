@@ -82,6 +82,16 @@ static bool in_phase(const series *s, int i, const char *phase) {
     return s->phase[i] && (!phase || !strcmp(s->phase[i], phase));
 }
 
+// The windows a judged phase (stress, power) needs at least: one window is no median over a phase.
+#define SUSTAINED_MIN_WINDOWS 2
+
+// The windows of PHASE that have a rate.
+static int windows(const series *s, const char *phase) {
+    int m = 0;
+    for (int i = 0; i < s->n; i++) m += in_phase(s, i, phase) && isfinite(s->v[K_TFLOPS][i]);
+    return m;
+}
+
 // The median of key over the first (or last) fifth of a phase's samples that have a reading.
 static double fifth(const series *s, int key, const char *phase, bool last, int *count) {
     int m = 0;
@@ -325,10 +335,14 @@ static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, cons
         return;
     }
     char note[400], why[160];
+    int ws = windows(s, "stress"), wp = windows(s, "power");
     // targeted stress: the target held (its median over the target)
-    if (!isfinite(vs) || !(target > 0))
+    if (!isfinite(vs) || !(target > 0) || ws < SUSTAINED_MIN_WINDOWS) {
+        snprintf(note, sizeof note, "%d stress window%s%s: not measured (%d at least)", ws, ws == 1 ? "" : "s",
+                 target > 0 ? "" : ", no target", SUSTAINED_MIN_WINDOWS);
         check_judge_line(checks, "sustained.stress", vs, NULL, "TFLOP/s", target, NULL, NAN, CHECK_NOT_RUN, NULL,
-                         "no stress window or no target: not measured");
+                         note);
+    }
     else {
         snprintf(note, sizeof note, "targeted stress held at %.1f x the GPU's own first rate; FAIL below %.2f x the target",
                  SUSTAINED_TARGET, SUSTAINED_HOLD);
@@ -338,9 +352,11 @@ static void judge_sustained(cJSON *checks, const cJSON *o, const series *s, cons
     // targeted power: the median against the model's bf16 figure
     const cJSON *thr = NULL;
     double e = model ? power_expected(model, expect, &thr, why, sizeof why) : NAN;
-    if (!isfinite(vp))
-        check_judge_line(checks, "sustained.power", NAN, NULL, "TFLOP/s", e, NULL, NAN, CHECK_NOT_RUN, NULL,
-                         "no targeted power window: not measured");
+    if (!isfinite(vp) || wp < SUSTAINED_MIN_WINDOWS) {
+        snprintf(note, sizeof note, "%d targeted power window%s: not measured (%d at least)", wp,
+                 wp == 1 ? "" : "s", SUSTAINED_MIN_WINDOWS);
+        check_judge_line(checks, "sustained.power", vp, NULL, "TFLOP/s", e, NULL, NAN, CHECK_NOT_RUN, NULL, note);
+    }
     else if (!model || !isfinite(e))
         check_judge_line(checks, "sustained.power", vp, NULL, "TFLOP/s", NAN, NULL, NAN, CHECK_NO_EXPECT, NULL,
                          model ? "the model has no bf16 figure" : "unknown model");
@@ -376,9 +392,20 @@ static void judge_pulsed(cJSON *checks, const cJSON *o, const series *s, bool em
         emulated_line(checks, "pulsed.load", on, w);
         return;
     }
-    if (!emulated && !isfinite(on)) {
+    int windows = 0, read = 0;
+    for (int i = 0; i < s->n; i++)
+        if (in_phase(s, i, "on") || in_phase(s, i, "off")) {
+            windows += in_phase(s, i, "on") && isfinite(s->v[K_TFLOPS][i]);
+            read += isfinite(s->v[K_THROTTLE][i]);
+        }
+    // the pulses are judged by their clocks-event reasons: a load that ran no window, or whose
+    // reasons were never read, was not measured (incomplete), never a silent missing
+    if (!emulated && (!isfinite(on) || !windows || !read)) {
         check_judge_line(checks, "pulsed.load", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_NOT_RUN, NULL,
-                         "no load window: not measured");
+                         !isfinite(on) || !windows
+                             ? "the pulsed load ran no window: not measured"
+                             : "no clocks-event reason was read during the pulses (NVML): the pulsed load "
+                               "is judged by them, not measured");
         return;
     }
     judge_throttle(checks, "pulsed.load", o, s, ph, "TDM-F106", "during the pulsed load (power transients)");
@@ -549,6 +576,32 @@ static bool one_series(const cJSON *o, const char *where, char *err, size_t len)
     for (int k = 0; k < 2; k++)
         if (item(o, texts[k]) && !cJSON_IsString(item(o, texts[k])))
             return bench_err(err, len, "%s.%s: must be a string", where, texts[k]);
+    // a phase's median is its windows' (check_sustained.c phase_median), the figure the judge
+    // reads: one that its samples do not give is forged or misrecorded. calibrate's is R0, the
+    // calibration's own window; a load that failed leaves the phase it broke off without one.
+    if (!item(o, "error")) {
+        static const char *const judged[] = {"stress", "power", "on"};
+        const cJSON *tf = item(o, "tflops"), *ph = item(o, "phase");
+        for (int p = 0; p < 3; p++) {
+            const cJSON *e = item(med, judged[p]);
+            if (!e) continue;
+            double *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+            if (!x) return bench_err(err, len, "out of memory");
+            int m = 0;
+            for (const cJSON *a = tf->child, *b = ph->child; a && b; a = a->next, b = b->next)
+                if (cJSON_IsNumber(a) && !strcmp(b->valuestring, judged[p])) x[m++] = a->valuedouble;
+            double want = m ? bench_median(x, m) : NAN;
+            free(x);
+            bool same = cJSON_IsNull(e) ? !m
+                                        : m && fabs(e->valuedouble - want) <= 1e-9 * fmax(1, fabs(want));
+            if (!same)
+                return bench_err(err, len,
+                                 "%s.median_tflops.%s: %s is not the median of the phase's %d window%s "
+                                 "(%g): a phase's median is its windows'",
+                                 where, judged[p], cJSON_IsNull(e) ? "null" : "a figure", m,
+                                 m == 1 ? "" : "s", m ? want : NAN);
+        }
+    }
     return true;
 }
 

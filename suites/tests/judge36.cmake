@@ -19,6 +19,25 @@ function(judge36_case name file rc)
 endfunction()
 # the base: whole and healthy, it passes (so that each fault below is what changes the verdict)
 judge36_case(healthy_level4_pass healthy-l4 0 "echo \"$out\" | grep -E '^PASS: 2 GPUs'")
+# a pulsed load that never ran, or whose reasons were never read: incomplete (exit 4)
+judge36_case(pulsed_no_window_incomplete pulsed-no-window 4
+  "echo \"$out\" | grep -E '^cuda:1 +pulsed.load .* not run +the pulsed load ran no window'"
+  "echo \"$out\" | grep -E '^INCOMPLETE: 1 expected check was not measured .*: cuda:1 pulsed.load$'")
+judge36_case(pulsed_no_reason_incomplete pulsed-no-reason 4
+  "echo \"$out\" | grep -E '^cuda:1 +pulsed.load .* not run +no clocks-event reason was read during the pulses'")
+# medians of 250 TFLOP/s over a series of one sample: not the samples' medians (exit 2)
+judge36_case(sustained_median_forged_exit_2 sustained-median-forged 2
+  "echo \"$out\" | grep -F 'gpus[1].series.sustained.load.median_tflops.stress: a figure is not the median of the phase' | grep -F ' 0 windows'")
+# one window per phase, consistent: targeted stress and power not measured (exit 4)
+judge36_case(sustained_one_window_incomplete sustained-one-window 4
+  "echo \"$out\" | grep -E '^cuda:1 +sustained.stress .* not run +1 stress window: not measured \\(2 at least\\)'"
+  "echo \"$out\" | grep -E '^cuda:1 +sustained.power .* not run +1 targeted power window'")
+# one fingerprint (f32 alone, 50 steps): the check trains bf16 too (exit 4)
+judge36_case(sdc_one_fingerprint_incomplete sdc-one-fingerprint 4
+  "echo \"$out\" | grep -E '^cuda:1 +sdc.train .* not run +no bf16 fingerprint: the check trains f32 and bf16'")
+# a memory test "pass" that does not say what it covered (exit 2)
+judge36_case(memtest_pass_no_fraction_exit_2 memtest-no-fraction 2
+  "echo \"$out\" | grep -F 'gpus[1].numerics.memory.test.fraction: a pass without the fraction'")
 # a memory test "pass" over 10 % of the free memory (exit 2)
 judge36_case(memtest_pass_10pct_exit_2 memtest-10pct 2
   "echo \"$out\" | grep -F 'gpus[1].numerics.memory.test: a pass over 10.0 % of the free memory is no pass'")

@@ -16,6 +16,8 @@ on cuda:1:
   memtest-10pct       a memory test "pass" over 10 % of the free memory (exit 2)
   sdc-forged          one fingerprint of 1 step, a 1x1x1 GEMM of 2 repetitions: not the check's
                       work, not run
+  sdc-one-fingerprint the f32 fingerprint alone: the check trains bf16 too, not run
+  memtest-no-fraction a memory test "pass" without the fraction it covered (exit 2)
   sm-clock-0          SM clock 0 MHz (exit 2: no clock of a GPU that answers NVML)
   emulated-mix        cuda:1 "emulated": true, with its own fingerprint, inside real figures (exit 2)"""
 import copy
@@ -111,6 +113,8 @@ def sdc_forged(g):
 
 
 fault("sdc-forged", sdc_forged)
+fault("sdc-one-fingerprint", lambda g: g["sdc"]["sdc.train"]["fingerprints"].pop())
+fault("memtest-no-fraction", lambda g: g["numerics"]["memory.test"].pop("fraction"))
 fault("sm-clock-0", lambda g: g["health"].update(clock_sm_mhz=0))
 
 

@@ -70,16 +70,21 @@ static void other_checks(cJSON *g, int level) {
         " \"shape\": [4096, 4096, 4096], \"digest\": \"%s\", \"seconds\": 10},"
         " \"sdc.train\": {\"fingerprints\": [{\"digest\": \"%s\", \"build\": \"tandem\", \"libs\": \"cuBLAS\","
         " \"gpu\": \"%s\", \"emulated\": false, \"precision\": \"f32\", \"model\": \"gpt:L2-H2-D32-T16-V67\","
-        " \"steps\": 50, \"final_loss\": 3.25, \"final_loss_bits\": \"0x40500000\"}], \"seconds\": 4}}";
-    char text[2048], a[65], b[65];
-    memset(a, 'a', 64), memset(b, 'b', 64), a[64] = b[64] = '\0';
-    snprintf(text, sizeof text, sdc, a, b, cJSON_GetStringValue(cJSON_GetObjectItem(g, "name")));
+        " \"steps\": 50, \"final_loss\": 3.25, \"final_loss_bits\": \"0x40500000\"},"
+        " {\"digest\": \"%s\", \"build\": \"tandem\", \"libs\": \"cuBLAS\", \"gpu\": \"%s\", \"emulated\": false,"
+        " \"precision\": \"bf16\", \"model\": \"gpt:L2-H2-D32-T16-V67\", \"steps\": 50, \"final_loss\": 3.5,"
+        " \"final_loss_bits\": \"0x40600000\"}], \"seconds\": 4}}";
+    char text[2048], a[65], b[65], c[65];
+    memset(a, 'a', 64), memset(b, 'b', 64), memset(c, 'c', 64), a[64] = b[64] = c[64] = '\0';
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(g, "name"));
+    snprintf(text, sizeof text, sdc, a, b, name, c, name);
     cJSON *rec = cJSON_Parse(text);
     CHECK(rec != NULL);
     cJSON_AddItemToObject(g, "sdc", rec);
     if (level >= 4) {
         cJSON *mt = cJSON_AddObjectToObject(cJSON_GetObjectItem(g, "numerics"), "memory.test");
         cJSON_AddStringToObject(mt, "result", "pass");
+        cJSON_AddNumberToObject(mt, "fraction", 0.95);   // a pass covers 90 % of the free memory at least
         cJSON_AddNumberToObject(mt, "fraction", 0.95);   // a pass covers >= 90 % of the free memory
         cJSON_AddNumberToObject(mt, "errors", 0);
     }
@@ -117,7 +122,10 @@ static void plant(cJSON *f, int g, const char *name, const char *key, const char
             cJSON_ReplaceItemInArray(a, i, cJSON_CreateNumber(v));
 }
 
+// A phase's median rate set to v, with its windows (a median is its windows': the judge refuses
+// one that is not).
 static void set_median(cJSON *f, int g, const char *name, const char *phase, double v) {
+    plant(f, g, name, "tflops", phase, 0, v);
     cJSON *m = cJSON_GetObjectItem(series_of(f, g, name), "median_tflops");
     cJSON_DeleteItemFromObject(m, phase);
     cJSON_AddNumberToObject(m, phase, v);
