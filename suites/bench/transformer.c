@@ -111,11 +111,12 @@ static void bm_train(tdm_gb_state *st, void *arg) {
     tdm_attn_mode_set(c->mode);
     tdm_fusions_set(!c->fusions_off);
     const bool fused = tdm_attn_fused_applies(dev, prec_dtype(c->prec), head, head, false, 0.0);
-    bench_trainer t;
+    bench_trainer *t = NULL;   // kept across the row's calls (bench_trainer_row)
+    bool fresh = false;
     double before = NAN, after = NAN;
-    bool ok = bench_trainer_init(&t, c->spec, dev, c->prec, batch, TF_SEED, 1) == TDM_OK;
+    bool ok = bench_trainer_row(&t, &fresh, c->spec, dev, c->prec, batch, TF_SEED) == TDM_OK;
     if (!ok) bench_fail(st, "setup");
-    if (ok && bench_trainer_loss(&t, &before) != TDM_OK) {
+    if (ok && bench_trainer_loss(t, &before) != TDM_OK) {
         bench_fail(st, "the loss before the steps");
         ok = false;
     }
@@ -124,30 +125,31 @@ static void bm_train(tdm_gb_state *st, void *arg) {
         ok = false;
     }
     int64_t steps = 0;
+    const int skipped0 = ok ? t->skipped : 0;
     const uint64_t launches0 = tdm_profile_launches();
-    ok = bench_trainer_timed_steps(st, &t, ok, NULL, &steps);
+    ok = bench_trainer_timed_steps(st, t, ok, NULL, &steps);
     const uint64_t launches = tdm_profile_launches() - launches0;
     tdm_memory_stats ms = {0};
     if (ok && tdm_memory_stats_get(dev, &ms) != TDM_OK) {
         bench_fail(st, "tdm_memory_stats_get");
         ok = false;
     }
-    if (ok && bench_trainer_loss(&t, &after) != TDM_OK) {
+    if (ok && bench_trainer_loss(t, &after) != TDM_OK) {
         bench_fail(st, "the loss after the steps");
         ok = false;
     }
     // The steps trained the model: the batch's loss fell (SGD on one batch), unless the fp16
     // scaler skipped every step (inf/NaN gradients at its first scales change nothing).
-    if (ok && steps > t.skipped && !(after < before)) {
+    const int skipped = ok ? t->skipped - skipped0 : 0;   // this call's steps the scaler skipped
+    if (ok && steps > skipped && !(after < before)) {
         char msg[200];
         snprintf(msg, sizeof msg, "the loss did not fall over %lld steps (%.6g -> %.6g)",
                  (long long)steps, before, after);
         tdm_gb_skip_with_error(st, msg);
     }
-    int skipped = t.skipped;
     int64_t n_params = 0;
-    for (int i = 0; ok && i < t.n_params; i++) n_params += tdm_tensor_numel(t.params[i]);
-    bench_trainer_free(&t);
+    for (int i = 0; ok && i < t->n_params; i++) n_params += tdm_tensor_numel(t->params[i]);
+    if (!ok) bench_trainer_row_drop();
     tdm_attn_mode_set(prev);
     tdm_fusions_set(fusions_prev);
 
@@ -658,4 +660,5 @@ const bench_suite bench_suite_transformer = {
     .ratios = tf_ratios,
     .metrics = tf_metrics,
     .register_benchmarks = tf_register,
+    .finish = bench_train_cache_clear,
 };
