@@ -55,6 +55,17 @@ set(PEER_WORK_MATCH ${CMAKE_CURRENT_SOURCE_DIR}/peer_work_match.py)
 add_test(NAME peer.work_match COMMAND sh -c
   "d=${TEST_TMP}/peer/work; rm -rf $d && mkdir -p $d || exit 1; rc=0; for dev in cpu cuda:0; do for q in '' --quick; do $<TARGET_FILE:bench> list --json --device $dev $q > $d/tandem.json || { echo \"bench list --json --device $dev $q failed\"; exit 1; }; ${PEER_PYTHON} ${PEER_SCRIPT} --list --json --skip-unknown-suites --device $dev $q > $d/peer.json 2>$d/peer.err || { cat $d/peer.err; exit 1; }; ${PEER_PYTHON} ${PEER_WORK_MATCH} $d/tandem.json $d/peer.json || rc=1; done; done; exit $rc")
 set_tests_properties(peer.work_match PROPERTIES TIMEOUT 120)
+# The checker itself: it fails on a row described on neither side, on one side only, on a
+# different number and on a key one side lacks, and passes equal descriptions.
+add_test(NAME peer.work_match_planted COMMAND ${PEER_PYTHON} ${PEER_WORK_MATCH} --self-test)
+set_tests_properties(peer.work_match_planted PROPERTIES TIMEOUT 30)
+# The peer's reductions, graphs, pipeline and scaling suites on the cpu, quick, 1 ms repetitions:
+# every pipeline and scaling row tandem lists runs and passes its check (DataLoader workers, DDP
+# over gloo in 2 rank processes), no other row appears, and the cuda-only suites (reductions,
+# graphs) are skipped with the reason. Under a minute on 2 loaded cores (a few seconds idle).
+add_test(NAME peer.new_suites_quick_cpu COMMAND sh -c
+  "d=${TEST_TMP}/peer/new_suites; rm -rf $d && mkdir -p ${TEST_TMP}/peer || exit 1; $<TARGET_FILE:bench> list --json --device cpu --quick > $d.list.json || exit 1; ${PEER_PYTHON} ${PEER_SCRIPT} --device cpu --suite reductions,pipeline,scaling,graphs --quick --min-time 0.001 --out $d >$d.log 2>&1 || { cat $d.log; echo 'the peer failed'; exit 1; }; ${PEER_PYTHON} -c 'import json, sys; d = sys.argv[1]; s = json.load(open(d + \"/status.json\")); t = json.load(open(d + \".list.json\")); want = sorted(b[\"id\"] for x in t[\"suites\"] if x[\"name\"] in (\"pipeline\", \"scaling\") for b in x[\"benchmarks\"]); got = sorted(s[\"finished\"]); assert got == want, (\"rows differ from tandem\", sorted(set(got) ^ set(want))); assert s[\"complete\"] and not s[\"failed\"] and not s[\"unfinished\"], s; sk = {k[\"suite\"]: k[\"reason\"] for k in s[\"skipped\"] if \"benchmark\" not in k}; assert set(sk) == {\"reductions\", \"graphs\"} and all(\"cuda\" in r for r in sk.values()), sk; print(len(got), \"rows, skipped:\", sk)' $d")
+set_tests_properties(peer.new_suites_quick_cpu PROPERTIES TIMEOUT 180)
 # --append (bench run's per-suite interleaving): a second call adds its suite to the first's
 # results directory (each suite its own files; status.json's lists merged), a call without
 # --append is refused (exit 2), and so is --append onto a run of another device. The amp row
