@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "check_memtest.h"
+#include "check_sustained.h"
 #include "json_strict.h"
 #include "stats.h"
 
@@ -327,14 +328,15 @@ void check_throttle_names(double r, char *buf, size_t n) {
     static const char *names[] = {"gpu idle",    "applications clocks", "sw power cap",
                                   "hw slowdown", "sync boost",          "sw thermal",
                                   "hw thermal",  "hw power brake",      "display clocks"};
-    unsigned long long bits = (unsigned long long)r;
+    unsigned long long bits = (unsigned long long)r, unknown = bits & ~CHECK_THROTTLE_KNOWN;
     size_t len = 0;
     buf[0] = '\0';
     if (!bits) snprintf(buf, n, "none");
-    for (int b = 0; b < 64 && len < n; b++)
+    for (int b = 0; b < 9 && len < n; b++)
         if (bits & (1ULL << b))
-            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "",
-                                    b < 9 ? names[b] : "other");
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", names[b]);
+    // bits NVML defined after this was written (newer drivers): named by their value, kept
+    if (unknown && len < n) snprintf(buf + len, n - len, "%sunknown 0x%llx", len ? ", " : "", unknown);
 }
 
 static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int level, bool leveled) {
@@ -731,8 +733,9 @@ static const struct {
     bool integer;
     const char *what;
 } health_fields[] = {
-    {"throttle_reasons", 0, 0x1ff, true,
-     "a bitmask of NVML's 9 known clocks-event reasons (an integer from 0 to 0x1ff)"},
+    // newer drivers define reasons above 0x1ff: kept and named (unknown 0x...), not refused
+    {"throttle_reasons", 0, CHECK_THROTTLE_MAX, true,
+     "a bitmask of NVML's clocks-event reasons (an integer from 0 to 2^63)"},
     {"temperature_c", -40, 150, false, "a GPU temperature (-40 to 150 C)"},
     {"temperature_slowdown_c", -40, 150, false, "a GPU temperature (-40 to 150 C)"},
     {"remapped_rows_correctable", 0, 4294967295.0, true, "a count of rows"},
@@ -857,8 +860,15 @@ static bool valid_health(const cJSON *h, int i, char *err, size_t len) {
     return true;
 }
 
+// NVML's counters the memory test records before and after itself (check_memtest.c ecc_keys):
+// four counts, then two flags.
+static const char *const memtest_nvml_keys[] = {"ecc_corrected_volatile", "ecc_uncorrected_volatile",
+                                                "remapped_rows_correctable", "remapped_rows_uncorrectable",
+                                                "remapped_rows_pending", "remapped_rows_failed"};
+
 // The memory test's entry (check_memtest.c): a "pass" is no word read wrong over at least
-// CHECK_MEMTEST_MIN_FRACTION of the free memory; one that says less is no pass.
+// CHECK_MEMTEST_MIN_FRACTION of the free memory, with NVML's counters unchanged around it; one
+// that says less is no pass.
 static bool valid_memtest(const cJSON *x, const char *where, char *err, size_t len) {
     const char *res = str(x, "result");
     const cJSON *fr = item(x, "fraction"), *er = item(x, "errors");
@@ -866,6 +876,19 @@ static bool valid_memtest(const cJSON *x, const char *where, char *err, size_t l
         return bench_err(err, len, "%s.numerics.memory.test.fraction: not a fraction (0 to 1)", where);
     if (er && !(cJSON_IsNumber(er) && er->valuedouble >= 0 && er->valuedouble == floor(er->valuedouble)))
         return bench_err(err, len, "%s.numerics.memory.test.errors: not a count", where);
+    const cJSON *nv = item(x, "nvml");
+    if (nv && !cJSON_IsNull(nv) && !cJSON_IsObject(nv))
+        return bench_err(err, len, "%s.numerics.memory.test.nvml: must be an object", where);
+    static const char *const ends[] = {"start", "end"};
+    for (int e = 0; e < 2; e++) {
+        const cJSON *o = item(nv, ends[e]);
+        if (o && !cJSON_IsNull(o) && !cJSON_IsObject(o))
+            return bench_err(err, len, "%s.numerics.memory.test.nvml.%s: must be an object", where, ends[e]);
+        for (size_t k = 0; k < 6; k++)
+            if (!reading_ok(item(o, memtest_nvml_keys[k]), 0, k < 4 ? 9007199254740992.0 : 1, true))
+                return bench_err(err, len, "%s.numerics.memory.test.nvml.%s.%s: not %s", where, ends[e],
+                                 memtest_nvml_keys[k], k < 4 ? "a count (a whole number from 0)" : "NVML's flag: 0 or 1");
+    }
     if (!res || strcmp(res, "pass")) return true;
     if (!cJSON_IsNumber(fr))
         return bench_err(err, len,
@@ -880,6 +903,21 @@ static bool valid_memtest(const cJSON *x, const char *where, char *err, size_t l
     if (cJSON_IsNumber(er) && er->valuedouble > 0)
         return bench_err(err, len, "%s.numerics.memory.test: a pass with %g words read wrong", where,
                          er->valuedouble);
+    // NVML's counters read around the test: with HBM's ECC on, a fault the test cannot see is
+    // counted there; one that grew (or a remap pending or failed at the end) is no pass
+    const cJSON *s0 = item(nv, "start"), *s1 = item(nv, "end");
+    for (size_t k = 0; k < 4; k++) {
+        double a = num(s0, memtest_nvml_keys[k]), b = num(s1, memtest_nvml_keys[k]);
+        if (isfinite(a) && isfinite(b) && b > a)
+            return bench_err(err, len,
+                             "%s.numerics.memory.test: a pass while NVML's %s grew from %g to %g "
+                             "during the test (a fault ECC corrected is still a fault)",
+                             where, memtest_nvml_keys[k], a, b);
+    }
+    for (size_t k = 4; k < 6; k++)
+        if (num(s1, memtest_nvml_keys[k]) > 0)
+            return bench_err(err, len, "%s.numerics.memory.test: a pass with %s set at its end", where,
+                             memtest_nvml_keys[k]);
     return true;
 }
 

@@ -50,3 +50,11 @@ judge36_case(sm_clock_0_exit_2 sm-clock-0 2
   "echo \"$out\" | grep -F 'gpus[1].health.clock_sm_mhz: 0 is not a clock of a GPU that answers NVML'")
 judge36_case(emulated_mix_exit_2 emulated-mix 2
   "echo \"$out\" | grep -F 'gpus[1].emulated: true beside GPUs that are not emulated'")
+# a reason bit newer drivers define (0x200), beside the power cap: kept and named, not refused
+judge36_case(throttle_unknown_bit_named throttle-unknown 0
+  "echo \"$out\" | grep -E '^cuda:1 +nvml.throttle +sw power cap, unknown 0x200 .* PASS'")
+# a memory test "pass" while NVML counted a corrected ECC error, or with a remap pending (exit 2)
+judge36_case(memtest_pass_ecc_grew_exit_2 memtest-ecc-grew 2
+  "echo \"$out\" | grep -F 'gpus[1].numerics.memory.test: a pass while NVML' | grep -F 'ecc_corrected_volatile grew from 0 to 3'")
+judge36_case(memtest_pass_remap_pending_exit_2 memtest-remap-pending 2
+  "echo \"$out\" | grep -F 'gpus[1].numerics.memory.test: a pass with remapped_rows_pending set at its end'")

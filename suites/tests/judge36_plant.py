@@ -19,7 +19,12 @@ on cuda:1:
   sdc-one-fingerprint the f32 fingerprint alone: the check trains bf16 too, not run
   memtest-no-fraction a memory test "pass" without the fraction it covered (exit 2)
   sm-clock-0          SM clock 0 MHz (exit 2: no clock of a GPU that answers NVML)
-  emulated-mix        cuda:1 "emulated": true, with its own fingerprint, inside real figures (exit 2)"""
+  emulated-mix        cuda:1 "emulated": true, with its own fingerprint, inside real figures (exit 2)
+  throttle-unknown    NVML's reading holds a reason bit newer drivers define (0x200) beside the
+                      power cap: kept and named `unknown 0x200`, not refused (exit 0)
+  memtest-ecc-grew    a memory test "pass" while NVML's corrected ECC count grew from 0 to 3
+                      during it (exit 2)
+  memtest-remap-pending  a memory test "pass" with a row remap pending at its end (exit 2)"""
 import copy
 import json
 import os
@@ -47,7 +52,11 @@ for g in base["gpus"]:
     g["numerics"]["memory.test"] = {
         "result": "pass", "detail": "no word read wrong in 72.2 GiB (95.0 % of the free memory)",
         "measured": "0 errors in 72.2 GiB", "expected": "0 errors in >= 90 % of free",
-        "bytes_tested": 77525385216, "free_bytes": 81605668864, "fraction": 0.95, "errors": 0}
+        "bytes_tested": 77525385216, "free_bytes": 81605668864, "fraction": 0.95, "errors": 0,
+        "nvml": {side: {"ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0,
+                        "remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 0,
+                        "remapped_rows_pending": 0, "remapped_rows_failed": 0}
+                 for side in ("start", "end")}}
     g["sdc"] = {
         "sdc.gemm": {"repeats": 2000, "mismatches": 0, "first_mismatch": None, "dtype": "bf16",
                      "shape": [4096, 4096, 4096], "digest": "a" * 64, "seconds": 10.0},
@@ -124,4 +133,9 @@ def emulated_mix(g):
 
 
 fault("emulated-mix", emulated_mix)
+fault("throttle-unknown", lambda g: g["health"].update(throttle_reasons=0x204))
+fault("memtest-ecc-grew",
+      lambda g: g["numerics"]["memory.test"]["nvml"]["end"].update(ecc_corrected_volatile=3))
+fault("memtest-remap-pending",
+      lambda g: g["numerics"]["memory.test"]["nvml"]["end"].update(remapped_rows_pending=1))
 print("planted in", out)
