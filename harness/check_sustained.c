@@ -443,8 +443,9 @@ char *check_series_csv(const cJSON *gpus, const char *series, bool emulated) {
             const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "t_s");
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, check_series_keys[cols[c].key]);
             if (!dev || strchr(dev, ',') || strchr(dev, '"') || !cJSON_IsArray(t) || !cJSON_IsArray(v)) continue;
-            for (int i = 0; i < cJSON_GetArraySize(t); i++) {
-                const cJSON *ti = cJSON_GetArrayItem(t, i), *vi = cJSON_GetArrayItem(v, i);
+            // the two arrays walked side by side (cJSON_GetArrayItem walks from the start: by index
+            // a 200k-sample series would take 2e10 steps)
+            for (const cJSON *ti = t->child, *vi = v->child; ti && vi; ti = ti->next, vi = vi->next) {
                 if (!cJSON_IsNumber(ti) || !cJSON_IsNumber(vi)) continue;
                 double x = vi->valuedouble;
                 while (len + 400 > cap) {
