@@ -381,10 +381,11 @@ task_bench_perf() {   # perf: the main job within the stage's limit, the peer in
     budget=$((limit - BENCH_MARGIN))
     [ "$budget" -ge 1 ] || budget=1
     for a in "${ARGS[@]}"; do case $a in --budget|--budget=*|--quick) given=1;; esac; done
-    local opts=()
+    local opts=() help
+    help=$("$BENCH" run --help 2>&1)   # (not piped into grep -q: its early exit fails the pipe)
     if [ -n "$given" ]; then
         how="bench run's own ${ARGS[*]}"
-    elif "$BENCH" run --help 2>&1 | grep -q -- '--budget'; then
+    elif [[ $help == *--budget* ]]; then
         opts=(--budget "${budget}s") how="--budget ${budget}s"
     else   # a bench from before --budget: the quick run, cut at the limit, keeps what finished
         opts=(--quick) how="--quick (this bench has no --budget)"

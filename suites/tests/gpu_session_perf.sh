@@ -68,7 +68,9 @@ grep -q '^compare: .*no earlier run on Test GPU Z' "$tmp/plan-none.log" ||
 rc=$?
 tail -n 12 "$tmp/whole.log"
 [ "$rc" = 0 ] || fail "whole: exit $rc (want 0: nothing failed) ($tmp/whole.log)"
-python3 - "$tmp/whole/summary.json" "$tmp/results/a-new" << 'EOT' || fail "whole: summary.json ($tmp/whole/summary.json)"
+has_budget=no
+case $("$build/bench" run --help 2>&1) in *--budget*) has_budget=yes;; esac
+python3 - "$tmp/whole/summary.json" "$tmp/results/a-new" "$has_budget" << 'EOT' || fail "whole: summary.json ($tmp/whole/summary.json)"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["format"] == "tandem-gpu-perf/1", s["format"]
@@ -80,6 +82,8 @@ assert st["setup"]["status"] == "passed" and st["env"]["status"] == "passed", st
 for t in ("anchor", "bench_perf", "compare"):
     assert st[t]["status"] == "skipped_no_gpu", (t, st[t])
 assert sys.argv[2] in st["compare"]["note"], st["compare"]["note"]
+if sys.argv[3] == "yes":   # this bench has --budget: perf passes it (the stage's limit less 30 s)
+    assert st["bench_perf"]["note"].startswith("--budget "), st["bench_perf"]["note"]
 assert s["details"]["format"] == "tandem-gpu-perf-summary/1", s["details"]
 EOT
 [ "$(cd "$tmp/whole" && ls | tr '\n' ' ')" = "console.log session.tar.gz summary.json " ] ||
