@@ -268,9 +268,13 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
             continue;
         }
         double ratio = v / expected;
-        coded(add_line(checks, name, v, NULL, unit, expected, NULL, ratio, by_threshold(ratio, thr),
-                 "%s; FAIL below %g, WARN below %g%s%s", why, num(thr, "fail"), num(thr, "warn"),
-                 extra[0] ? "; " : "", extra), perf_code(name), NULL);
+        cJSON *line = coded(add_line(checks, name, v, NULL, unit, expected, NULL, ratio, by_threshold(ratio, thr),
+                                     "%s; FAIL below %g, WARN below %g%s%s", why, num(thr, "fail"), num(thr, "warn"),
+                                     extra[0] ? "; " : "", extra), perf_code(name), NULL);
+        // the ratios of `expected` it was judged by, for the plots' marks (cmd_plot.c)
+        cJSON *t = cJSON_AddObjectToObject(line, "thresholds");
+        cJSON_AddNumberToObject(t, "warn", num(thr, "warn"));
+        cJSON_AddNumberToObject(t, "fail", num(thr, "fail"));
     }
 }
 

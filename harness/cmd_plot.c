@@ -926,6 +926,44 @@ static int thin_points(point *pts, int np) {
     return out;
 }
 
+/* bench check's load series (suites sustained and pulsed, x the seconds since the load began):
+ * where each phase starts, from the first GPU's series in status.json ("phase" beside "t_s"), as
+ * the variables nphase, phx<k> (its first sample's t) and phn<k> (its name, a single-quoted
+ * constant): calibrate, stress and power; the pulses' on and off are one phase, pulsed. */
+static void load_phases(const bench_results *runs, int n, const bench_figure *f, sbuf *a) {
+    const bool pulsed = !strcmp(f->suite, "pulsed");
+    if (!pulsed && strcmp(f->suite, "sustained")) return;
+    for (int i = 0; i < n; i++) {
+        const cJSON *g;
+        cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(
+                                  cJSON_GetObjectItemCaseSensitive(runs[i].status, "check"), "gpus")) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(g, "series"), pulsed ? "pulsed.load" : "sustained.load");
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "t_s");
+            const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "phase");
+            if (!cJSON_IsArray(t) || !cJSON_IsArray(p)) continue;
+            int k = 0;
+            const char *last = NULL;
+            for (const cJSON *ti = t->child, *pi = p->child; ti && pi && k < 16; ti = ti->next, pi = pi->next) {
+                const char *ph = cJSON_GetStringValue(pi);
+                if (!cJSON_IsNumber(ti) || !ph || !isfinite(ti->valuedouble)) continue;
+                if (!strcmp(ph, "on") || !strcmp(ph, "off")) ph = "pulsed";
+                if (last && !strcmp(last, ph)) continue;
+                char var[32];
+                k++;
+                sb_add(a, "phx%d=%.10g\n", k, ti->valuedouble);
+                snprintf(var, sizeof var, "phn%d", k);
+                gp_str(a, var, !strcmp(ph, "pulsed") ? "pulsed (1 s on, 1 s off)" : ph);
+                last = ph;
+            }
+            if (k) {
+                sb_add(a, "nphase=%d\n", k);
+                return;
+            }
+        }
+    }
+}
+
 /* Lines: the data file (one block per series) and the gnuplot variables. */
 static int lines_data(const bench_results *runs, int n, const bench_figure *f, sbuf *dat, sbuf *a) {
     // distinct series keys, in order of first appearance; the x axis's names
@@ -1040,6 +1078,7 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
     free(pts);
     sb_add(a, "n=%d\nlogx=%d\nlogy=%d\n", n_series, xpos && xhi >= 50 * xlo ? 1 : 0,
            ypos && yhi >= 100 * ylo ? 1 : 0);
+    load_phases(runs, n, f, a);
     for (int q = 0; q < n_keys; q++) free(keys[q]);
     for (int q = 0; q < n_xnames; q++) free(xnames[q]);
     free(keys);
@@ -1047,12 +1086,50 @@ static int lines_data(const bench_results *runs, int n, const bench_figure *f, s
     return rc || dat->oom || a->oom ? 1 : 0;
 }
 
-/* Bars: one row per benchmark (+ param), three columns (median min max) per run. */
+/* bench check's bars (suite check: a benchmark per figure, a param per GPU): the judged line of
+ * FIGURE on DEVICE in the run's status.json ("check": its expected value, the datasheet's or the
+ * fleet's, and the thresholds it was judged by), and the GPU's model; NULL when it has none. */
+static const cJSON *check_line(const bench_results *run, const char *device, const char *figure,
+                               const char **model) {
+    const cJSON *g, *c;
+    *model = NULL;
+    const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(run->status, "check"), "gpus");
+    cJSON_ArrayForEach(g, gpus) {
+        const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "device"));
+        if (!d || strcmp(d, device)) continue;
+        *model = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "model"));
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(g, "checks")) {
+            const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "check"));
+            if (n && !strcmp(n, figure)) return c;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+/* The expected value of a judged line and its WARN and FAIL thresholds as values (its ratios
+ * times the expected); NaN where the line has none. */
+static void check_marks(const cJSON *line, double m[3]) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(line, "expected");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(line, "thresholds");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(t, "warn"), *f = cJSON_GetObjectItemCaseSensitive(t, "fail");
+    double x = cJSON_IsNumber(e) && e->valuedouble > 0 ? e->valuedouble : NAN;
+    m[0] = x;
+    m[1] = cJSON_IsNumber(w) ? x * w->valuedouble : NAN;
+    m[2] = cJSON_IsNumber(f) ? x * f->valuedouble : NAN;
+}
+
+/* Bars: one row per benchmark (+ param), three columns (median min max) per run; for bench
+ * check's figures (suite check) three more per run: the GPU's expected value (its model's
+ * datasheet figure, or the fleet's) and its WARN and FAIL thresholds, marks on its bar. */
 static int bars_data(const bench_results *runs, int n, const bench_figure *f, sbuf *dat, sbuf *a) {
     char ylabel[256];
     const char *unit;
     double scale = time_scale(runs, n, f, &unit), ylo = INFINITY, yhi = 0;
     int n_bars = 0;
+    const bool check = !strcmp(f->suite, "check");
+    bool marks = false;
     bench_metric_label(f->metric, unit, ylabel, sizeof ylabel);
     plot_title(a, runs, n, f, NULL);
     gp_str(a, "ylabel", ylabel);
@@ -1061,6 +1138,9 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
                 "the variable b<k>, in the comment above it), then median min max of each run:",
                 f->suite, f->metric, unit);
     for (int i = 0; i < n; i++) dat_comment(dat, "  run %d: %s", i + 1, runs[i].label);
+    if (check)
+        dat_comment(dat, "then expected warn fail of each run: the GPU's expected value (its "
+                         "model's datasheet, or the fleet's) and its WARN and FAIL thresholds");
     dat_emulated(dat, runs, n);
     for (int i = 0; i < n; i++) {
         char var[32];
@@ -1085,6 +1165,15 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
             sbuf label = {0};
             char var[32];
             sb_add(&label, "%s%s%s", r->benchmark, *r->param ? " " : "", r->param);
+            // bench check's bars name the GPU's model (the first run's that has one)
+            for (int j = 0; j < n && check; j++) {
+                const char *model;
+                check_line(&runs[j], r->param, r->benchmark, &model);
+                if (model) {
+                    sb_add(&label, " (%s)", model);
+                    break;
+                }
+            }
             snprintf(var, sizeof var, "b%d", ++n_bars);
             gp_str(a, var, label.p ? label.p : "?");
             dat_comment(dat, "%d: %s", n_bars, label.p ? label.p : "?");
@@ -1108,9 +1197,20 @@ static int bars_data(const bench_results *runs, int n, const bench_figure *f, sb
                     sb_add(dat, " NaN NaN NaN");
                 }
             }
+            for (int j = 0; j < n && check; j++) {
+                const char *model;
+                double m[3];
+                check_marks(check_line(&runs[j], r->param, r->benchmark, &model), m);
+                for (int q = 0; q < 3; q++) {
+                    if (isfinite(m[q])) sb_add(dat, " %.10g", m[q] * scale);
+                    else sb_add(dat, " NaN");
+                    marks |= isfinite(m[q]);
+                }
+            }
             sb_add(dat, "\n");
         }
     sb_add(a, "logy=%d\n", ylo > 0 && yhi >= 100 * ylo ? 1 : 0);
+    if (marks) sb_add(a, "spec=1\n");
     return dat->oom || a->oom ? 1 : 0;
 }
 

@@ -10,7 +10,9 @@
 # and are only used as values, never evaluated as code.
 # fmt: 'png' (pngcairo when this gnuplot has it, else libgd's png) or 'svg'.
 # Optional: title, subtitle (a second title line), ylabel, logy (1 = log scale), t<r> the
-# title of run r (1-based).
+# title of run r (1-based); spec (1 = `bench check`'s figures: after the runs' columns, three more
+# per run, the GPU's expected value (its model's datasheet figure, named in its label b<k>) and
+# its WARN and FAIL thresholds, drawn as marks across that run's bar).
 
 if (!exists("infile") || !exists("outfile") || !exists("nruns")) {
     print "bars.gp: set infile, outfile and nruns first (bench plot does)"
@@ -48,6 +50,18 @@ set datafile missing 'NaN'
 
 sv(name, i, dflt) = exists(sprintf('%s%d', name, i)) ? value(sprintf('%s%d', name, i)) : dflt
 
+if (!exists("spec")) spec = 0
+# a clustered histogram puts cluster k (0-based) at x = k, its bars 1 / (nruns + gap) wide
+bw = 1.0 / (nruns + 1.5)
+bx(r) = column(0) + (r - 0.5 - 0.5 * nruns) * bw - 0.45 * bw   # run r's bar: its left edge
+mk(r, q) = column(3 * nruns + 3 * (r - 1) + 2 + q)              # run r's mark q: 0 spec, 1 warn, 2 fail
+
 plot for [r=1:nruns] infile using (column(3*r-1)):(column(3*r)):(column(3*r+1)) \
      :xtic(sv('b', int(column(1)), '')) \
-     lc r title sv('t', r, sprintf('run %d', r))
+     lc r title sv('t', r, sprintf('run %d', r)), \
+     for [r=1:(spec ? nruns : 0)] infile using (bx(r)):(mk(r, 0)):(0.9 * bw):(0) \
+     with vectors nohead lw 3 lc rgb 'black' title (r == 1 ? 'the model''s datasheet figure' : ''), \
+     for [r=1:(spec ? nruns : 0)] infile using (bx(r)):(mk(r, 1)):(0.9 * bw):(0) \
+     with vectors nohead lw 2 lc rgb '#e08a00' title (r == 1 ? 'WARN below' : ''), \
+     for [r=1:(spec ? nruns : 0)] infile using (bx(r)):(mk(r, 2)):(0.9 * bw):(0) \
+     with vectors nohead lw 2 lc rgb '#d00000' title (r == 1 ? 'FAIL below' : '')

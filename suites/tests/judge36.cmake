@@ -58,3 +58,10 @@ judge36_case(memtest_pass_ecc_grew_exit_2 memtest-ecc-grew 2
   "echo \"$out\" | grep -F 'gpus[1].numerics.memory.test: a pass while NVML' | grep -F 'ecc_corrected_volatile grew from 0 to 3'")
 judge36_case(memtest_pass_remap_pending_exit_2 memtest-remap-pending 2
   "echo \"$out\" | grep -F 'gpus[1].numerics.memory.test: a pass with remapped_rows_pending set at its end'")
+# item 4: the check's plots show each GPU's figure against its model's datasheet value and the
+# WARN/FAIL thresholds, and the series mark their phases (the files given to gnuplot; the PNG and
+# SVG drawn where gnuplot is installed)
+add_test(NAME judge36.plots_spec_thresholds_phases COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_plot_marks.py
+         $<TARGET_FILE:bench> ${PROJECT_SOURCE_DIR}/suites/check/expectations.json
+         ${CMAKE_CURRENT_SOURCE_DIR}/check/level4-pulsed-brake.json ${TEST_TMP}/judge36_plots ${PROJECT_SOURCE_DIR}/plots)
+set_tests_properties(judge36.plots_spec_thresholds_phases PROPERTIES TIMEOUT 120)
