@@ -157,7 +157,7 @@ def model_of(models, name):
 
 
 def pcie_gbps(gen, width):
-    """One direction of a PCIe link in GB/s (as check_pcie_gbps in harness/check_expect.c)."""
+    """One direction of a PCIe link in GB/s (as check_pcie_gbps in harness/check/check_expect.c)."""
     gts = [2.5, 5, 8, 16, 32, 64]
     enc = [0.8, 0.8, 128 / 130, 128 / 130, 128 / 130, 242 / 256]
     try:

@@ -37,7 +37,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench.h"
-#include "check.h"
+#include "check/check.h"
 #include "emulated.h"
 #include "fileio.h"
 #include "json_strict.h"

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "check.h"
+#include "check/check.h"
 #include "cmd_plot.h"
 #include "emulated.h"
 #include "fileio.h"

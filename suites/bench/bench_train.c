@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "core/tensor_impl.h"   // tdm_error_set
-#include "harness/check.h"      // the expectations file (the GPU models' dense peaks)
+#include "harness/check/check.h"      // the expectations file (the GPU models' dense peaks)
 #include "suites/bench/bench_train.h"
 
 const bench_model bench_models[] = {

@@ -623,7 +623,7 @@ def read_llmc_bin(raw):
 
 
 # ---------------------------------------------------------------------------------------------
-# the bound rule (mirrors what harness/check_train.c implements for tandem-gpt/1; README)
+# the bound rule (mirrors what harness/check/check_train.c implements for tandem-gpt/1; README)
 # ---------------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
-# check.cmake — `bench check` (harness/cmd_check.c, docs/CHECK.md): the judging as a pure function
-# (test_check.c links harness/check_judge.c and check_expect.c), recorded figures judged through the
+# check.cmake — `bench check` (harness/check/cmd_check.c, docs/CHECK.md): the judging as a pure function
+# (test_check.c links harness/check/check_judge.c and check_expect.c), recorded figures judged through the
 # CLI (a healthy node, a planted slow GPU, a planted PCIe link at half width, the emulated device),
 # malformed expectations files (exit 2), the GPU-less run (every GPU check "needs a GPU", exit 3),
 # and on cuda:0 — the emulated device in the emu preset — the quick check itself; then a fleet's
@@ -7,23 +7,24 @@
 # levels end to end: gpu.check.level*).
 # The judge (check_judge.c, a pure function of recorded figures) and what it reads: every test
 # executable that judges figures links these.
-set(CHECK_JUDGE_SOURCES ${PROJECT_SOURCE_DIR}/harness/check_judge.c
-                        ${PROJECT_SOURCE_DIR}/harness/check_levels.c
-                        ${PROJECT_SOURCE_DIR}/harness/check_sustained_judge.c
-                        ${PROJECT_SOURCE_DIR}/harness/check_sdc_judge.c
-                        ${PROJECT_SOURCE_DIR}/harness/check_expect.c
+set(CHECK_JUDGE_SOURCES ${PROJECT_SOURCE_DIR}/harness/check/check_judge.c
+                        ${PROJECT_SOURCE_DIR}/harness/check/check_lines.c
+                        ${PROJECT_SOURCE_DIR}/harness/check/check_levels.c
+                        ${PROJECT_SOURCE_DIR}/harness/check/check_sustained_judge.c
+                        ${PROJECT_SOURCE_DIR}/harness/check/check_sdc_judge.c
+                        ${PROJECT_SOURCE_DIR}/harness/check/check_expect.c
                         ${PROJECT_SOURCE_DIR}/harness/emulated.c
                         ${PROJECT_SOURCE_DIR}/harness/json_strict.c
                         ${PROJECT_SOURCE_DIR}/harness/fileio.c
                         ${PROJECT_SOURCE_DIR}/harness/stats.c)
 tdm_test_executable(check)
-target_sources(test_check PRIVATE ${CHECK_JUDGE_SOURCES} ${PROJECT_SOURCE_DIR}/harness/check_rules.c)
+target_sources(test_check PRIVATE ${CHECK_JUDGE_SOURCES} ${PROJECT_SOURCE_DIR}/harness/check/check_rules.c)
 set(CHECK_EXPECT ${PROJECT_SOURCE_DIR}/suites/check/expectations.json)
 set(CHECK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/check)
 file(MAKE_DIRECTORY ${TEST_TMP}/check)
 add_test(NAME check.unit COMMAND test_check ${CHECK_EXPECT} ${TEST_TMP}/check)
 
-# The sustained and pulsed load's judge (harness/check_sustained_judge.c, docs/CHECK.md "Sustained
+# The sustained and pulsed load's judge (harness/check/check_sustained_judge.c, docs/CHECK.md "Sustained
 # and pulsed load"): planted series on the recorded healthy level-2 node, malformed series refused.
 tdm_test_executable(check_sustained)
 target_sources(test_check_sustained PRIVATE ${CHECK_JUDGE_SOURCES})
@@ -70,12 +71,12 @@ set(CHECK_INST ${TEST_TMP}/check/install)
 add_test(NAME check.installed_uses_its_files COMMAND sh -c
   "rm -rf ${CHECK_INST} && ${CMAKE_COMMAND} --install ${PROJECT_BINARY_DIR} --prefix ${CHECK_INST} >/dev/null || exit 1; s=${CHECK_INST}/share/tandem; ls $s/golden/cases/*.safetensors >/dev/null && test -f $s/plots/lines.gp && ls $s/docs/suites/*.md >/dev/null || { echo 'missing from the install'; exit 1; }; ${CHECK_INST}/bin/bench check --from-figures ${CHECK_DATA}/healthy-2xa100.json 2>&1 >/dev/null | grep -F 'against the expectations ${CHECK_INST}/bin/../share/tandem/check/expectations.json'")
 
-# A fleet's baseline and rules (harness/check_rules.c, docs/CHECK.md "A fleet's baseline and
+# A fleet's baseline and rules (harness/check/check_rules.c, docs/CHECK.md "A fleet's baseline and
 # rules"): test_check_rules judges planted nodes (the recorded healthy node with a figure changed)
 # by each kind of rule and refuses malformed files; it leaves the nodes, the baseline and the rules
 # files under ${TEST_TMP}/check/rules for the CLI tests below (text, JSON lines, Markdown, HTML).
 tdm_test_executable(check_rules)
-target_sources(test_check_rules PRIVATE ${CHECK_JUDGE_SOURCES} ${PROJECT_SOURCE_DIR}/harness/check_rules.c)
+target_sources(test_check_rules PRIVATE ${CHECK_JUDGE_SOURCES} ${PROJECT_SOURCE_DIR}/harness/check/check_rules.c)
 set(R ${TEST_TMP}/check/rules)
 set(BR "$<TARGET_FILE:bench> check --expect ${CHECK_EXPECT} --baseline ${R}/baseline.json")
 add_test(NAME check.rules.unit COMMAND test_check_rules ${CHECK_EXPECT} ${CHECK_DATA}/healthy-2xa100.json ${TEST_TMP}/check)
@@ -115,7 +116,7 @@ set_tests_properties(check.rules.relative_rejects_exit_1 check.rules.relative_08
   check.rules.bad_arguments_exit_2 check.rules.own_verdicts_reject_exit_1
   PROPERTIES FIXTURES_REQUIRED check_rules_nodes)
 
-# Levels and fault codes (issue 25, items 1 and 5; harness/check_levels.c, docs/CHECK.md "Levels",
+# Levels and fault codes (issue 25, items 1 and 5; harness/check/check_levels.c, docs/CHECK.md "Levels",
 # "Error counters and fault codes"): planted figures under check/ judged through the CLI — each
 # fault its verdict, its TDM-F code and the exit status; then every FAIL and WARN of every recorded
 # and planted file has a code of docs/CHECK.md's table and a remediation line (--json).

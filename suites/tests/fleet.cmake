@@ -1,5 +1,5 @@
 # fleet.cmake — bench check in a fleet's tools (issue 36 item 3; docs/CHECK.md "Fleet tools"):
-# the Prometheus textfile (harness/check_prometheus.c) read back by Prometheus's own text-format
+# the Prometheus textfile (harness/check/check_prometheus.c) read back by Prometheus's own text-format
 # parser (prometheus_client, Debian's python3-prometheus-client: skipped without it), and the
 # Slurm prolog / health check example (suites/check/slurm/) with a stand-in scontrol and bench.
 # Python with prometheus_client: the one on PATH, else the system's (Debian installs it there)

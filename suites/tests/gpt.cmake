@@ -3,7 +3,7 @@
 # (suites/golden/gpt, gen_gpt.py) by check_gpt.c's rule (tandem within 4x the worst deviation of
 # the file's reference runs at its precision, + N u), on the cpu and (label gpu) on cuda:0.
 tdm_test_executable(gpt)
-target_sources(test_gpt PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_gpt.c)   # the rule
+target_sources(test_gpt PRIVATE ${PROJECT_SOURCE_DIR}/harness/check/check_gpt.c)   # the rule
 target_link_libraries(test_gpt PRIVATE cjson_dep)
 set(GPT_GOLD_DIR ${PROJECT_SOURCE_DIR}/suites/golden/gpt)
 foreach(area spec structure init forward state checkpoint)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """prometheus_parse.py BENCH EXPECTATIONS DATA WORK — bench check's Prometheus textfile
-(harness/check_prometheus.c; fleet.cmake) read back by Prometheus's own text-format parser
+(harness/check/check_prometheus.c; fleet.cmake) read back by Prometheus's own text-format parser
 (prometheus_client.parser.text_string_to_metric_families): every family a gauge with its HELP,
 one tandem_check_verdict sample per check line of each GPU (labels check, gpu, device, uuid,
 model, verdict, code; 0 PASS ... 2 FAIL), the node's exit status, the run's timestamp; written by

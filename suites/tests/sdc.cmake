@@ -1,4 +1,4 @@
-# sdc.cmake — `bench check`'s silent data corruption checks (issue 25 item 3; harness/check_sdc.c
+# sdc.cmake — `bench check`'s silent data corruption checks (issue 25 item 3; harness/check/check_sdc.c
 # measures, check_sdc_judge.c judges; docs/CHECK.md "Silent data corruption") and the
 # fingerprints of `bench compare --fleet`. sdc_plant.py writes planted figures (the complete
 # level-3 figures of check/level3-incomplete.json with one fault each: a GEMM repetition that

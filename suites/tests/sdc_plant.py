@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """sdc_plant.py — planted figures for `bench check`'s silent data corruption checks (sdc.gemm,
-sdc.train; harness/check_sdc_judge.c, docs/CHECK.md "Silent data corruption") and planted results
+sdc.train; harness/check/check_sdc_judge.c, docs/CHECK.md "Silent data corruption") and planted results
 directories for `bench compare --fleet`'s fingerprints (suites/tests/sdc.cmake judges them).
 
 usage: sdc_plant.py TEMPLATE OUTDIR

@@ -1,4 +1,4 @@
-/* test_check.c — `bench check`'s judging without a GPU (harness/check_judge.c, check_expect.c):
+/* test_check.c — `bench check`'s judging without a GPU (harness/check/check_judge.c, check_expect.c):
  * the thresholds at their edges, the datasheet expectations, the PCIe link rule, NVML's readings,
  * the outlier rule, the emulated device and no GPU, the expectations file's validation, and
  * --write-expect's medians (recorded check results in temporary directories); issue 21: the
@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "check.h"            // the tests' CHECK macros (suites/tests/check.h)
-#include "harness/check.h"    // bench check's parts
+#include "harness/check/check.h"    // bench check's parts
+#include "harness/check/check_lines.h"
 #include "harness/fileio.h"
 #include "harness/stats.h"
 
@@ -704,7 +705,7 @@ static int write_many(int n, const char *path) {
     return ok ? 0 : 1;
 }
 
-// ---- issue 25: levels, error counters and fault codes (harness/check_levels.c) -------------------
+// ---- issue 25: levels, error counters and fault codes (harness/check/check_levels.c) -------------------
 
 // The code of check NAME's line on GPU G ("" when none).
 static const char *code_of(const cJSON *j, int g, const char *name) {

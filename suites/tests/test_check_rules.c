@@ -1,4 +1,4 @@
-/* test_check_rules.c — a fleet's baseline and rules (harness/check_rules.c, docs/CHECK.md "A
+/* test_check_rules.c — a fleet's baseline and rules (harness/check/check_rules.c, docs/CHECK.md "A
  * fleet's baseline and rules") without a GPU: planted results directories made from the recorded
  * healthy node (suites/tests/check/healthy-2xa100.json) with a figure changed, the baseline of three
  * nodes (medians, min, max, count, nodes; an emulated run refused, a failed GPU left out), each
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "check.h"            // the tests' CHECK macros (suites/tests/check.h)
-#include "harness/check.h"    // bench check's parts
+#include "harness/check/check.h"    // bench check's parts
 #include "harness/fileio.h"
 
 static cJSON *expect, *healthy;

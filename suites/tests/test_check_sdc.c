@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"          // the tests' CHECK macros (suites/tests/check.h)
-#include "harness/check.h"  // bench check's parts
+#include "harness/check/check.h"  // bench check's parts
 
 static unsigned rng = 20261127;
 static unsigned next(void) {  // xorshift32: the same planted votes every run

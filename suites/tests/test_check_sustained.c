@@ -1,5 +1,5 @@
 /* test_check_sustained.c — the judge of `bench check`'s sustained load (level 3) and pulsed load
- * (level 4) without a GPU (harness/check_sustained_judge.c through check_judge): a recorded healthy
+ * (level 4) without a GPU (harness/check/check_sustained_judge.c through check_judge): a recorded healthy
  * level-2 node (suites/tests/check/level2-healthy.json) given planted series — a healthy one that
  * passes, an SM clock that drops a minute into targeted power (with and without the power cap), a
  * hw thermal throttle from t = 60 s, hw slowdown, the sw power cap alone, throughput that decays,
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "check.h"            // the tests' CHECK macros (suites/tests/check.h)
-#include "harness/check.h"    // bench check's parts
+#include "harness/check/check.h"    // bench check's parts
 #include "harness/fileio.h"
 #include "tandem/tandem.h"
 

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "harness/check.h"  // check_gpt_judge
+#include "harness/check/check.h"  // check_gpt_judge
 #include "tandem/tandem.h"
 #include "tensor_eq.h"
 

@@ -4,7 +4,7 @@
  *                 --init FILE --data FILE --dump OUTDIR/<name>
  * and judges the dumped losses and final state against the float64 trajectory (loss.f64,
  * final.f64.*) and PyTorch's own run R at the precision tandem trains in (loss.R, final.R.*) by
- * the rule below, implemented once in harness/check_train.c (bench check judges with it too):
+ * the rule below, implemented once in harness/check/check_train.c (bench check judges with it too):
  *
  *   losses:  max_t |loss_tandem - loss_f64| <= 4 * max_t |loss_R - loss_f64| + N u |loss|
  *   tensors: max|w_tandem - w_f64| / max|w_f64| <= 4 * (same for R) + N u
@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "check.h"            // the tests' CHECK macros (suites/tests/check.h)
-#include "harness/check.h"    // check_train_argv, check_train_judge
+#include "harness/check/check.h"    // check_train_argv, check_train_judge
 #include "tandem/tandem.h"
 
 int main(int argc, char **argv) {

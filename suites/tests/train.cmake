@@ -1,6 +1,6 @@
 # train.cmake — `bench train` against PyTorch's golden training trajectories, one test per file.
 tdm_test_executable(train_golden)
-target_sources(test_train_golden PRIVATE ${PROJECT_SOURCE_DIR}/harness/check_train.c)   # the rule
+target_sources(test_train_golden PRIVATE ${PROJECT_SOURCE_DIR}/harness/check/check_train.c)   # the rule
 file(GLOB GOLDEN_TRAIN CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/suites/golden/train/*.safetensors)
 file(MAKE_DIRECTORY ${TEST_TMP}/train)
 foreach(f ${GOLDEN_TRAIN})

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "check.h"
-#include "fileio.h"
+#include "harness/fileio.h"
 
 /* Text from status.json (check names, GPU names and models, verdicts, figures, notes), escaped
  * as bench report escapes everything from a results directory. */

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "check.h"
-#include "emulated.h"
+#include "harness/emulated.h"
 #include "tandem/tandem.h"
 
 static void add_hex(cJSON *o, const char *name, uint64_t v, int digits) {

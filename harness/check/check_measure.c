@@ -21,11 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "check.h"
 #include "check_memtest.h"
 #include "core/files_impl.h"   // tdm_file_open_read
-#include "stats.h"
+#include "harness/stats.h"
 #include "tandem/tandem.h"
 
 // ---- child runs: this program's own commands ----------------------------------------------------

@@ -18,7 +18,7 @@
 
 #include <openssl/evp.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "check.h"
 #include "tandem/tandem.h"
 

@@ -136,13 +136,7 @@ void check_judge_sustained(cJSON *checks, const cJSON *gpu, const cJSON *model, 
 char *check_series_csv(const cJSON *gpus, const char *series, bool emulated);
 // GPU i's recorded "series", strictly (check_judge's input check): false with err naming the field.
 bool check_sustained_valid(const cJSON *gpu, int i, char *err, size_t len);
-// For the judges: one check line (check_judge.c's own form: measured and expected numbers, NaN
-// null, or the *_text strings; the note whole) with its fault code when it is a FAIL or WARN (code
-// NULL: none); and NVML's clocks-event reasons by name ("hw thermal, sw power cap").
-cJSON *check_judge_line(cJSON *checks, const char *check, double measured, const char *measured_text,
-                        const char *unit, double expected, const char *expected_text, double ratio,
-                        const char *verdict, const char *code, const char *note);
-void check_throttle_names(double reasons, char *buf, size_t n);
+// (The judges' check lines and the clocks-event reasons by name: check_lines.h.)
 
 // ---- the expectations file -----------------------------------------------------------------
 

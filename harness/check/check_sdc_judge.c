@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "json_strict.h"
+#include "check_lines.h"
+#include "harness/json_strict.h"
 
 static const cJSON *item(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);

@@ -20,9 +20,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "json_strict.h"
+#include "check_lines.h"
+#include "harness/json_strict.h"
 #include "check_sustained.h"
-#include "stats.h"
+#include "harness/stats.h"
 #include "tandem/tandem.h"
 
 const char *const check_series_keys[N_KEYS] = {"t_s",           "sm_clock_mhz",  "mem_clock_mhz",

@@ -22,11 +22,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "check.h"
 #include "check_memtest.h"
-#include "fileio.h"
-#include "stats.h"
+#include "harness/fileio.h"
+#include "harness/stats.h"
 #include "core/files_impl.h"   // tdm_file_type_errno
 #include "tandem/tandem.h"
 

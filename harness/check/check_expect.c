@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "emulated.h"
-#include "fileio.h"
-#include "json_strict.h"
-#include "stats.h"
+#include "harness/emulated.h"
+#include "harness/fileio.h"
+#include "harness/json_strict.h"
+#include "harness/stats.h"
 
 const char *const check_perf_names[] = {"memory.d2d", "gemm.tf32", "gemm.f16", "gemm.bf16",
                                         "gemm.f64",   "pcie.h2d",  "pcie.d2h", "multi.allreduce",

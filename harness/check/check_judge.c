@@ -11,10 +11,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "check_lines.h"
 #include "check_memtest.h"
 #include "check_sustained.h"
-#include "json_strict.h"
-#include "stats.h"
+#include "harness/json_strict.h"
+#include "harness/stats.h"
 
 // ---- small JSON helpers ---------------------------------------------------------------------
 
@@ -34,61 +35,6 @@ static const char *str(const cJSON *o, const char *k) {
 static const char *str_p(const cJSON *o, const char *k) {
     const char *v = str(o, k);
     return v ? v : "?";
-}
-
-// Adds one check line: measured and expected are numbers (NaN: null) or, when *_text is given,
-// strings; ratio NaN is null.
-static cJSON *add_line(cJSON *arr, const char *check, double measured, const char *measured_text,
-                       const char *unit, double expected, const char *expected_text, double ratio,
-                       const char *verdict, const char *fmt, ...) __attribute__((format(printf, 10, 11)));
-static cJSON *add_line(cJSON *arr, const char *check, double measured, const char *measured_text,
-                       const char *unit, double expected, const char *expected_text, double ratio,
-                       const char *verdict, const char *fmt, ...) {
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddStringToObject(c, "check", check);
-    if (measured_text) cJSON_AddStringToObject(c, "measured", measured_text);
-    else if (isfinite(measured)) cJSON_AddNumberToObject(c, "measured", measured);
-    else cJSON_AddNullToObject(c, "measured");
-    if (unit) cJSON_AddStringToObject(c, "unit", unit);
-    else cJSON_AddNullToObject(c, "unit");
-    if (expected_text) cJSON_AddStringToObject(c, "expected", expected_text);
-    else if (isfinite(expected)) cJSON_AddNumberToObject(c, "expected", expected);
-    else cJSON_AddNullToObject(c, "expected");
-    if (isfinite(ratio)) cJSON_AddNumberToObject(c, "ratio", ratio);
-    else cJSON_AddNullToObject(c, "ratio");
-    cJSON_AddStringToObject(c, "verdict", verdict);
-    char note[600] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(note, sizeof note, fmt, ap);
-        va_end(ap);
-    }
-    cJSON_AddStringToObject(c, "note", note);
-    cJSON_AddItemToArray(arr, c);
-    return c;
-}
-
-// A FAIL or WARN line gets its fault code and remediation (check_levels.c); REMEDY (may be NULL)
-// replaces the code's own (an Xid's). Other verdicts are left as they are.
-static cJSON *coded(cJSON *line, const char *code, const char *remedy) {
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(line, "verdict"));
-    const check_code *c = check_code_of(code);
-    if (!v || (strcmp(v, CHECK_FAIL) && strcmp(v, CHECK_WARN)) || !c) return line;
-    cJSON_DeleteItemFromObjectCaseSensitive(line, "code");
-    cJSON_DeleteItemFromObjectCaseSensitive(line, "remedy");
-    cJSON_AddStringToObject(line, "code", c->code);
-    cJSON_AddStringToObject(line, "remedy", remedy ? remedy : c->remedy);
-    return line;
-}
-
-cJSON *check_judge_line(cJSON *checks, const char *check, double measured, const char *measured_text,
-                        const char *unit, double expected, const char *expected_text, double ratio,
-                        const char *verdict, const char *code, const char *note) {
-    cJSON *line = add_line(checks, check, measured, measured_text, unit, expected, expected_text, ratio,
-                           verdict, NULL);
-    cJSON_ReplaceItemInObjectCaseSensitive(line, "note", cJSON_CreateString(note ? note : ""));
-    return code ? coded(line, code, NULL) : line;
 }
 
 static const char *by_threshold(double ratio, const cJSON *t) {
@@ -115,11 +61,11 @@ static void judge_runs(cJSON *checks, const cJSON *numerics, bool host) {
                            : !strncmp(r->string, "train.", 6) ? "TDM-F003"
                            : !strcmp(r->string, "memory.test") ? "TDM-F058"
                                                              : "TDM-F001";
-        cJSON *line = add_line(checks, r->string, NAN, str(r, "measured") ? str(r, "measured") : res ? res : "?",
+        cJSON *line = check_line_add(checks, r->string, NAN, str(r, "measured") ? str(r, "measured") : res ? res : "?",
                  NULL, NAN, str(r, "expected") ? str(r, "expected") : "within the bounds", NAN,
                  verdict, "%s%s%s", res && !strcmp(res, "error") ? "could not run: " : "",
                  detail ? detail : "", "");
-        coded(line, code, NULL);
+        check_line_coded(line, code, NULL);
     }
 }
 
@@ -128,16 +74,16 @@ static void absent_runs(cJSON *checks, const cJSON *numerics, int level) {
     static const char *const names[] = {"numerics.golden", "numerics.conform"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!item(numerics, names[k]))
-            add_line(checks, names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+            check_line_add(checks, names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
                      "expected, absent from the figures: not measured");
     const cJSON *r;
     bool train = false;
     if (level >= 4 && !item(numerics, "memory.test"))
-        add_line(checks, "memory.test", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+        check_line_add(checks, "memory.test", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
                  "expected at level 4, absent from the figures: the memory test did not run");
     cJSON_ArrayForEach(r, numerics) train = train || !strncmp(r->string, "train.", 6);
     if (!train)
-        add_line(checks, "train", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+        check_line_add(checks, "train", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
                  "expected, absent from the figures: no training run (train.*) was measured");
 }
 
@@ -209,7 +155,7 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
         const cJSON *f = item(figs, name);
         if (!f) {
             if (!emulated && perf_expected(name, n_gpus) && check_level_runs(level, name))
-                add_line(checks, name, NAN, NULL, perf_unit(name), NAN, NULL, NAN, CHECK_ABSENT,
+                check_line_add(checks, name, NAN, NULL, perf_unit(name), NAN, NULL, NAN, CHECK_ABSENT,
                          "expected, absent from the figures: not measured");
             continue;  // else not applicable here (one GPU: no multi.*)
         }
@@ -218,7 +164,7 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
         const char *extra = str(f, "note") ? str(f, "note") : "";
         if (!isfinite(v)) {  // a failed measurement is a FAIL; one that did not happen, incomplete
             const char *error = str(f, "error"), *why = str(f, "why");
-            cJSON *line = add_line(checks, name, NAN, NULL, unit, NAN, NULL, NAN,
+            cJSON *line = check_line_add(checks, name, NAN, NULL, unit, NAN, NULL, NAN,
                      error      ? CHECK_FAIL
                      : emulated ? CHECK_EMULATED
                                 : CHECK_NOT_RUN,
@@ -229,11 +175,11 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
                      error ? error
                      : why ? why
                            : "");
-            coded(line, "TDM-F010", NULL);
+            check_line_coded(line, "TDM-F010", NULL);
             continue;
         }
         if (emulated) {
-            add_line(checks, name, v, NULL, unit, NAN, NULL, NAN, CHECK_EMULATED,
+            check_line_add(checks, name, v, NULL, unit, NAN, NULL, NAN, CHECK_EMULATED,
                      "measured on the emulated device: not a GPU figure, not judged%s%s",
                      extra[0] ? "; " : "", extra);
             continue;
@@ -251,24 +197,24 @@ static void judge_perf(cJSON *checks, const cJSON *gpu, const cJSON *model, cons
         }
         double limit = check_expect_limit(expect, model, name, lwhy, sizeof lwhy);
         if (v > limit) {  // no healthy part, however good, measures this: the timing is wrong
-            coded(add_line(checks, name, v, NULL, unit, expected, NULL, v / expected, CHECK_FAIL,
+            check_line_coded(check_line_add(checks, name, v, NULL, unit, expected, NULL, v / expected, CHECK_FAIL,
                      "faster than this GPU can be: a timing bug? (the physical limit is %s)%s%s",
                      lwhy, extra[0] ? "; " : "", extra), "TDM-F011", NULL);
             continue;
         }
         if (!model) {
-            add_line(checks, name, v, NULL, unit, NAN, NULL, NAN, CHECK_NO_EXPECT,
+            check_line_add(checks, name, v, NULL, unit, NAN, NULL, NAN, CHECK_NO_EXPECT,
                      "unknown model: judged only against its siblings%s%s", extra[0] ? "; " : "",
                      extra);
             continue;
         }
         if (!isfinite(expected)) {
-            add_line(checks, name, v, NULL, unit, NAN, NULL, NAN, CHECK_NO_EXPECT,
+            check_line_add(checks, name, v, NULL, unit, NAN, NULL, NAN, CHECK_NO_EXPECT,
                      "the model has no figure for it%s%s", extra[0] ? "; " : "", extra);
             continue;
         }
         double ratio = v / expected;
-        cJSON *line = coded(add_line(checks, name, v, NULL, unit, expected, NULL, ratio, by_threshold(ratio, thr),
+        cJSON *line = check_line_coded(check_line_add(checks, name, v, NULL, unit, expected, NULL, ratio, by_threshold(ratio, thr),
                                      "%s; FAIL below %g, WARN below %g%s%s", why, num(thr, "fail"), num(thr, "warn"),
                                      extra[0] ? "; " : "", extra), perf_code(name), NULL);
         // the ratios of `expected` it was judged by, for the plots' marks (cmd_plot.c)
@@ -284,19 +230,19 @@ static void judge_link(cJSON *checks, const cJSON *gpu, const cJSON *model, bool
     const cJSON *link = item(gpu, "link");
     if (!link || cJSON_IsNull(link)) {
         if (!emulated)
-            add_line(checks, "pcie.link", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+            check_line_add(checks, "pcie.link", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
                      "expected, absent from the figures: not read");
         return;
     }
     double g = num(link, "pcie_gen"), w = num(link, "pcie_width");
     double gm = num(link, "pcie_gen_max"), wm = num(link, "pcie_width_max");
     if (emulated) {
-        add_line(checks, "pcie.link", NAN, "none", NULL, NAN, NULL, NAN, CHECK_EMULATED,
+        check_line_add(checks, "pcie.link", NAN, "none", NULL, NAN, NULL, NAN, CHECK_EMULATED,
                  "the emulated device has no PCIe link");
         return;
     }
     if (!isfinite(g) || !isfinite(w) || !isfinite(gm) || !isfinite(wm)) {
-        add_line(checks, "pcie.link", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_MISSING,
+        check_line_add(checks, "pcie.link", NAN, NULL, NULL, NAN, NULL, NAN, CHECK_MISSING,
                  "neither NVML nor sysfs said the link's generation and width%s%s",
                  str(item(gpu, "health"), "nvml") ? ": " : "",
                  str(item(gpu, "health"), "nvml") ? str(item(gpu, "health"), "nvml") : "");
@@ -308,7 +254,7 @@ static void judge_link(cJSON *checks, const cJSON *gpu, const cJSON *model, bool
     double ratio = check_pcie_gbps(g, w) / check_pcie_gbps(gm, wm);
     bool under_load = cJSON_IsTrue(item(link, "under_load"));
     if (g < gm || w < wm) {
-        coded(add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, under_load ? CHECK_FAIL : CHECK_WARN,
+        check_line_coded(check_line_add(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, under_load ? CHECK_FAIL : CHECK_WARN,
                  "the link trained below its maximum (%s%s%s)%s",
                  g < gm ? "generation" : "", g < gm && w < wm ? " and " : "", w < wm ? "width" : "",
                  under_load ? ", read while copying" : "; read at idle, when links train down"),
@@ -317,31 +263,16 @@ static void judge_link(cJSON *checks, const cJSON *gpu, const cJSON *model, bool
     }
     double mg = num(model, "pcie_gen"), mw = num(model, "pcie_width");
     if (model && isfinite(mg) && isfinite(mw) && (gm < mg || wm < mw)) {
-        coded(add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, CHECK_WARN,
+        check_line_coded(check_line_add(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, CHECK_WARN,
                  "the slot allows less than the model's gen%g x%g (a riser, a switch or the BIOS)", mg, mw),
               "TDM-F031", NULL);
         return;
     }
-    add_line(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, CHECK_PASS, "%s",
+    check_line_add(checks, "pcie.link", NAN, m, NULL, NAN, e, ratio, CHECK_PASS, "%s",
              under_load ? "read while copying" : "read at idle");
 }
 
 // ---- NVML's health readings: missing readings are reported, never guessed -------------------------
-
-void check_throttle_names(double r, char *buf, size_t n) {
-    static const char *names[] = {"gpu idle",    "applications clocks", "sw power cap",
-                                  "hw slowdown", "sync boost",          "sw thermal",
-                                  "hw thermal",  "hw power brake",      "display clocks"};
-    unsigned long long bits = (unsigned long long)r, unknown = bits & ~CHECK_THROTTLE_KNOWN;
-    size_t len = 0;
-    buf[0] = '\0';
-    if (!bits) snprintf(buf, n, "none");
-    for (int b = 0; b < 9 && len < n; b++)
-        if (bits & (1ULL << b))
-            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", names[b]);
-    // bits NVML defined after this was written (newer drivers): named by their value, kept
-    if (unknown && len < n) snprintf(buf + len, n - len, "%sunknown 0x%llx", len ? ", " : "", unknown);
-}
 
 static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int level, bool leveled) {
     static const char *const nvml_names[] = {"nvml.throttle",      "nvml.temperature",
@@ -353,7 +284,7 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
     if ((!h || cJSON_IsNull(h)) && !emulated) {
         for (size_t k = 0; k < nn; k++)
             if (check_level_runs(level, nvml_names[k]) && (leveled || k < nn - 1))
-                add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+                check_line_add(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
                          "expected, absent from the figures (no \"health\"): not read");
         return;
     }
@@ -366,18 +297,18 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
     if (emulated) {   // no NVML there: whatever the emulator's properties say is not a GPU's
         for (size_t k = 0; k < nn; k++)
             if (check_level_runs(level, nvml_names[k]))
-                add_line(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+                check_line_add(checks, nvml_names[k], NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
         return;
     }
 
     double r = num(h, "throttle_reasons");
-    if (!isfinite(r)) add_line(checks, "nvml.throttle", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+    if (!isfinite(r)) check_line_add(checks, "nvml.throttle", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
     else {
         char names[300];
         check_throttle_names(r, names, sizeof names);
         unsigned long long bits = (unsigned long long)r;
         const unsigned long long bad = CHECK_THROTTLE_BAD;
-        coded(add_line(checks, "nvml.throttle", NAN, names, NULL, NAN,
+        check_line_coded(check_line_add(checks, "nvml.throttle", NAN, names, NULL, NAN,
                  "no hw slowdown, thermal or power brake", NAN, bits & bad ? CHECK_FAIL : CHECK_PASS,
                  "%s%s%s", bits & bad ? "clocks held down by the hardware or by heat" : "",
                  !cJSON_IsFalse(item(h, "under_load")) ? (bits & bad ? " during the load" : "read during the load")
@@ -386,22 +317,22 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
     }
 
     double t = num(h, "temperature_c"), ts = num(h, "temperature_slowdown_c");
-    if (!isfinite(t)) add_line(checks, "nvml.temperature", NAN, NULL, "C", NAN, NULL, NAN, missing, "%s", miss);
+    if (!isfinite(t)) check_line_add(checks, "nvml.temperature", NAN, NULL, "C", NAN, NULL, NAN, missing, "%s", miss);
     else if (!isfinite(ts))
-        add_line(checks, "nvml.temperature", t, NULL, "C", NAN, NULL, NAN, CHECK_MISSING,
+        check_line_add(checks, "nvml.temperature", t, NULL, "C", NAN, NULL, NAN, CHECK_MISSING,
                  "no slowdown threshold reported to judge it against");
     else
-        coded(add_line(checks, "nvml.temperature", t, NULL, "C", ts, NULL, t / ts,
+        check_line_coded(check_line_add(checks, "nvml.temperature", t, NULL, "C", ts, NULL, t / ts,
                  t >= ts ? CHECK_FAIL : t >= ts - 5 ? CHECK_WARN : CHECK_PASS,
                  "expected below the slowdown threshold (WARN within 5 C of it)"), "TDM-F041", NULL);
 
     double rc = num(h, "remapped_rows_correctable"), ru = num(h, "remapped_rows_uncorrectable");
     double rp = num(h, "remapped_rows_pending"), rf = num(h, "remapped_rows_failed");
-    if (!isfinite(ru)) add_line(checks, "nvml.remapped_rows", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s", miss, emulated ? "" : " (row remapping is Ampere's and later's)");
+    if (!isfinite(ru)) check_line_add(checks, "nvml.remapped_rows", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s", miss, emulated ? "" : " (row remapping is Ampere's and later's)");
     else {
         char m[96];
         snprintf(m, sizeof m, "%g correctable, %g uncorrectable", rc, ru);
-        coded(add_line(checks, "nvml.remapped_rows", NAN, m, NULL, NAN, "no failed or pending remap", NAN,
+        check_line_coded(check_line_add(checks, "nvml.remapped_rows", NAN, m, NULL, NAN, "no failed or pending remap", NAN,
                  rf == 1 ? CHECK_FAIL : rp == 1 ? CHECK_WARN : CHECK_PASS, "%s",
                  rf == 1 ? "a row remap failed: the GPU cannot repair its memory (NVIDIA: RMA)"
                  : rp == 1 ? "a remap waits for a GPU reset"
@@ -410,19 +341,19 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
 
     double ps = num(h, "retired_pages_sbe"), pd = num(h, "retired_pages_dbe"), pp = num(h, "retired_pages_pending");
     if (!isfinite(ps) && !isfinite(pd))
-        add_line(checks, "nvml.retired_pages", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s", miss,
+        check_line_add(checks, "nvml.retired_pages", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s", miss,
                  emulated ? "" : " (page retirement is for GPUs before Ampere, which remap rows)");
     else {
         char m[96];
         snprintf(m, sizeof m, "%g single-bit, %g double-bit", ps, pd);
-        coded(add_line(checks, "nvml.retired_pages", NAN, m, NULL, NAN, "no retirement pending", NAN,
+        check_line_coded(check_line_add(checks, "nvml.retired_pages", NAN, m, NULL, NAN, "no retirement pending", NAN,
                  pp == 1 ? CHECK_WARN : CHECK_PASS, "%s", pp == 1 ? "a retirement waits for a reset" : ""),
               "TDM-F052", NULL);
     }
 
     double ecc = num(h, "ecc"), ev = num(h, "ecc_uncorrected_volatile"), ea = num(h, "ecc_uncorrected_aggregate");
     if (!isfinite(ecc) && !isfinite(ev))
-        add_line(checks, "nvml.ecc", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+        check_line_add(checks, "nvml.ecc", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
     else {
         char m[192];
         snprintf(m, sizeof m, "ECC %s, uncorrected %s since boot, %s ever",
@@ -435,7 +366,7 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
                      ecc == 1 ? "on" : ecc == 0 ? "off" : "?", a, b);
         }
         const char *v = ev > 0 ? CHECK_FAIL : (ecc == 0 || ea > 0) ? CHECK_WARN : CHECK_PASS;
-        coded(add_line(checks, "nvml.ecc", NAN, m, NULL, NAN, "on, no uncorrected errors", NAN, v, "%s",
+        check_line_coded(check_line_add(checks, "nvml.ecc", NAN, m, NULL, NAN, "on, no uncorrected errors", NAN, v, "%s",
                  ev > 0 ? "uncorrected memory errors since boot: results may be wrong"
                  : ecc == 0 ? "ECC is off: memory errors go unnoticed"
                  : ea > 0 ? "uncorrected errors in an earlier life (counted ever, none since boot)"
@@ -446,9 +377,9 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
     if (!check_level_runs(level, "nvml.clocks"))
         ;   // level 1: no load, and clocks at idle are low by design
     else if (!isfinite(c) || !isfinite(cm) || cm <= 0)
-        add_line(checks, "nvml.clocks", c, NULL, "MHz", cm, NULL, NAN, missing, "%s", miss);
+        check_line_add(checks, "nvml.clocks", c, NULL, "MHz", cm, NULL, NAN, missing, "%s", miss);
     else
-        coded(add_line(checks, "nvml.clocks", c, NULL, "MHz", cm, NULL, c / cm,
+        check_line_coded(check_line_add(checks, "nvml.clocks", c, NULL, "MHz", cm, NULL, c / cm,
                  c / cm < 0.6 ? CHECK_WARN : CHECK_PASS,
                  "SM clock during the load against its maximum (WARN below 0.6)"), "TDM-F042", NULL);
 
@@ -456,9 +387,9 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
     if (!isfinite(pm) && !leveled)
         ;   // figures from before the levels do not record it
     else if (!isfinite(pm))
-        add_line(checks, "nvml.persistence", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+        check_line_add(checks, "nvml.persistence", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
     else
-        coded(add_line(checks, "nvml.persistence", NAN, pm == 1 ? "on" : "off", NULL, NAN, "on", NAN,
+        check_line_coded(check_line_add(checks, "nvml.persistence", NAN, pm == 1 ? "on" : "off", NULL, NAN, "on", NAN,
                        pm == 1 ? CHECK_PASS : CHECK_WARN, "%s",
                        pm == 1 ? "" : "persistence mode off: the driver unloads between jobs (slow starts, lost state)"),
               "TDM-F080", NULL);
@@ -468,13 +399,13 @@ static void judge_health(cJSON *checks, const cJSON *gpu, bool emulated, int lev
 // (reported, not counted) in figures recorded before it existed.
 static void not_recorded(cJSON *checks, const char *name, bool emulated, bool leveled) {
     if (emulated)
-        add_line(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_EMULATED,
+        check_line_add(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_EMULATED,
                  "the emulated device has no NVML or driver");
     else if (leveled)
-        add_line(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
+        check_line_add(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_ABSENT,
                  "expected, absent from the figures: not read");
     else
-        add_line(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_MISSING,
+        check_line_add(checks, name, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_MISSING,
                  "not recorded (figures from before this check)");
 }
 
@@ -502,13 +433,13 @@ static void judge_driver(cJSON *checks, const cJSON *gpu, bool emulated, bool le
              str(d, "cudnn_version") ? str(d, "cudnn_version") : "?",
              str(d, "nccl_version") ? str(d, "nccl_version") : "?");
     if (emulated)
-        add_line(checks, "driver", NAN, m, NULL, NAN, NULL, NAN, CHECK_EMULATED,
+        check_line_add(checks, "driver", NAN, m, NULL, NAN, NULL, NAN, CHECK_EMULATED,
                  "the emulated device's runtime (suites/emu); %s", libs);
     else if (!isfinite(dv) || !isfinite(rv))
-        add_line(checks, "driver", NAN, m, NULL, NAN, "driver >= runtime", NAN, CHECK_MISSING,
+        check_line_add(checks, "driver", NAN, m, NULL, NAN, "driver >= runtime", NAN, CHECK_MISSING,
                  "the CUDA driver or runtime version was not read; %s", libs);
     else
-        coded(add_line(checks, "driver", NAN, m, NULL, NAN, "driver >= runtime", NAN,
+        check_line_coded(check_line_add(checks, "driver", NAN, m, NULL, NAN, "driver >= runtime", NAN,
                        dv < rv ? CHECK_FAIL : CHECK_PASS, "%s%s",
                        dv < rv ? "the driver is older than the CUDA runtime this build uses; " : "", libs),
               "TDM-F081", NULL);
@@ -545,7 +476,7 @@ static void judge_counters(cJSON *checks, const cJSON *gpu, bool emulated, bool 
     const cJSON *x = item(cn, "xid");
     if (!cJSON_IsArray(x)) {
         const char *why = str(cn, "xid_why");
-        add_line(checks, "nvml.xid", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s%s",
+        check_line_add(checks, "nvml.xid", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s%s",
                  emulated ? miss : "no Xid event set", why ? ": " : "", why ? why : "");
     } else {
         int k = cJSON_GetArraySize(x), len = 0;
@@ -554,7 +485,7 @@ static void judge_counters(cJSON *checks, const cJSON *gpu, bool emulated, bool 
         cJSON_ArrayForEach(e, x) if (len < (int)sizeof m - 24) len += snprintf(m + len, sizeof m - (size_t)len,
                                                                     "%sXid %.0f", len ? ", " : "", e->valuedouble);
         unsigned long long first = k ? (unsigned long long)cJSON_GetArrayItem(x, 0)->valuedouble : 0;
-        coded(add_line(checks, "nvml.xid", NAN, m, NULL, NAN, "no critical Xid", NAN, k ? CHECK_FAIL : CHECK_PASS,
+        check_line_coded(check_line_add(checks, "nvml.xid", NAN, m, NULL, NAN, "no critical Xid", NAN, k ? CHECK_FAIL : CHECK_PASS,
                        "%d critical Xid event%s in the run's %.0f s (NVML event set)%s%s", k, k == 1 ? "" : "s",
                        isfinite(secs) ? secs : 0.0, k ? ": " : "", k ? check_xid_remedy(first) : ""),
               "TDM-F060", k ? check_xid_remedy(first) : NULL);
@@ -562,11 +493,11 @@ static void judge_counters(cJSON *checks, const cJSON *gpu, bool emulated, bool 
 
     double a, b, d = delta(cn, "pcie_replay", &a, &b);
     if (!isfinite(d))
-        add_line(checks, "nvml.pcie_replay", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+        check_line_add(checks, "nvml.pcie_replay", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
     else {
         char m[96];
         snprintf(m, sizeof m, "+%.0f (%.0f -> %.0f)", d, a, b);
-        coded(add_line(checks, "nvml.pcie_replay", d, m, NULL, 0, "+0", NAN,
+        check_line_coded(check_line_add(checks, "nvml.pcie_replay", d, m, NULL, 0, "+0", NAN,
                        d >= CHECK_PCIE_REPLAY_FAIL ? CHECK_FAIL : d > 0 ? CHECK_WARN : CHECK_PASS,
                        "PCIe replays in the run's %.0f s; WARN above 0, FAIL from %d (DCGM's PCIe test)",
                        isfinite(secs) ? secs : 0.0, CHECK_PCIE_REPLAY_FAIL),
@@ -577,17 +508,17 @@ static void judge_counters(cJSON *checks, const cJSON *gpu, bool emulated, bool 
     double ac, bc, crc = delta(cn, "nvlink_crc", &ac, &bc), ar, br, rep = delta(cn, "nvlink_replay", &ar, &br);
     double aq, bq, rec = delta(cn, "nvlink_recovery", &aq, &bq);
     if (!isfinite(links))
-        add_line(checks, "nvml.nvlink", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s", miss,
+        check_line_add(checks, "nvml.nvlink", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s%s", miss,
                  emulated ? "" : " (or no NVLink on this part)");
     else if (links == 0)
-        add_line(checks, "nvml.nvlink", NAN, "no active link", NULL, NAN, NULL, NAN, CHECK_PASS,
+        check_line_add(checks, "nvml.nvlink", NAN, "no active link", NULL, NAN, NULL, NAN, CHECK_PASS,
                  "no NVLink is up (a PCIe part, or its links are down: see multi.peer)");
     else {
         char m[160];
         snprintf(m, sizeof m, "%.0f links: CRC +%.0f, replay +%.0f, recovery +%.0f", links,
                  isfinite(crc) ? crc : 0, isfinite(rep) ? rep : 0, isfinite(rec) ? rec : 0);
         bool bad_rec = rec > 0, bad = crc > 0 || rep > 0;
-        coded(add_line(checks, "nvml.nvlink", NAN, m, NULL, NAN, "+0", NAN,
+        check_line_coded(check_line_add(checks, "nvml.nvlink", NAN, m, NULL, NAN, "+0", NAN,
                        bad_rec ? CHECK_FAIL : bad ? CHECK_WARN : CHECK_PASS,
                        "NVLink errors in the run's %.0f s, over the active links%s",
                        isfinite(secs) ? secs : 0.0,
@@ -598,12 +529,12 @@ static void judge_counters(cJSON *checks, const cJSON *gpu, bool emulated, bool 
     double ca, cb, corr = delta(cn, "ecc_corrected_volatile", &ca, &cb);
     double ua, ub, unc = delta(cn, "ecc_uncorrected_volatile", &ua, &ub);
     if (!isfinite(corr) && !isfinite(unc))
-        add_line(checks, "nvml.ecc_delta", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
+        check_line_add(checks, "nvml.ecc_delta", NAN, NULL, NULL, NAN, NULL, NAN, missing, "%s", miss);
     else {
         char m[160];
         snprintf(m, sizeof m, "uncorrected +%.0f, corrected +%.0f", isfinite(unc) ? unc : 0,
                  isfinite(corr) ? corr : 0);
-        coded(add_line(checks, "nvml.ecc_delta", NAN, m, NULL, NAN, "+0", NAN,
+        check_line_coded(check_line_add(checks, "nvml.ecc_delta", NAN, m, NULL, NAN, "+0", NAN,
                        unc > 0 ? CHECK_FAIL : corr > 0 ? CHECK_WARN : CHECK_PASS,
                        "volatile ECC errors in the run's %.0f s%s", isfinite(secs) ? secs : 0.0,
                        unc > 0 ? ": uncorrected, the run's results may be wrong"
@@ -616,7 +547,7 @@ static void judge_counters(cJSON *checks, const cJSON *gpu, bool emulated, bool 
 static void not_implemented(cJSON *checks, int level) {
     for (const check_level_row *r = check_level_rows(); r->check; r++)
         if (r->level <= level && !r->implemented)
-            add_line(checks, r->check, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_NOT_RUN,
+            check_line_add(checks, r->check, NAN, NULL, NULL, NAN, NULL, NAN, CHECK_NOT_RUN,
                      "level %d: %s: not implemented yet, not measured", r->level, r->what);
 }
 
@@ -628,11 +559,11 @@ static void judge_budget(cJSON *checks, const cJSON *figures, bool emulated) {
     snprintf(m, sizeof m, "%.1f s", el);
     snprintf(e, sizeof e, "%.0f s", budget);
     if (emulated) {
-        add_line(checks, "level.budget", NAN, m, NULL, NAN, e, el / budget, CHECK_EMULATED,
+        check_line_add(checks, "level.budget", NAN, m, NULL, NAN, e, el / budget, CHECK_EMULATED,
                  "level %.0f timed on the emulated device: not a GPU's time, not judged", lv);
         return;
     }
-    coded(add_line(checks, "level.budget", NAN, m, NULL, NAN, e, el / budget,
+    check_line_coded(check_line_add(checks, "level.budget", NAN, m, NULL, NAN, e, el / budget,
                    el > budget ? CHECK_WARN : CHECK_PASS, "level %.0f%s", lv,
                    el > budget ? ": ran past its budget" : ": within its budget"),
           "TDM-F090", NULL);
@@ -701,13 +632,13 @@ static void judge_outliers(cJSON **gp, int n, const bool *limit_ok, const cJSON 
             char check[64];
             snprintf(check, sizeof check, "outlier.%s", name);
             const char *dev = str_p(gi, "device"), *ni = str(gi, "name");
-            cJSON *line = add_line(cJSON_GetObjectItemCaseSensitive(gi, "checks"), check, v, NULL,
+            cJSON *line = check_line_add(cJSON_GetObjectItemCaseSensitive(gi, "checks"), check, v, NULL,
                                    perf_unit(name), med[i], NULL, ratio, verdict,
                                    "%s is %.2f x the median of its %d sibling%s (%s); FAIL below "
                                    "%g, WARN below %g",
                                    dev, ratio, ns[i], ns[i] == 1 ? "" : "s", ni, num(o, "fail"),
                                    num(o, "warn"));
-            coded(line, "TDM-F024", NULL);
+            check_line_coded(line, "TDM-F024", NULL);
             cJSON *copy = cJSON_Duplicate(line, true);
             cJSON_AddStringToObject(copy, "device", dev);
             cJSON_AddItemToArray(outliers, copy);
@@ -1184,7 +1115,7 @@ cJSON *check_judge(const cJSON *figures, const cJSON *expect, char *err, size_t 
         int k = 0;   // the level's GPU checks (check_levels.c), "train" for the family
         for (const check_level_row *r = check_level_rows(); r->check; r++, k++)
             if (r->level <= level && strcmp(r->check, "reference.golden"))   // the host's own
-                add_line(ng, strcmp(r->check, "train.*") ? r->check : "train", NAN, NULL, NULL, NAN,
+                check_line_add(ng, strcmp(r->check, "train.*") ? r->check : "train", NAN, NULL, NULL, NAN,
                          NULL, NAN, CHECK_NEEDS_GPU, "%s",
                          k ? "" : str(figures, "no_gpu") ? str(figures, "no_gpu") : "no GPU");
         c[3] += cJSON_GetArraySize(ng);

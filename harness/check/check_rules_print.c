@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "check.h"
 
 static const cJSON *item(const cJSON *o, const char *k) {

@@ -30,10 +30,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "check.h"
 #include "check_sustained.h"
-#include "stats.h"
+#include "harness/stats.h"
 #include "tandem/tandem.h"
 
 static void sleep_s(double s) {

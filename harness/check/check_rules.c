@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "fileio.h"
-#include "json_strict.h"
-#include "stats.h"
+#include "harness/fileio.h"
+#include "harness/json_strict.h"
+#include "harness/stats.h"
 
 static const cJSON *item(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);
