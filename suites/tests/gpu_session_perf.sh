@@ -55,7 +55,8 @@ for s in setup env anchor bench-perf compare; do
 done
 grep -q 'bench run --device cuda:0 --budget .* --peer torch .* --suite amp$' "$tmp/plan.log" ||
     fail "plan: no bench run line with --budget, --peer torch and the options given"
-grep -q "^compare: .*bench compare $tmp/results/a-new <the new run>" "$tmp/plan.log" ||
+rel=${tmp#"$src"/}   # the plan names a run inside the checkout by its path from the root
+grep -qE "^compare: .*bench compare ($tmp|$rel)/results/a-new <the new run>" "$tmp/plan.log" ||
     fail "plan: compare does not name the newest run on Test GPU X (a-new)"
 [ -z "$(ls -A "$tmp/plan" 2> /dev/null)" ] || fail "plan: \$OUT is not empty: $(ls "$tmp/plan")"
 [ ! -d "$tmp/plan-work" ] || fail "plan: it made a work folder"
@@ -70,7 +71,7 @@ tail -n 12 "$tmp/whole.log"
 [ "$rc" = 0 ] || fail "whole: exit $rc (want 0: nothing failed) ($tmp/whole.log)"
 has_budget=no
 case $("$build/bench" run --help 2>&1) in *--budget*) has_budget=yes;; esac
-python3 - "$tmp/whole/summary.json" "$tmp/results/a-new" "$has_budget" << 'EOT' || fail "whole: summary.json ($tmp/whole/summary.json)"
+python3 - "$tmp/whole/summary.json" "$tmp/results/a-new" "$has_budget" "$rel/results/a-new" << 'EOT' || fail "whole: summary.json ($tmp/whole/summary.json)"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["format"] == "tandem-gpu-perf/1", s["format"]
@@ -81,7 +82,8 @@ assert s["finished"] is True and s["gpu_state"] == "none"
 assert st["setup"]["status"] == "passed" and st["env"]["status"] == "passed", st
 for t in ("anchor", "bench_perf", "compare"):
     assert st[t]["status"] == "skipped_no_gpu", (t, st[t])
-assert sys.argv[2] in st["compare"]["note"], st["compare"]["note"]
+# the earlier run, by its path (from the checkout's root when it is inside it)
+assert sys.argv[2] in st["compare"]["note"] or sys.argv[4] in st["compare"]["note"], st["compare"]["note"]
 if sys.argv[3] == "yes":   # this bench has --budget: perf passes it (the stage's limit less 30 s)
     assert st["bench_perf"]["note"].startswith("--budget "), st["bench_perf"]["note"]
 assert s["details"]["format"] == "tandem-gpu-perf-summary/1", s["details"]
