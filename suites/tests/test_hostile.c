@@ -12,23 +12,7 @@
 #include "case.h"
 #include "check.h"
 #include "random.h"
-
-// A safetensors file: the header as given, then `ndata` bytes of `data` (zeros where NULL).
-static void write_st(const char *dir, const char *name, const char *header, const void *data,
-                     size_t ndata) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    CHECK_MSG(f, "cannot write %s", path);
-    if (!f) return;
-    uint64_t h = strlen(header);
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(h >> (8 * i));
-    fwrite(len8, 1, 8, f);
-    fwrite(header, 1, h, f);
-    for (size_t i = 0; i < ndata; i++) fputc(data ? ((const unsigned char *)data)[i] : 0, f);
-    CHECK_MSG(fclose(f) == 0, "cannot write %s", path);
-}
+#include "write_st.h"
 
 #define META(op, attrs) "\"__metadata__\":{\"format\":\"tandem-case/1\",\"op\":\"" op "\"" attrs "}"
 #define TENS(name, dt, shape, b, e) \

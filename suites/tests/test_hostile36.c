@@ -10,23 +10,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
-
-// A safetensors file: the header as given, then `ndata` bytes of `data`.
-static void write_st(const char *dir, const char *name, const char *header, const void *data,
-                     size_t ndata) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    CHECK_MSG(f, "cannot write %s", path);
-    if (!f) return;
-    uint64_t h = strlen(header);
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(h >> (8 * i));
-    fwrite(len8, 1, 8, f);
-    fwrite(header, 1, h, f);
-    if (ndata) fwrite(data, 1, ndata, f);
-    CHECK_MSG(fclose(f) == 0, "cannot write %s", path);
-}
+#include "write_st.h"
 
 #define META(op) "\"__metadata__\":{\"format\":\"tandem-case/1\",\"op\":\"" op "\"}"
 #define TENS(name, shape, b, e) \
