@@ -60,7 +60,6 @@ struct run_state {
     int started = -1;                 // index of the instance whose function ran last
     int finished = 0;                 // instances whose iteration runs were reported
     bool skip_current = false;        // the current instance is not run (interrupted)
-    int ok_calls = 0;                 // calls of the current instance that ended without error
     bool pending = false;             // a finished instance not yet handed to on_result
     int pending_index = -1;
     std::string pending_error;
@@ -72,15 +71,6 @@ run_state *g_run = nullptr;
 
 int stop_level() {
     return g_run && g_run->opt->stop_requested ? g_run->opt->stop_requested(g_run->opt->user) : 0;
-}
-
-// The stop level inside an instance: 2 (stop it now) only while it has ended fewer than two calls
-// without error. Google Benchmark's statistics CHECK-fail (abort the process) when two or more
-// repetitions succeeded and a later one reports another iteration count, as an error
-// part-way through its loop does; so past that point the instance finishes (level 1).
-int stop_level_in_instance() {
-    int level = stop_level();
-    return level >= 2 && g_run && g_run->ok_calls >= 2 ? 1 : level;
 }
 
 void flush_pending() {
@@ -161,8 +151,18 @@ struct tdm_gb_state {
 
 namespace {
 
+// Ends the call with an error, its loop started first. Google Benchmark's statistics CHECK-fail
+// (abort the process) when two repetitions of an instance succeeded and a later one reports
+// another iteration count; a repetition that errors before its loop started reports 0, one that
+// errors after reports the count every repetition runs (State::iterations() is max_iterations
+// once started). Started first, a repetition can end in error at any point: a Ctrl-C or a row
+// cut by the time budget stops at once, however many repetitions already succeeded.
 void skip(tdm_gb_state *s, const char *msg) {
     if (s->st->error_occurred()) return;
+    if (!s->in_loop && !s->done) {   // not started: start it (one iteration, no work)
+        s->in_loop = s->st->KeepRunning();
+        if (!s->in_loop) s->done = true;
+    }
     if (s->paused) {   // SkipWithError stops a running timer only
         s->st->ResumeTiming();
         s->paused = false;
@@ -176,7 +176,6 @@ void run_entry(entry *e, benchmark::State &st) {
     if (r && r->started != r->finished) {   // the first call of the next instance
         flush_pending();
         r->started = r->finished;
-        r->ok_calls = 0;
         r->skip_current = stop_level() >= 1;
         if (!r->skip_current && r->opt->on_start) {
             const char *name =
@@ -184,12 +183,11 @@ void run_entry(entry *e, benchmark::State &st) {
             r->opt->on_start(r->opt->user, r->started, name);
         }
     }
-    if ((r && r->skip_current) || stop_level_in_instance() >= 2) {
-        st.SkipWithError("interrupted");
+    if ((r && r->skip_current) || stop_level() >= 2) {
+        skip(&s, "interrupted");
         return;
     }
     e->fn(&s, e->ctx);
-    if (r && !st.error_occurred()) r->ok_calls++;
     if (!g_label_mark.empty() && !s.labelled) st.SetLabel(g_label_mark);
     // Google Benchmark CHECK-fails (aborts) on a function that returns before its loop ended.
     if (!st.error_occurred() && !s.done) {
@@ -348,7 +346,7 @@ extern "C" bool tdm_gb_work(int i, int t, char *buf, int len) {
 
 extern "C" bool tdm_gb_keep_running(tdm_gb_state *s) {
     if (s->done) return false;
-    if (stop_level_in_instance() >= 2) skip(s, "interrupted");
+    if (stop_level() >= 2) skip(s, "interrupted");
     if (s->e->manual_time && s->in_loop && !s->time_set)
         skip(s, (s->e->name + ": manual-time iteration without tdm_gb_set_iteration_time").c_str());
     if (s->paused) {   // KeepRunning() pauses the timer when the loop ends: it must be running
