@@ -21,6 +21,7 @@ static const struct {
     {"env", "the machine's context: host, CPU, memory, OS, GPUs, driver, CUDA, PCIe, clocks", bench_env},
     {"compare", "compare two runs (U test, verdict, exit 1 on a regression) or a fleet of runs", bench_compare},
     {"check", "is this node fit to train on: PASS/FAIL per GPU and check against its model", bench_check},
+    {"counters", "the emulated device's kernel counters: traffic, coalescing, bank conflicts, PREDICTED time", bench_counters},
 };
 
 double bench_now_s(void) {

@@ -149,9 +149,9 @@ struct tc_mma_in {          // one lane's operands of an mma (PTX's registers, i
 };
 const char *tc_op_name(int op);
 // Completes op for the 32 lanes of a warp: in[l] and out[l] are lane l's operands and results
-// (tc_mma_in / float[4] for an mma; the row address / uint32_t[n] for ldmatrix).
-void tc_complete(int op, const void *const in[32], void *const out[32]);
-
+// (tc_mma_in / float[4] for an mma; the row address / uint32_t[n] for ldmatrix); warp_base is
+// the warp's first thread in the block (for the counters and racecheck).
+void tc_complete(int op, const void *const in[32], void *const out[32], int warp_base);
 
 // A __trap() or another fatal error in a kernel: reported (naming the thread), block abandoned.
 [[noreturn]] void kernel_trap(const char *what, const char *file, int line);
@@ -381,9 +381,24 @@ inline void after_atomic(const void *p) {
     if (atomic_hook_fn f = __atomic_load_n(&atomic_hook, __ATOMIC_RELAXED)) f(p);
 }
 
+// Counters (counters.cc): an atomic counts as one, and its own loads and stores are not counted.
+void atomic_enter(const void *p);
+void atomic_leave();
+struct atomic_scope {
+    explicit atomic_scope(const void *p) {
+        atomic_enter(p);
+    }
+    ~atomic_scope() {
+        atomic_leave();
+    }
+    atomic_scope(const atomic_scope &) = delete;
+    atomic_scope &operator=(const atomic_scope &) = delete;
+};
+
 template <typename Bits, typename T, typename F>
 inline T atomic_cas_loop(T *p, F f) {
     static_assert(sizeof(Bits) == sizeof(T), "bit width");
+    const atomic_scope scope(p);
     Bits *q = reinterpret_cast<Bits *>(p);
     Bits old = __atomic_load_n(q, __ATOMIC_RELAXED);
     for (;;) {
@@ -400,31 +415,39 @@ inline T atomic_cas_loop(T *p, F f) {
 
 #define TDM_EMU_INT_ATOMICS(T)                                                              \
     inline T atomicAdd(T *p, T v) {                                                         \
+        const ::tdm_emu::atomic_scope scope_(p);                                            \
         const T o = __atomic_fetch_add(p, v, __ATOMIC_RELAXED);                             \
         ::tdm_emu::after_atomic(p);                                                         \
         return o;                                                                           \
     }                                                                                       \
     inline T atomicExch(T *p, T v) {                                                        \
+        const ::tdm_emu::atomic_scope scope_(p);                                            \
         const T o = __atomic_exchange_n(p, v, __ATOMIC_RELAXED);                            \
         ::tdm_emu::after_atomic(p);                                                         \
         return o;                                                                           \
     }                                                                                       \
     inline T atomicCAS(T *p, T cmp, T v) {                                                  \
-        __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+        {                                                                                   \
+            const ::tdm_emu::atomic_scope scope_(p);                                        \
+            __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+        }                                                                                   \
         ::tdm_emu::after_atomic(p);                                                         \
         return cmp;                                                                         \
     }                                                                                       \
     inline T atomicAnd(T *p, T v) {                                                         \
+        const ::tdm_emu::atomic_scope scope_(p);                                            \
         const T o = __atomic_fetch_and(p, v, __ATOMIC_RELAXED);                             \
         ::tdm_emu::after_atomic(p);                                                         \
         return o;                                                                           \
     }                                                                                       \
     inline T atomicOr(T *p, T v) {                                                          \
+        const ::tdm_emu::atomic_scope scope_(p);                                            \
         const T o = __atomic_fetch_or(p, v, __ATOMIC_RELAXED);                              \
         ::tdm_emu::after_atomic(p);                                                         \
         return o;                                                                           \
     }                                                                                       \
     inline T atomicXor(T *p, T v) {                                                         \
+        const ::tdm_emu::atomic_scope scope_(p);                                            \
         const T o = __atomic_fetch_xor(p, v, __ATOMIC_RELAXED);                             \
         ::tdm_emu::after_atomic(p);                                                         \
         return o;                                                                           \
@@ -440,9 +463,11 @@ TDM_EMU_INT_ATOMICS(unsigned)
 TDM_EMU_INT_ATOMICS(unsigned long long)
 #undef TDM_EMU_INT_ATOMICS
 inline int atomicSub(int *p, int v) {
+    const tdm_emu::atomic_scope scope(p);
     return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED);
 }
 inline unsigned atomicSub(unsigned *p, unsigned v) {
+    const tdm_emu::atomic_scope scope(p);
     return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED);
 }
 inline long long atomicMax(long long *p, long long v) {
@@ -452,6 +477,7 @@ inline long long atomicMin(long long *p, long long v) {
     return tdm_emu::atomic_cas_loop<long long>(p, [v](long long o) { return v < o ? v : o; });
 }
 inline unsigned short atomicCAS(unsigned short *p, unsigned short cmp, unsigned short v) {
+    const tdm_emu::atomic_scope scope(p);
     __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return cmp;
 }

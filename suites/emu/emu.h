@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 
+#include <atomic>
 #include <functional>
 
 namespace tdm_emu {
@@ -115,7 +116,61 @@ cudaError_t launch_check(const char *kernel, const void *func, dim3 grid, dim3 b
 // cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, n) records n here.
 void set_max_dynamic_smem(const void *func, int bytes);
 
+// Which thread of the block the calling OS thread runs now (x fastest), -1 outside a kernel.
+int current_block_thread();
+
+// ---- counters.cc ---------------------------------------------------------------------------
+// What kernels move and issue, counted as Nsight Compute counts it (counters.cc's header comment,
+// docs/EMULATION.md "Counters"): on with TANDEM_EMU_COUNTERS=FILE or tdm_emu_counters_enable.
+
+struct mem_counters {      // global loads or stores
+    unsigned long long requests = 0, sectors = 0, bytes = 0;   // bytes: as requested
+    unsigned long long unique = 0;   // distinct bytes touched, per launch, summed
+};
+struct shared_counters {   // shared-memory loads or stores, or ldmatrix
+    unsigned long long requests = 0, wavefronts = 0, conflicts = 0, max_ways = 0, bytes = 0;
+};
+struct kernel_counters {
+    unsigned long long launches = 0, blocks = 0, threads = 0;
+    mem_counters global_ld, global_st;
+    shared_counters shared_ld, shared_st, ldmatrix_sh;
+    unsigned long long atom_global = 0, atom_shared = 0, mma = 0, ldmatrix = 0;
+};
+void counters_add(kernel_counters &a, const kernel_counters &b);
+
+bool counters_on();   // read at each launch
+// A launch's counters (run_grid): begin before its blocks, end after (folds them into the
+// kernel's totals and frees the launch's); between, each block begins and ends on its OS thread.
+void *counters_launch_begin(const char *kernel, dim3 grid, dim3 block);
+void counters_launch_end(void *launch);
+void counters_block_begin(void *launch);
+void counters_block_end();
+// A completed tensor-core instruction (tensor_core.cc): its operands as tc_complete has them,
+// for ldmatrix how many 8x8 matrices it loads, and the warp's first thread in the block.
+void counters_tensor_op(int op, const void *const in[32], int matrices, int warp_base);
+
+// What the kernels' instrumented loads and stores go to while a block runs (counters.cc's
+// __asan_load/__asan_store): bit 1 the counters, bit 2 racecheck. 0 (the rule): nothing.
+extern __thread int tl_watch;
+
+// ---- racecheck.cc --------------------------------------------------------------------------
+// Shared-memory hazards between warps with no __syncthreads between (racecheck.cc's header
+// comment, docs/EMULATION.md "Racecheck"): on with TANDEM_EMU_RACECHECK=1.
+bool racecheck_on();   // read at each launch
+void racecheck_block_begin(const char *kernel, uint3 block, uint3 dim,
+                           std::atomic<bool> *reported);
+void racecheck_block_end();
+void racecheck_barrier();   // a __syncthreads of the block completed
+// A shared-memory access of `thread` (in the block) while a checked block runs.
+void racecheck_access(const void *p, size_t n, bool store, int thread);
+
 // ---- shared_mem.cc -------------------------------------------------------------------------
+
+// Whether p lies in the calling OS thread's shared memory (a __shared__ variable of its block).
+bool shared_address(const void *p);
+// p's byte in a numbering of all shared memory from 0 to shared_total() - 1 (-1: not shared).
+long shared_index(const void *p);
+size_t shared_total();
 
 // Fills the calling OS thread's copy of every __shared__ variable (cuda_emu.h) with 0xFF bytes:
 // exec.cc calls it at the start of each block, whose shared memory is then garbage as on a GPU.

@@ -355,6 +355,9 @@ struct grid_job {
     int device;                // whose context a fault makes sticky (the launching work item's)
     int helpers = 0;           // pool threads working on it (under pool().mu)
     grid_job *link = nullptr;  // the pool's list of jobs with blocks left
+    void *counters = nullptr;  // counters.cc's launch, when counting
+    bool racecheck = false;    // racecheck.cc checks its blocks
+    std::atomic<bool> race_reported{false};   // its first hazard is out: one report a launch
 };
 
 struct thread_pool {
@@ -424,6 +427,8 @@ void run_grid(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem,
     job.seed = mix64(c.seed.load() ^ mix64(launches.fetch_add(1)));
     job.device = rt::context_device();
     if (job.nblocks == 0 || (uint64_t)block.x * block.y * block.z == 0) return;
+    if (counters_on()) job.counters = counters_launch_begin(kernel, grid, block);
+    job.racecheck = racecheck_on();
 
     thread_pool &p = pool();
     const bool shared = job.nblocks > 1 && c.threads > 1;
@@ -450,6 +455,11 @@ void run_grid(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem,
             }
         p.done.wait(lock, [&] { return job.helpers == 0; });
     }
+    if (job.counters) counters_launch_end(job.counters);
+}
+
+int current_block_thread() {
+    return tl_runner && tl_runner->job ? tl_runner->current : -1;
 }
 
 // ---- one block -------------------------------------------------------------------------------
@@ -484,7 +494,13 @@ void runner::run_block(const grid_job &j, uint64_t linear) {
     fiber *f = take_idle();
     f->thread = t;
     th[t].fib = f;
+    if (j.counters) counters_block_begin(j.counters);
+    if (j.racecheck)
+        racecheck_block_begin(j.kernel, block, here.block_dim,
+                              const_cast<std::atomic<bool> *>(&j.race_reported));
     switch_to(nullptr, f);  // back here when the block is over
+    if (j.racecheck) racecheck_block_end();
+    if (j.counters) counters_block_end();
     if (faulted) abandon();
     current = -1;
     job = nullptr;
@@ -808,7 +824,7 @@ void runner::complete_warp_op(int base, unsigned group) {
         const void *in[32];
         void *out[32];
         for (int l = 0; l < 32; l++) in[l] = th[base + l].wide_in, out[l] = th[base + l].wide_out;
-        tc_complete(first.arg, in, out);
+        tc_complete(first.arg, in, out, base);
         for (int l = 0; l < 32; l++) th[base + l].st = ts_ready;
         return;
     }
@@ -974,6 +990,7 @@ bool runner::resolve() {
                 th[t].st = ts_ready;
             }
             n_at_barrier = 0;
+            if (tl_watch & 2) racecheck_barrier();
             progress = true;
         }
     }

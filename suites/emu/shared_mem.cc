@@ -46,6 +46,7 @@ namespace {
 
 struct shm_range {
     size_t off, size;   // in the TLS segment
+    size_t before;      // bytes of the ranges before it (shared_index)
 };
 
 std::vector<shm_range> *g_ranges;   // merged, by offset; empty when the scan failed
@@ -137,7 +138,7 @@ void scan() {
                     why = "a symbol lies outside the TLS segment";
                     break;
                 }
-                r.push_back({s.value, s.size});
+                r.push_back({s.value, s.size, 0});
                 break;
             }
     }
@@ -156,6 +157,11 @@ void scan() {
         else
             g_ranges->push_back(x);
     }
+    size_t before = 0;
+    for (shm_range &x : *g_ranges) {
+        x.before = before;
+        before += x.size;
+    }
     g_marker_off = marker->value;
 }
 
@@ -165,6 +171,28 @@ void poison_shared() {
     std::call_once(g_scan_once, scan);
     char *const seg = (char *)((uintptr_t)&tdm_emu_shm_marker - g_marker_off);   // this thread's
     for (const shm_range &x : *g_ranges) memset(seg + x.off, 0xFF, x.size);
+}
+
+long shared_index(const void *p) {
+    if (!g_ranges || g_ranges->empty()) return -1;
+    const uintptr_t seg = (uintptr_t)&tdm_emu_shm_marker - g_marker_off;
+    const uintptr_t u = (uintptr_t)p;
+    if (u < seg) return -1;
+    const size_t off = u - seg;
+    auto it = std::upper_bound(g_ranges->begin(), g_ranges->end(), off,
+                               [](size_t o, const shm_range &r) { return o < r.off; });
+    if (it == g_ranges->begin()) return -1;
+    --it;
+    if (off >= it->off + it->size) return -1;
+    return (long)(it->before + (off - it->off));
+}
+
+bool shared_address(const void *p) {
+    return shared_index(p) >= 0;
+}
+
+size_t shared_total() {
+    return g_ranges && !g_ranges->empty() ? g_ranges->back().before + g_ranges->back().size : 0;
 }
 
 }  // namespace tdm_emu

@@ -138,7 +138,11 @@ static void ldmatrix(int op, const void *const in[32], void *const out[32]) {
     }
 }
 
-void tc_complete(int op, const void *const in[32], void *const out[32]) {
+void tc_complete(int op, const void *const in[32], void *const out[32], int warp_base) {
+    const int matrices = op >= tc_ldmatrix_x1 ? ldmatrix_count(op) : 0;
+    if (tl_watch & 1) counters_tensor_op(op, in, matrices, warp_base);
+    if (tl_watch & 2)   // ldmatrix reads its rows from shared memory: lane l gives row l
+        for (int l = 0; l < 8 * matrices; l++) racecheck_access(in[l], 16, false, warp_base + l);
     switch (op) {
         case tc_mma_m16n8k16_f16: mma_16816(false, in, out); break;
         case tc_mma_m16n8k16_bf16: mma_16816(true, in, out); break;

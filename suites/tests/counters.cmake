@@ -1,0 +1,24 @@
+# counters.cmake — the emulated device's counters and racecheck through the whole program
+# (docs/EMULATION.md "Counters", "Racecheck"), and `bench counters`' report.
+set(CT ${TEST_TMP}/counters)
+# The report from a counters file written by hand: the roofline, efficiencies and offenders worked
+# out by hand; bad files exit 2.
+add_test(NAME counters.report_by_hand
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/counters_report.sh $<TARGET_FILE:bench> ${CT}/hand)
+if(TDM_CUDA_EMU)
+  set(CB $<TARGET_FILE:bench>)
+  set(CGPT "train --device cuda:0 --model gpt:L2-H2-D32-T16-V67 --batch 4 --opt adamw --lr 1e-2")
+  # One GPT training step in bf16 autocast counted, then reported: the fused attention's tensor
+  # cores among its kernels, PREDICTED, its offenders, the JSON beside.
+  add_test(NAME emu.counters.gpt_step_report COMMAND sh -c
+    "rm -rf ${CT}/gpt && mkdir -p ${CT}/gpt && TANDEM_EMU_COUNTERS=${CT}/gpt/c.json ${CB} ${CGPT} --steps 1 --amp bf16 >/dev/null && ${CB} counters --json ${CT}/gpt/pred.json ${CT}/gpt/c.json > ${CT}/gpt/out.txt || exit 1; cat ${CT}/gpt/out.txt; grep -q '^PREDICTED' ${CT}/gpt/out.txt && grep -Eq '^k_flash_fwd<T, DP> +2 .* [1-9][0-9]* +[0-9.]+ ' ${CT}/gpt/out.txt && grep -q 'Top offenders' ${CT}/gpt/out.txt && grep -q '\"predicted\":[[:space:]]*true' ${CT}/gpt/pred.json")
+  set_tests_properties(emu.counters.gpt_step_report PROPERTIES LABELS emu)
+  # Racecheck over every op's kernels (the golden cases, forward and backward) and GPT training
+  # steps in f32 and bf16 (fused attention, classifier, add + LayerNorm, AdamW): no hazard. Forward
+  # order only in CI (each check sees every access whatever the order).
+  add_test(NAME emu.racecheck.golden COMMAND sh -c
+    "TANDEM_EMU_RACECHECK=1 exec ${CB} replay --device cuda:0 --quiet ${GOLDEN_CASES_SH}")
+  add_test(NAME emu.racecheck.gpt_steps COMMAND sh -c
+    "TANDEM_EMU_RACECHECK=1 ${CB} ${CGPT} --steps 2 >/dev/null && TANDEM_EMU_RACECHECK=1 ${CB} ${CGPT} --steps 2 --amp bf16 >/dev/null")
+  set_tests_properties(emu.racecheck.golden emu.racecheck.gpt_steps PROPERTIES LABELS emu)
+endif()
