@@ -57,31 +57,133 @@ static void print_pct(double v) {
         printf(" %5.0f%%", 100 * v);
 }
 
+// ---- budgets -----------------------------------------------------------------------------------
+// A budget file (suites/emu/budgets.json, format tandem-counter-budgets/1) names kernels and the
+// limits their counts must keep: min_load_efficiency, min_store_efficiency (bytes asked for / bytes
+// of the sectors touched), max_shared_conflicts (bank conflicts per shared-memory request, loads
+// and stores), max_ldmatrix_conflicts. Each kernel named must have run. 0: all within; 1: one is
+// not (each said on a BUDGET FAIL line); 2: the file is not one.
+
+static bool budget_limit(const cJSON *k, const char *key, double *v, char *why, size_t len) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(k, key);
+    if (!x) return true;
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0) {
+        snprintf(why, len, "%s is not a number >= 0", key);
+        return false;
+    }
+    *v = x->valuedouble;
+    return true;
+}
+
+static int check_budget(const char *path, const counter_row *rows, int nr) {
+    size_t n = 0;
+    char *text = bench_read_file_max(path, 1u << 20, &n);
+    if (!text) {
+        fprintf(stderr, "bench counters: --budget %s: %s\n", path, bench_strerror(errno));
+        return 2;
+    }
+    char why[600] = "";
+    cJSON *b = bench_json_parse_strict(text, n, true, why, sizeof why);
+    free(text);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(b, "format");
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(b, "kernels");
+    if (b && !(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "tandem-counter-budgets/1")))
+        snprintf(why, sizeof why, "format is not \"tandem-counter-budgets/1\"");
+    else if (b && !cJSON_IsArray(ks))
+        snprintf(why, sizeof why, "no \"kernels\" array");
+    int failed = 0, i = 0;
+    const cJSON *k;
+    const cJSON *list = why[0] ? NULL : ks;
+    cJSON_ArrayForEach(k, list) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name");
+        double lo_ld = 0, lo_st = 0, hi_sh = INFINITY, hi_lm = INFINITY;
+        if (!cJSON_IsString(name)) {
+            snprintf(why, sizeof why, "kernels[%d]: no name", i);
+            break;
+        }
+        char w[200] = "";
+        if (!budget_limit(k, "min_load_efficiency", &lo_ld, w, sizeof w) ||
+            !budget_limit(k, "min_store_efficiency", &lo_st, w, sizeof w) ||
+            !budget_limit(k, "max_shared_conflicts", &hi_sh, w, sizeof w) ||
+            !budget_limit(k, "max_ldmatrix_conflicts", &hi_lm, w, sizeof w)) {
+            snprintf(why, sizeof why, "kernels[%d] (%s): %s", i, name->valuestring, w);
+            break;
+        }
+        const counter_row *r = NULL;
+        for (int j = 0; j < nr && !r; j++)
+            if (!strcmp(rows[j].name, name->valuestring)) r = &rows[j];
+        char msg[400];
+        char *at = msg, *end = msg + sizeof msg;
+        *at = '\0';
+        if (!r) {
+            snprintf(at, (size_t)(end - at), "did not run (no launch of it was counted)");
+        } else {
+            const double eld = efficiency(r->ld_bytes, r->ld_sec);
+            const double est = efficiency(r->st_bytes, r->st_sec);
+            const double sh = r->sh_req > 0 ? r->sh_conf / r->sh_req : 0;
+            const double lm = r->lm_req > 0 ? r->lm_conf / r->lm_req : 0;
+            if (!isnan(eld) && eld < lo_ld - 1e-9 && at < end)
+                at += snprintf(at, (size_t)(end - at), "load efficiency %.3f < %.3f; ", eld, lo_ld);
+            if (!isnan(est) && est < lo_st - 1e-9 && at < end)
+                at += snprintf(at, (size_t)(end - at), "store efficiency %.3f < %.3f; ", est, lo_st);
+            if (sh > hi_sh + 1e-9 && at < end)
+                at += snprintf(at, (size_t)(end - at), "%.3f bank conflicts a shared request > %.3f; ",
+                               sh, hi_sh);
+            if (lm > hi_lm + 1e-9 && at < end)
+                snprintf(at, (size_t)(end - at), "%.3f ldmatrix conflicts a request > %.3f; ", lm, hi_lm);
+        }
+        if (msg[0]) {
+            size_t len = strlen(msg);
+            if (len >= 2 && !strcmp(msg + len - 2, "; ")) msg[len - 2] = '\0';
+            printf("BUDGET FAIL %s: %s\n", name->valuestring, msg);
+            failed++;
+        } else {
+            printf("BUDGET ok   %s\n", name->valuestring);
+        }
+        i++;
+    }
+    if (!b || why[0]) {
+        fprintf(stderr, "bench counters: --budget %s: %s\n", path, why);
+        cJSON_Delete(b);
+        return 2;
+    }
+    cJSON_Delete(b);
+    printf("budget %s: %d kernel%s, %d past %s limits\n", path, i, i == 1 ? "" : "s", failed,
+           failed == 1 ? "its" : "their");
+    return failed ? 1 : 0;
+}
+
 int bench_counters(int argc, char **argv) {
     static const struct option opts[] = {{"json", required_argument, 0, 'j'},
+                                          {"budget", required_argument, 0, 'b'},
                                           {"top", required_argument, 0, 't'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
-    const char *json_out = NULL;
+    const char *json_out = NULL, *budget = NULL;
     long top = 5;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'j') {
             json_out = optarg;
+        } else if (c == 'b') {
+            budget = optarg;
         } else if (c == 't') {
             char *end;
             top = strtol(optarg, &end, 10);
             if (*end || end == optarg || top < 0 || top > 1000)
                 return bench_bad("counters", "--top %s: expected a number from 0 to 1000", optarg);
         } else if (c == 'h') {
-            printf("usage: bench counters [--json FILE] [--top N] COUNTERS.json\n"
+            printf("usage: bench counters [--json FILE] [--top N] [--budget FILE] COUNTERS.json\n"
                    "the emulated device's counters (TANDEM_EMU_COUNTERS=FILE, docs/EMULATION.md):\n"
                    "per kernel what it moves and issues, and a roofline PREDICTION per GPU model\n"
-                   "(never a measurement); --json FILE writes the rows, --top N the offenders\n");
+                   "(never a measurement); --json FILE writes the rows, --top N the offenders;\n"
+                   "--budget FILE (suites/emu/budgets.json) checks each kernel it names against\n"
+                   "its limits: exit 1 when one is past them, or did not run\n");
             return 0;
         } else {
-            return bench_bad("counters", "usage: bench counters [--json FILE] [--top N] FILE");
+            return bench_bad("counters",
+                             "usage: bench counters [--json FILE] [--top N] [--budget FILE] FILE");
         }
     }
     if (optind != argc - 1)
@@ -234,6 +336,12 @@ int bench_counters(int argc, char **argv) {
     }
 
     int rc = 0;
+    if (budget) rc = check_budget(budget, rows, nr);
+    if (rc == 2) {
+        free(rows);
+        cJSON_Delete(root);
+        return 2;
+    }
     if (json_out) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddBoolToObject(o, "predicted", true);

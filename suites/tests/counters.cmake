@@ -8,10 +8,12 @@ add_test(NAME counters.report_by_hand
 if(TDM_CUDA_EMU)
   set(CB $<TARGET_FILE:bench>)
   set(CGPT "train --device cuda:0 --model gpt:L2-H2-D32-T16-V67 --batch 4 --opt adamw --lr 1e-2")
-  # One GPT training step in bf16 autocast counted, then reported: the fused attention's tensor
-  # cores among its kernels, PREDICTED, its offenders, the JSON beside.
+  # One GPT training step (bf16 autocast, fused AdamW as llm.c and nanoGPT train) counted, then
+  # reported: the fused attention's tensor cores among its kernels, PREDICTED, its offenders, the
+  # JSON beside; and its hot kernels within their budgets (suites/emu/budgets.json: a kernel past
+  # one, or one that did not run, exits 1).
   add_test(NAME emu.counters.gpt_step_report COMMAND sh -c
-    "rm -rf ${CT}/gpt && mkdir -p ${CT}/gpt && TANDEM_EMU_COUNTERS=${CT}/gpt/c.json ${CB} ${CGPT} --steps 1 --amp bf16 >/dev/null && ${CB} counters --json ${CT}/gpt/pred.json ${CT}/gpt/c.json > ${CT}/gpt/out.txt || exit 1; cat ${CT}/gpt/out.txt; grep -q '^PREDICTED' ${CT}/gpt/out.txt && grep -Eq '^k_flash_fwd<T, DP> +2 .* [1-9][0-9]* +[0-9.]+ ' ${CT}/gpt/out.txt && grep -q 'Top offenders' ${CT}/gpt/out.txt && grep -q '\"predicted\":[[:space:]]*true' ${CT}/gpt/pred.json")
+    "rm -rf ${CT}/gpt && mkdir -p ${CT}/gpt && TANDEM_EMU_COUNTERS=${CT}/gpt/c.json ${CB} ${CGPT} --steps 1 --amp bf16 --fused-adam >/dev/null && ${CB} counters --json ${CT}/gpt/pred.json --budget ${PROJECT_SOURCE_DIR}/suites/emu/budgets.json ${CT}/gpt/c.json > ${CT}/gpt/out.txt; rc=$?; cat ${CT}/gpt/out.txt; [ $rc -eq 0 ] && grep -q '^PREDICTED' ${CT}/gpt/out.txt && grep -Eq '^k_flash_fwd<T, DP> +2 .* [1-9][0-9]* +[0-9.]+ ' ${CT}/gpt/out.txt && grep -q 'Top offenders' ${CT}/gpt/out.txt && grep -q 'BUDGET ok   k_adam_multi<false>' ${CT}/gpt/out.txt && grep -q '\"predicted\":[[:space:]]*true' ${CT}/gpt/pred.json")
   set_tests_properties(emu.counters.gpt_step_report PROPERTIES LABELS emu)
   # Racecheck over every op's kernels (the golden cases, forward and backward) and GPT training
   # steps in f32 and bf16 (fused attention, classifier, add + LayerNorm, AdamW): no hazard. Forward

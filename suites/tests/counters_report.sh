@@ -43,6 +43,24 @@ grep -q '2\. k_strided: .*loads use 25% of their sectors$' "$DIR/out.txt" || fai
 grep -q '3\. k_stream: .*its accesses use what they move$' "$DIR/out.txt" || fail "offender 3"
 grep -q '"predicted":[[:space:]]*true' "$DIR/pred.json" || fail "the JSON does not say predicted"
 grep -q '"predicted_us H100 SXM5":[[:space:]]*4\.1' "$DIR/pred.json" || fail "the JSON's H100 prediction"
+# Budgets: within them exit 0; a kernel past one, or one that did not run, exit 1 naming it; a
+# budget file that is not one exit 2.
+printf '{"format": "tandem-counter-budgets/1", "kernels": [{"name": "k_stream", "min_load_efficiency": 1, "min_store_efficiency": 1, "max_shared_conflicts": 0}, {"name": "k_gemm", "max_shared_conflicts": 2}]}' >"$DIR/ok.budget"
+"$B" counters --top 0 --budget "$DIR/ok.budget" "$DIR/c.json" >"$DIR/b.txt" 2>&1 || fail "a budget kept exits $?: $(cat "$DIR/b.txt")"
+grep -q 'BUDGET ok   k_gemm' "$DIR/b.txt" || fail "no BUDGET ok line"
+printf '{"format": "tandem-counter-budgets/1", "kernels": [{"name": "k_strided", "min_load_efficiency": 0.5}, {"name": "k_gemm", "max_shared_conflicts": 1.5}, {"name": "k_gone"}]}' >"$DIR/past.budget"
+"$B" counters --top 0 --budget "$DIR/past.budget" "$DIR/c.json" >"$DIR/b.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "budgets past: exit $rc, want 1"
+grep -q 'BUDGET FAIL k_strided: load efficiency 0.250 < 0.500$' "$DIR/b.txt" || fail "k_strided's budget: $(cat "$DIR/b.txt")"
+grep -q 'BUDGET FAIL k_gemm: 2.000 bank conflicts a shared request > 1.500$' "$DIR/b.txt" || fail "k_gemm's budget"
+grep -q 'BUDGET FAIL k_gone: did not run' "$DIR/b.txt" || fail "a kernel that did not run"
+for bad in '{"kernels": []}' '{"format": "tandem-counter-budgets/1", "kernels": [{"name": "k", "min_load_efficiency": "x"}]}' 'nope'; do
+  printf '%s' "$bad" >"$DIR/bad.budget"
+  "$B" counters --budget "$DIR/bad.budget" "$DIR/c.json" >"$DIR/b.txt" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q 'bench counters: --budget' "$DIR/b.txt" || fail "budget file $bad: exit $rc, want 2"
+done
 # Refused: no file, not JSON, not counters, a field missing; nothing written.
 printf '{"kernels": [{"name": "k", "launches": 1}]}' >"$DIR/missing.json"
 printf 'not json' >"$DIR/bad.json"
