@@ -21,15 +21,15 @@ typedef struct {
     const char *name;
     double launches, ld_req, ld_sec, ld_bytes, ld_unique, st_req, st_sec, st_bytes, st_unique;
     double sh_req, sh_wave, sh_conf, sh_ways, lm_req, lm_wave, lm_conf, mma, flops, atomics;
-    double pred_us[2];   // per GPU model (gpus below)
-    char why[240];       // what makes it an offender ("" when nothing)
+    double pred_us[2];  // per GPU model (gpus below)
+    char why[240];      // what makes it an offender ("" when nothing)
 } counter_row;
 
 static double num_at(const cJSON *o, const char *a, const char *b) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
     if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
     return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0 ? v->valuedouble
-                                                                                 : NAN;
+                                                                                : NAN;
 }
 
 // Bytes asked for / bytes the sectors carry: 1 when every sector a request touches is used whole.
@@ -125,12 +125,14 @@ static int check_budget(const char *path, const counter_row *rows, int nr) {
             if (!isnan(eld) && eld < lo_ld - 1e-9 && at < end)
                 at += snprintf(at, (size_t)(end - at), "load efficiency %.3f < %.3f; ", eld, lo_ld);
             if (!isnan(est) && est < lo_st - 1e-9 && at < end)
-                at += snprintf(at, (size_t)(end - at), "store efficiency %.3f < %.3f; ", est, lo_st);
+                at +=
+                    snprintf(at, (size_t)(end - at), "store efficiency %.3f < %.3f; ", est, lo_st);
             if (sh > hi_sh + 1e-9 && at < end)
-                at += snprintf(at, (size_t)(end - at), "%.3f bank conflicts a shared request > %.3f; ",
-                               sh, hi_sh);
+                at += snprintf(at, (size_t)(end - at),
+                               "%.3f bank conflicts a shared request > %.3f; ", sh, hi_sh);
             if (lm > hi_lm + 1e-9 && at < end)
-                snprintf(at, (size_t)(end - at), "%.3f ldmatrix conflicts a request > %.3f; ", lm, hi_lm);
+                snprintf(at, (size_t)(end - at), "%.3f ldmatrix conflicts a request > %.3f; ", lm,
+                         hi_lm);
         }
         if (msg[0]) {
             size_t len = strlen(msg);
@@ -155,10 +157,10 @@ static int check_budget(const char *path, const counter_row *rows, int nr) {
 
 int bench_counters(int argc, char **argv) {
     static const struct option opts[] = {{"json", required_argument, 0, 'j'},
-                                          {"budget", required_argument, 0, 'b'},
-                                          {"top", required_argument, 0, 't'},
-                                          {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
+                                         {"budget", required_argument, 0, 'b'},
+                                         {"top", required_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *json_out = NULL, *budget = NULL;
     long top = 5;
     optind = 1;
@@ -174,12 +176,13 @@ int bench_counters(int argc, char **argv) {
             if (*end || end == optarg || top < 0 || top > 1000)
                 return bench_bad("counters", "--top %s: expected a number from 0 to 1000", optarg);
         } else if (c == 'h') {
-            printf("usage: bench counters [--json FILE] [--top N] [--budget FILE] COUNTERS.json\n"
-                   "the emulated device's counters (TANDEM_EMU_COUNTERS=FILE, docs/EMULATION.md):\n"
-                   "per kernel what it moves and issues, and a roofline PREDICTION per GPU model\n"
-                   "(never a measurement); --json FILE writes the rows, --top N the offenders;\n"
-                   "--budget FILE (suites/emu/budgets.json) checks each kernel it names against\n"
-                   "its limits: exit 1 when one is past them, or did not run\n");
+            printf(
+                "usage: bench counters [--json FILE] [--top N] [--budget FILE] COUNTERS.json\n"
+                "the emulated device's counters (TANDEM_EMU_COUNTERS=FILE, docs/EMULATION.md):\n"
+                "per kernel what it moves and issues, and a roofline PREDICTION per GPU model\n"
+                "(never a measurement); --json FILE writes the rows, --top N the offenders;\n"
+                "--budget FILE (suites/emu/budgets.json) checks each kernel it names against\n"
+                "its limits: exit 1 when one is past them, or did not run\n");
             return 0;
         } else {
             return bench_bad("counters",
@@ -250,10 +253,12 @@ int bench_counters(int argc, char **argv) {
         r->st_bytes = num_at(k, "global_store", "bytes_requested");
         r->st_unique = num_at(k, "global_store", "bytes_unique");
         r->sh_req = num_at(k, "shared_load", "requests") + num_at(k, "shared_store", "requests");
-        r->sh_wave = num_at(k, "shared_load", "wavefronts") + num_at(k, "shared_store", "wavefronts");
+        r->sh_wave =
+            num_at(k, "shared_load", "wavefronts") + num_at(k, "shared_store", "wavefronts");
         r->sh_conf = num_at(k, "shared_load", "bank_conflicts") +
                      num_at(k, "shared_store", "bank_conflicts");
-        r->sh_ways = fmax(num_at(k, "shared_load", "max_ways"), num_at(k, "shared_store", "max_ways"));
+        r->sh_ways =
+            fmax(num_at(k, "shared_load", "max_ways"), num_at(k, "shared_store", "max_ways"));
         const cJSON *tc = cJSON_GetObjectItemCaseSensitive(k, "tensor_core");
         r->mma = num_at(tc, "mma", NULL);
         r->flops = num_at(tc, "flops", NULL);
@@ -261,10 +266,10 @@ int bench_counters(int argc, char **argv) {
         r->lm_wave = num_at(tc, "ldmatrix_shared", "wavefronts");
         r->lm_conf = num_at(tc, "ldmatrix_shared", "bank_conflicts");
         r->atomics = num_at(k, "atomics", "global") + num_at(k, "atomics", "shared");
-        const double all[] = {r->launches, r->ld_req,  r->ld_sec,  r->ld_bytes, r->ld_unique,
+        const double all[] = {r->launches, r->ld_req,  r->ld_sec,   r->ld_bytes,  r->ld_unique,
                               r->st_req,   r->st_sec,  r->st_bytes, r->st_unique, r->sh_req,
-                              r->sh_wave,  r->sh_conf, r->sh_ways, r->lm_req,   r->lm_wave,
-                              r->lm_conf,  r->mma,     r->flops,   r->atomics};
+                              r->sh_wave,  r->sh_conf, r->sh_ways,  r->lm_req,    r->lm_wave,
+                              r->lm_conf,  r->mma,     r->flops,    r->atomics};
         bool ok = r->name != NULL;
         for (size_t i = 0; ok && i < sizeof all / sizeof *all; i++) ok = !isnan(all[i]);
         if (!ok) {
@@ -283,25 +288,30 @@ int bench_counters(int argc, char **argv) {
         const double eld = efficiency(r->ld_bytes, r->ld_sec);
         const double est = efficiency(r->st_bytes, r->st_sec);
         char *at = r->why, *end = r->why + sizeof r->why;
-        if (eld < 0.5) at += snprintf(at, (size_t)(end - at), "loads use %.0f%% of their sectors; ", 100 * eld);
+        if (eld < 0.5)
+            at +=
+                snprintf(at, (size_t)(end - at), "loads use %.0f%% of their sectors; ", 100 * eld);
         if (est < 0.5 && at < end)
             at += snprintf(at, (size_t)(end - at), "stores use %.0f%% of theirs; ", 100 * est);
         if (r->sh_conf > 0 && at < end)
-            at += snprintf(at, (size_t)(end - at), "%.2f bank conflicts a shared request (up to %.0f-way); ",
+            at += snprintf(at, (size_t)(end - at),
+                           "%.2f bank conflicts a shared request (up to %.0f-way); ",
                            r->sh_conf / r->sh_req, r->sh_ways);
         if (r->lm_conf > 0 && at < end)
-            snprintf(at, (size_t)(end - at), "ldmatrix: %.2f conflicts a request; ", r->lm_conf / r->lm_req);
+            snprintf(at, (size_t)(end - at), "ldmatrix: %.2f conflicts a request; ",
+                     r->lm_conf / r->lm_req);
         size_t len = strlen(r->why);
         if (len >= 2 && !strcmp(r->why + len - 2, "; ")) r->why[len - 2] = '\0';
         nr++;
     }
     qsort(rows, (size_t)nr, sizeof *rows, cmp_pred);
 
-    printf("PREDICTED from counts on the emulated CUDA device (%s): not a measurement.\n"
-           "Counts are exact (docs/EMULATION.md \"Counters\"); the time is a roofline: max(HBM bytes\n"
-           "/ bandwidth, tensor FLOPs / dense bf16 peak) with a perfect cache, no launch overhead\n"
-           "and full occupancy: a lower bound, not what the GPU takes.\n\n",
-           path);
+    printf(
+        "PREDICTED from counts on the emulated CUDA device (%s): not a measurement.\n"
+        "Counts are exact (docs/EMULATION.md \"Counters\"); the time is a roofline: max(HBM bytes\n"
+        "/ bandwidth, tensor FLOPs / dense bf16 peak) with a perfect cache, no launch overhead\n"
+        "and full occupancy: a lower bound, not what the GPU takes.\n\n",
+        path);
     printf("%-44s %8s %7s %7s %9s %8s %10s %9s %9s\n", "kernel", "launches", "ld eff", "st eff",
            "smem ways", "mma", "HBM MB", "A100 us", "H100 us");
     double tot[2] = {0, 0};
@@ -314,9 +324,10 @@ int bench_counters(int argc, char **argv) {
                (r->ld_unique + r->st_unique) / 1e6, r->pred_us[0], r->pred_us[1]);
         tot[0] += r->pred_us[0], tot[1] += r->pred_us[1];
     }
-    printf("%-44s %8s %7s %7s %9s %8s %10s %9.2f %9.2f  (PREDICTED)\n", "total", "", "", "", "",
-           "", "", tot[0], tot[1]);
-    printf("Library calls (cuBLASLt, cuDNN, NCCL) are not kernels of tandem's and are not counted.\n");
+    printf("%-44s %8s %7s %7s %9s %8s %10s %9.2f %9.2f  (PREDICTED)\n", "total", "", "", "", "", "",
+           "", tot[0], tot[1]);
+    printf(
+        "Library calls (cuBLASLt, cuDNN, NCCL) are not kernels of tandem's and are not counted.\n");
     if (top > 0 && nr > 0) {
         // Kernels that waste what they move (loads or stores using under half of their sectors,
         // bank conflicts), by predicted time; then the others.
@@ -324,8 +335,9 @@ int bench_counters(int argc, char **argv) {
         if (order) {
             for (int i = 0; i < nr; i++) order[i] = &rows[i];
             qsort(order, (size_t)nr, sizeof *order, cmp_offender);
-            printf("\nTop offenders (wasted sectors or bank conflicts first, by PREDICTED H100 "
-                   "time):\n");
+            printf(
+                "\nTop offenders (wasted sectors or bank conflicts first, by PREDICTED H100 "
+                "time):\n");
             for (int i = 0; i < nr && i < top; i++)
                 printf("  %d. %s: %.2f us PREDICTED on an H100 (%.0f%% of the total); %s\n", i + 1,
                        order[i]->name, order[i]->pred_us[1],
@@ -356,11 +368,15 @@ int bench_counters(int argc, char **argv) {
             cJSON_AddStringToObject(x, "name", r->name);
             cJSON_AddNumberToObject(x, "launches", r->launches);
             double e = efficiency(r->ld_bytes, r->ld_sec);
-            if (isnan(e)) cJSON_AddNullToObject(x, "load_efficiency");
-            else cJSON_AddNumberToObject(x, "load_efficiency", e);
+            if (isnan(e))
+                cJSON_AddNullToObject(x, "load_efficiency");
+            else
+                cJSON_AddNumberToObject(x, "load_efficiency", e);
             e = efficiency(r->st_bytes, r->st_sec);
-            if (isnan(e)) cJSON_AddNullToObject(x, "store_efficiency");
-            else cJSON_AddNumberToObject(x, "store_efficiency", e);
+            if (isnan(e))
+                cJSON_AddNullToObject(x, "store_efficiency");
+            else
+                cJSON_AddNumberToObject(x, "store_efficiency", e);
             cJSON_AddNumberToObject(x, "shared_bank_conflicts", r->sh_conf);
             cJSON_AddNumberToObject(x, "shared_max_ways", r->sh_ways);
             cJSON_AddNumberToObject(x, "mma", r->mma);

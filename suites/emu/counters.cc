@@ -3,12 +3,12 @@
  * names a file (written at exit) or a test turns it on (tdm_emu_counters_enable).
  *
  * How accesses are seen. In the sanitized emulated build, the kernels' .cu files (and the
- * emulator's kernel tests) are compiled with `--param asan-instrumentation-with-call-threshold=0`: AddressSanitizer
- * then checks each load and store through a call to __asan_load<N> / __asan_store<N> (N = 1, 2,
- * 4, 8, 16, or __asan_loadN with a size) instead of inline code. This file defines those
- * functions: each records the access while a counted block runs on the calling OS thread, then
- * makes AddressSanitizer's check (below), so every check still happens. The
- * same .cu files the GPU build compiles are counted, with no change to them.
+ * emulator's kernel tests) are compiled with `--param asan-instrumentation-with-call-threshold=0`:
+ * AddressSanitizer then checks each load and store through a call to __asan_load<N> /
+ * __asan_store<N> (N = 1, 2, 4, 8, 16, or __asan_loadN with a size) instead of inline code. This
+ * file defines those functions: each records the access while a counted block runs on the calling
+ * OS thread, then makes AddressSanitizer's check (below), so every check still happens. The same
+ * .cu files the GPU build compiles are counted, with no change to them.
  *
  * Requests. A warp's load or store instruction issues one request for its active lanes. Here the
  * threads of a block run one at a time, so the instruction is identified by the call's return
@@ -70,13 +70,13 @@ namespace {
 
 enum space_kind : uint8_t { sp_global_ld, sp_global_st, sp_shared_ld, sp_shared_st };
 
-struct access {   // one lane's access
+struct access {  // one lane's access
     const void *pc;
     uintptr_t addr;
-    uint32_t k;      // the k-th execution of pc by this thread
-    uint32_t thread; // in the block (x fastest): warp = thread / 32, lane = thread % 32
+    uint32_t k;       // the k-th execution of pc by this thread
+    uint32_t thread;  // in the block (x fastest): warp = thread / 32, lane = thread % 32
     uint16_t size;
-    uint8_t kind;    // space_kind
+    uint8_t kind;  // space_kind
 };
 
 struct interval {
@@ -86,7 +86,7 @@ struct interval {
 struct block_ctx {
     struct launch_ctx *launch = nullptr;
     std::vector<access> acc;
-    std::unordered_map<uint64_t, uint32_t> occ;   // (thread, pc) -> executions so far
+    std::unordered_map<uint64_t, uint32_t> occ;  // (thread, pc) -> executions so far
     kernel_counters c;
 };
 
@@ -94,15 +94,15 @@ struct launch_ctx {
     std::string kernel;
     std::mutex mu;
     kernel_counters c;
-    std::vector<interval> ld, st;   // global bytes read and written
+    std::vector<interval> ld, st;  // global bytes read and written
 };
 
 std::atomic<bool> g_on{false};
-std::mutex g_mu;                                      // g_kernels
-std::map<std::string, kernel_counters> *g_kernels;    // by kernel name, summed over launches
-std::string *g_file;                                  // TANDEM_EMU_COUNTERS
+std::mutex g_mu;                                    // g_kernels
+std::map<std::string, kernel_counters> *g_kernels;  // by kernel name, summed over launches
+std::string *g_file;                                // TANDEM_EMU_COUNTERS
 __thread block_ctx *tl_block;
-__thread int tl_quiet;   // inside an atomic (atomic_scope): its accesses are not loads or stores
+__thread int tl_quiet;  // inside an atomic (atomic_scope): its accesses are not loads or stores
 
 typedef void (*check_n_fn)(void *, long);
 
@@ -127,10 +127,10 @@ void record(const void *pc, const void *p, size_t size, bool store) {
         return;
     const int t = current_block_thread();
     if (t < 0) return;
-    const uint64_t key = (uint64_t)(uintptr_t)pc * 1024 + (uint64_t)t;   // t < 1024
+    const uint64_t key = (uint64_t)(uintptr_t)pc * 1024 + (uint64_t)t;  // t < 1024
     const uint32_t k = b->occ[key]++;
-    b->acc.push_back({pc, (uintptr_t)p, k, (uint32_t)t, (uint16_t)(size > 65535 ? 65535 : size),
-                      kind});
+    b->acc.push_back(
+        {pc, (uintptr_t)p, k, (uint32_t)t, (uint16_t)(size > 65535 ? 65535 : size), kind});
 }
 
 // An instrumented access while a watched block runs: to the counters, to racecheck.
@@ -142,7 +142,7 @@ void observe(const void *pc, const void *p, size_t size, bool store) {
 
 // Wavefronts of one shared-memory phase: the most distinct words any bank holds.
 unsigned phase_wavefronts(const access *const *lanes, size_t n) {
-    std::vector<uint64_t> words;   // (bank, word) pairs, deduplicated
+    std::vector<uint64_t> words;  // (bank, word) pairs, deduplicated
     for (size_t i = 0; i < n; i++)
         for (uintptr_t w = lanes[i]->addr / 4; w <= (lanes[i]->addr + lanes[i]->size - 1) / 4; w++)
             words.push_back(w);
@@ -180,7 +180,7 @@ void count_request(kernel_counters &c, const access *const *lanes, size_t n) {
     s.requests++;
     s.bytes += bytes;
     size_t i = 0;
-    while (i < n) {   // lanes sorted by thread: a phase is a run of lanes / per_phase
+    while (i < n) {  // lanes sorted by thread: a phase is a run of lanes / per_phase
         const unsigned phase = (lanes[i]->thread % 32) / per_phase;
         size_t j = i;
         while (j < n && (lanes[j]->thread % 32) / per_phase == phase) j++;
@@ -324,9 +324,10 @@ struct env_init {
         g_file = new std::string(f);
         g_on.store(true);
 #if !defined(__SANITIZE_ADDRESS__)
-        fprintf(stderr, "tandem emu: TANDEM_EMU_COUNTERS: this build is not under AddressSanitizer, "
-                        "whose calls the counters see: no load or store will be counted (build "
-                        "with the emu preset)\n");
+        fprintf(stderr,
+                "tandem emu: TANDEM_EMU_COUNTERS: this build is not under AddressSanitizer, "
+                "whose calls the counters see: no load or store will be counted (build "
+                "with the emu preset)\n");
 #endif
         atexit(write_file);
     }
@@ -361,8 +362,8 @@ void counters_launch_end(void *launch) {
 }
 
 void counters_block_begin(void *launch) {
-    static thread_local std::unique_ptr<block_ctx> owner;   // reused: the vectors keep their
-    if (!owner) owner.reset(new block_ctx);                     // capacity; freed as the thread ends
+    static thread_local std::unique_ptr<block_ctx> owner;  // reused: the vectors keep their
+    if (!owner) owner.reset(new block_ctx);                // capacity; freed as the thread ends
     block_ctx *mine = owner.get();
     mine->launch = (launch_ctx *)launch;
     mine->acc.clear();
@@ -409,7 +410,7 @@ void counters_tensor_op(int op, const void *const in[32], int matrices, int warp
     }
     b->c.ldmatrix++;
     b->c.ldmatrix_sh.requests++;
-    for (int m = 0; m < matrices; m++) {   // rows of matrix m: lanes 8m..8m+7, 16 bytes each
+    for (int m = 0; m < matrices; m++) {  // rows of matrix m: lanes 8m..8m+7, 16 bytes each
         access rows[8];
         const access *p[8];
         for (int r = 0; r < 8; r++) {
@@ -456,21 +457,21 @@ __attribute__((no_sanitize_address)) static inline bool bad_byte(uintptr_t a) {
     return s != 0 && (int8_t)(a & 7) >= s;
 }
 __attribute__((no_sanitize_address)) static inline void asan_check(void *p, size_t n, bool store,
-                                                                  void *pc) {
+                                                                   void *pc) {
     const uintptr_t a = (uintptr_t)p;
     if (__builtin_expect(bad_byte(a) || bad_byte(a + n - 1), 0))
         __asan_report_error(pc, __builtin_frame_address(0), __builtin_frame_address(0), p,
                             store ? 1 : 0, n);
 }
 
-#define TDM_EMU_CHECK(N)                                                                  \
-    extern "C" __attribute__((no_sanitize_address)) void __asan_load##N(void *p) {        \
-        if (tdm_emu::tl_watch) tdm_emu::observe(__builtin_return_address(0), p, N, false);  \
-        asan_check(p, N, false, __builtin_return_address(0));                             \
-    }                                                                                     \
-    extern "C" __attribute__((no_sanitize_address)) void __asan_store##N(void *p) {       \
-        if (tdm_emu::tl_watch) tdm_emu::observe(__builtin_return_address(0), p, N, true);   \
-        asan_check(p, N, true, __builtin_return_address(0));                              \
+#define TDM_EMU_CHECK(N)                                                                   \
+    extern "C" __attribute__((no_sanitize_address)) void __asan_load##N(void *p) {         \
+        if (tdm_emu::tl_watch) tdm_emu::observe(__builtin_return_address(0), p, N, false); \
+        asan_check(p, N, false, __builtin_return_address(0));                              \
+    }                                                                                      \
+    extern "C" __attribute__((no_sanitize_address)) void __asan_store##N(void *p) {        \
+        if (tdm_emu::tl_watch) tdm_emu::observe(__builtin_return_address(0), p, N, true);  \
+        asan_check(p, N, true, __builtin_return_address(0));                               \
     }
 TDM_EMU_CHECK(1)
 TDM_EMU_CHECK(2)

@@ -79,8 +79,9 @@ struct thread_coords {
 extern __thread thread_coords here;
 
 // The order in which the scheduler runs the threads of a block between barriers (the
-// TANDEM_EMU_ORDER switch): thread 0, 1, 2..; the reverse; a fresh shuffle at every round.
-enum thread_order { order_forward, order_reverse, order_random };
+// TANDEM_EMU_ORDER switch): thread 0, 1, 2..; the reverse; a fresh shuffle at every round; each
+// warp as far as it can go (its warp operations completed at once) before the next one runs.
+enum thread_order { order_forward, order_reverse, order_random, order_warp };
 
 // Test hook: overrides TANDEM_EMU_ORDER for the launches that start after it (seed: random's).
 void set_thread_order(thread_order order, unsigned long long seed);

@@ -12,7 +12,7 @@
  * streams as CUDA's do. TANDEM_EMU_SYNC=1 runs every work item on the calling thread instead.
  *
  * Switches (environment, read once): TANDEM_EMU_DEVICES (default 1, at most 8), TANDEM_EMU_SYNC,
- * TANDEM_EMU_ORDER=forward|reverse|random[:seed] (the order threads of a block run between
+ * TANDEM_EMU_ORDER=forward|reverse|random[:seed]|warp (the order threads of a block run between
  * barriers), TANDEM_EMU_THREADS (OS threads that run blocks; default: the CPUs), TANDEM_EMU_MEM (bytes
  * of memory per device, default 4 GiB: the props are an A100's otherwise), TANDEM_EMU_ABORT=1
  * (abort at the first fault report instead of making the error sticky). A malformed value is

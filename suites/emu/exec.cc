@@ -28,7 +28,12 @@
  *
  * Orders: forward runs thread 0, 1, 2.. each round; reverse the other way; random a fresh shuffle
  * each round, seeded per block from the seed and the launch count (so a seed reproduces a run
- * with one OS thread). Code that forgets a __syncthreads reads what other threads have not
+ * with one OS thread); warp runs only the first warp that can run, forward, and after each round
+ * resolves the barriers at once, so a warp whose warp operation completed goes on before any
+ * later warp runs: warps as far apart as the __syncthreads allow (the other orders advance the
+ * warps in step at every warp operation, which hides a buffer refilled while another warp's
+ * warp-collective reads of it are still to come).
+ * Code that forgets a __syncthreads reads what other threads have not
  * written yet in forward or random order, as on a GPU where warps run in any order. */
 #include "cuda_emu.h"
 #include "runtime_internal.h"
@@ -99,6 +104,8 @@ static config &cfg() {
         if (s && *s && strcmp(s, "forward") != 0) {
             if (strcmp(s, "reverse") == 0) {
                 o = order_reverse;
+            } else if (strcmp(s, "warp") == 0) {
+                o = order_warp;
             } else if (strncmp(s, "random", 6) == 0 &&
                        (s[6] == 0 || (s[6] == ':' && parse_number(s + 7, 0, ULLONG_MAX, &seed)))) {
                 o = order_random;
@@ -111,7 +118,7 @@ static config &cfg() {
             } else {
                 fprintf(stderr,
                         "tandem emu: ignoring TANDEM_EMU_ORDER=%s: expected forward, reverse, "
-                        "random or random:SEED (SEED a whole number); using forward\n",
+                        "random, random:SEED (SEED a whole number) or warp; using forward\n",
                         s);
             }
         }
@@ -315,6 +322,11 @@ struct runner {
     void run_block(const grid_job &job, uint64_t linear);
     int next_thread();
     void build_order();
+    bool any_runnable() const {
+        for (unsigned t = 0; t < n; t++)
+            if (th[t].st == ts_unstarted || th[t].st == ts_ready) return true;
+        return false;
+    }
     bool resolve();
     void diagnose();
     void complete_warp_op(int base, unsigned group);
@@ -520,7 +532,12 @@ fiber *runner::take_idle() {
 void runner::build_order() {
     order.clear();
     for (unsigned t = 0; t < n; t++)
-        if (th[t].st == ts_unstarted || th[t].st == ts_ready) order.push_back((int)t);
+        if (th[t].st == ts_unstarted || th[t].st == ts_ready) {
+            // warp order: only the first warp that can run, each of its threads forward
+            if (job->order == order_warp && !order.empty() && t / 32 != (unsigned)order[0] / 32)
+                break;
+            order.push_back((int)t);
+        }
     if (job->order == order_reverse) {
         std::reverse(order.begin(), order.end());
     } else if (job->order == order_random) {
@@ -542,7 +559,10 @@ int runner::next_thread() {
             if (th[t].st == ts_unstarted || th[t].st == ts_ready) return t;
         }
         if (n_done == n) return -1;
-        if (!resolve()) {
+        // A warp's completed warp operation lets it go on first (warp order); a block whose
+        // runnable threads all waited is stuck unless a barrier completes. In the other orders a
+        // round runs every thread that can run, so none can when it ends.
+        if (!resolve() && !any_runnable()) {
             diagnose();
             faulted = true;
             return -1;

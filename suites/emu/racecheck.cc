@@ -40,12 +40,12 @@ namespace tdm_emu {
 namespace {
 
 struct cell {
-    uint32_t block;      // the block serial that last touched it (others: untouched)
-    uint32_t w_epoch;    // last write's epoch (0: none in this block)
-    uint32_t r_epoch;    // last read's epoch
-    uint16_t w_thread;   // the writer
-    uint16_t r_thread;   // a reader in r_epoch
-    uint16_t r_other;    // a reader of another warp than r_thread's in r_epoch (0xffff: none)
+    uint32_t block;     // the block serial that last touched it (others: untouched)
+    uint32_t w_epoch;   // last write's epoch (0: none in this block)
+    uint32_t r_epoch;   // last read's epoch
+    uint16_t w_thread;  // the writer
+    uint16_t r_thread;  // a reader in r_epoch
+    uint16_t r_other;   // a reader of another warp than r_thread's in r_epoch (0xffff: none)
     uint16_t pad;
 };
 
@@ -53,8 +53,8 @@ struct race_block {
     const char *kernel;
     uint3 block, dim;
     uint32_t serial, epoch;
-    std::atomic<bool> *reported;   // the launch's: one report per launch
-    std::vector<cell> cells;       // per byte of shared memory (shared_index)
+    std::atomic<bool> *reported;  // the launch's: one report per launch
+    std::vector<cell> cells;      // per byte of shared memory (shared_index)
 };
 
 std::atomic<bool> g_on{env_flag("TANDEM_EMU_RACECHECK", false)};
@@ -86,14 +86,14 @@ bool racecheck_on() {
 
 void racecheck_block_begin(const char *kernel, uint3 block, uint3 dim,
                            std::atomic<bool> *reported) {
-    static thread_local std::unique_ptr<race_block> owner;   // freed as the OS thread ends
+    static thread_local std::unique_ptr<race_block> owner;  // freed as the OS thread ends
     if (!owner) owner.reset(new race_block);
     race_block *mine = owner.get();
     mine->kernel = kernel;
     mine->block = block;
     mine->dim = dim;
     mine->serial = ++tl_serial;
-    if (mine->serial == 0) {   // wrapped: forget every cell
+    if (mine->serial == 0) {  // wrapped: forget every cell
         std::fill(mine->cells.begin(), mine->cells.end(), cell{});
         mine->serial = tl_serial = 1;
     }

@@ -35,13 +35,13 @@ static int failures = 0;
         }                                                          \
     } while (0)
 
-#define CUDA_OK(call)                                                                     \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        if (e_ != cudaSuccess) {                                                          \
+#define CUDA_OK(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
             printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                      \
-        }                                                                                 \
+            exit(1);                                                                           \
+        }                                                                                      \
     } while (0)
 
 extern "C" void tdm_emu_counters_enable(int on);
@@ -80,7 +80,7 @@ __global__ void k_mma_tile(float *out) {
     __shared__ __align__(16) uint16_t a[16 * PITCH];
     __shared__ __align__(16) uint16_t b[8 * PITCH];
     const int l = threadIdx.x;
-    for (int i = l; i < 16 * PITCH; i += 32) a[i] = 0x3c00;   // 1.0
+    for (int i = l; i < 16 * PITCH; i += 32) a[i] = 0x3c00;  // 1.0
     for (int i = l; i < 8 * PITCH; i += 32) b[i] = 0x3c00;
     __syncwarp();
     uint32_t ra[4], rb[2];
@@ -92,7 +92,7 @@ __global__ void k_mma_tile(float *out) {
 }
 
 __global__ void k_read_past(const float *in, float *out, int n) {
-    out[0] = in[n];   // one element past the end
+    out[0] = in[n];  // one element past the end
 }
 __global__ void k_write_before(float *out) {
     out[-1] = 1.0f;
@@ -107,9 +107,7 @@ __global__ void k_atomics(int *count, float *sum) {
 
 struct counts {
     cJSON *root = nullptr;
-    ~counts() {
-        cJSON_Delete(root);
-    }
+    ~counts() { cJSON_Delete(root); }
     const cJSON *kernel(const char *name) const {
         const cJSON *k;
         cJSON_ArrayForEach(k, cJSON_GetObjectItem(root, "kernels")) {
@@ -211,8 +209,7 @@ int main(int argc, char **argv) {
     {
         counts c;
         read_counts(c);
-        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c.root, "kernels")) == 0,
-              "counted while off");
+        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c.root, "kernels")) == 0, "counted while off");
     }
 
     tdm_emu_counters_enable(1);
@@ -238,69 +235,71 @@ int main(int argc, char **argv) {
         CUDA_OK(cudaDeviceSynchronize());
         counts c;
         read_counts(c);
-        expect(c, order_names[o], {
-            // 4096 floats, 128 warps: each warp reads 32 consecutive floats = 128 bytes = 4
-            // sectors, and writes as much. Launched twice (the second: 64 floats from in + 1,
-            // 2 warps of 5 sectors each).
-            {"k_copy", "launches", 2},
-            {"k_copy", "global_load.requests", 128 + 2},
-            {"k_copy", "global_load.sectors", 128 * 4 + 2 * 5},
-            {"k_copy", "global_load.bytes_requested", 4096 * 4 + 64 * 4},
-            {"k_copy", "global_load.bytes_unique", 4096 * 4 + 64 * 4},
-            {"k_copy", "global_store.requests", 128 + 2},
-            {"k_copy", "global_store.sectors", 128 * 4 + 2 * 4},
-            {"k_copy", "shared_load.requests", 0},
-            // A stride of 8 floats: every lane in a sector of its own.
-            {"k_copy_strided", "global_load.requests", 1},
-            {"k_copy_strided", "global_load.sectors", 32},
-            {"k_copy_strided", "global_store.sectors", 4},
-            // Odd lanes: one request of 16 lanes over the warp's 128 bytes.
-            {"k_copy_odd", "global_load.requests", 1},
-            {"k_copy_odd", "global_load.sectors", 4},
-            {"k_copy_odd", "global_load.bytes_requested", 64},
-            // Transpose, 32 warps: by rows into shared memory (one wavefront each), by columns
-            // out: 32 lanes on one bank, 32 words: 32 wavefronts, 31 conflicts per request.
-            {"k_transpose<0>", "global_load.requests", 32},
-            {"k_transpose<0>", "global_load.sectors", 128},
-            {"k_transpose<0>", "shared_store.requests", 32},
-            {"k_transpose<0>", "shared_store.wavefronts", 32},
-            {"k_transpose<0>", "shared_store.bank_conflicts", 0},
-            {"k_transpose<0>", "shared_load.requests", 32},
-            {"k_transpose<0>", "shared_load.wavefronts", 32 * 32},
-            {"k_transpose<0>", "shared_load.bank_conflicts", 32 * 31},
-            {"k_transpose<0>", "shared_load.max_ways", 32},
-            {"k_transpose<0>", "global_store.sectors", 128},
-            // A row of 33 floats: lane x reads word 33x + y, bank (x + y) % 32: all distinct.
-            {"k_transpose<1>", "shared_load.requests", 32},
-            {"k_transpose<1>", "shared_load.wavefronts", 32},
-            {"k_transpose<1>", "shared_load.bank_conflicts", 0},
-            {"k_transpose<1>", "shared_load.max_ways", 1},
-            // The mma tile. Rows 32 bytes apart: rows r and r + 4 of a matrix share banks, two
-            // wavefronts per 8x8 matrix: A's four and B's two make 12, 6 of them conflicts.
-            // Its stores into shared memory: 2-byte halves, 32 lanes on 64 bytes, one wavefront
-            // per request; A has 16 x 16 / 32 = 8 requests, B 4. Out: 4 stores per lane at a
-            // stride of 16 bytes, 16 sectors per request.
-            {"k_mma_tile<16>", "tensor_core.mma", 1},
-            {"k_mma_tile<16>", "tensor_core.flops", 4096},
-            {"k_mma_tile<16>", "tensor_core.ldmatrix", 2},
-            {"k_mma_tile<16>", "tensor_core.ldmatrix_shared.wavefronts", 12},
-            {"k_mma_tile<16>", "tensor_core.ldmatrix_shared.bank_conflicts", 6},
-            {"k_mma_tile<16>", "tensor_core.ldmatrix_shared.max_ways", 2},
-            {"k_mma_tile<16>", "shared_store.requests", 12},
-            {"k_mma_tile<16>", "shared_store.wavefronts", 12},
-            {"k_mma_tile<16>", "shared_load.requests", 0},
-            {"k_mma_tile<16>", "global_store.requests", 4},
-            {"k_mma_tile<16>", "global_store.sectors", 64},
-            // Rows 48 bytes apart: word 12r of row r, banks 0, 12, 24, 4, 16, 28, 8, 20.
-            {"k_mma_tile<24>", "tensor_core.ldmatrix_shared.wavefronts", 6},
-            {"k_mma_tile<24>", "tensor_core.ldmatrix_shared.bank_conflicts", 0},
-            {"k_mma_tile<24>", "shared_store.requests", 18},
-            // 64 threads, two atomics each; no load or store of theirs counted.
-            {"k_atomics", "atomics.global", 128},
-            {"k_atomics", "atomics.shared", 0},
-            {"k_atomics", "global_load.requests", 0},
-            {"k_atomics", "global_store.requests", 0},
-        });
+        expect(
+            c, order_names[o],
+            {
+                // 4096 floats, 128 warps: each warp reads 32 consecutive floats = 128 bytes = 4
+                // sectors, and writes as much. Launched twice (the second: 64 floats from in + 1,
+                // 2 warps of 5 sectors each).
+                {"k_copy", "launches", 2},
+                {"k_copy", "global_load.requests", 128 + 2},
+                {"k_copy", "global_load.sectors", 128 * 4 + 2 * 5},
+                {"k_copy", "global_load.bytes_requested", 4096 * 4 + 64 * 4},
+                {"k_copy", "global_load.bytes_unique", 4096 * 4 + 64 * 4},
+                {"k_copy", "global_store.requests", 128 + 2},
+                {"k_copy", "global_store.sectors", 128 * 4 + 2 * 4},
+                {"k_copy", "shared_load.requests", 0},
+                // A stride of 8 floats: every lane in a sector of its own.
+                {"k_copy_strided", "global_load.requests", 1},
+                {"k_copy_strided", "global_load.sectors", 32},
+                {"k_copy_strided", "global_store.sectors", 4},
+                // Odd lanes: one request of 16 lanes over the warp's 128 bytes.
+                {"k_copy_odd", "global_load.requests", 1},
+                {"k_copy_odd", "global_load.sectors", 4},
+                {"k_copy_odd", "global_load.bytes_requested", 64},
+                // Transpose, 32 warps: by rows into shared memory (one wavefront each), by columns
+                // out: 32 lanes on one bank, 32 words: 32 wavefronts, 31 conflicts per request.
+                {"k_transpose<0>", "global_load.requests", 32},
+                {"k_transpose<0>", "global_load.sectors", 128},
+                {"k_transpose<0>", "shared_store.requests", 32},
+                {"k_transpose<0>", "shared_store.wavefronts", 32},
+                {"k_transpose<0>", "shared_store.bank_conflicts", 0},
+                {"k_transpose<0>", "shared_load.requests", 32},
+                {"k_transpose<0>", "shared_load.wavefronts", 32 * 32},
+                {"k_transpose<0>", "shared_load.bank_conflicts", 32 * 31},
+                {"k_transpose<0>", "shared_load.max_ways", 32},
+                {"k_transpose<0>", "global_store.sectors", 128},
+                // A row of 33 floats: lane x reads word 33x + y, bank (x + y) % 32: all distinct.
+                {"k_transpose<1>", "shared_load.requests", 32},
+                {"k_transpose<1>", "shared_load.wavefronts", 32},
+                {"k_transpose<1>", "shared_load.bank_conflicts", 0},
+                {"k_transpose<1>", "shared_load.max_ways", 1},
+                // The mma tile. Rows 32 bytes apart: rows r and r + 4 of a matrix share banks, two
+                // wavefronts per 8x8 matrix: A's four and B's two make 12, 6 of them conflicts.
+                // Its stores into shared memory: 2-byte halves, 32 lanes on 64 bytes, one wavefront
+                // per request; A has 16 x 16 / 32 = 8 requests, B 4. Out: 4 stores per lane at a
+                // stride of 16 bytes, 16 sectors per request.
+                {"k_mma_tile<16>", "tensor_core.mma", 1},
+                {"k_mma_tile<16>", "tensor_core.flops", 4096},
+                {"k_mma_tile<16>", "tensor_core.ldmatrix", 2},
+                {"k_mma_tile<16>", "tensor_core.ldmatrix_shared.wavefronts", 12},
+                {"k_mma_tile<16>", "tensor_core.ldmatrix_shared.bank_conflicts", 6},
+                {"k_mma_tile<16>", "tensor_core.ldmatrix_shared.max_ways", 2},
+                {"k_mma_tile<16>", "shared_store.requests", 12},
+                {"k_mma_tile<16>", "shared_store.wavefronts", 12},
+                {"k_mma_tile<16>", "shared_load.requests", 0},
+                {"k_mma_tile<16>", "global_store.requests", 4},
+                {"k_mma_tile<16>", "global_store.sectors", 64},
+                // Rows 48 bytes apart: word 12r of row r, banks 0, 12, 24, 4, 16, 28, 8, 20.
+                {"k_mma_tile<24>", "tensor_core.ldmatrix_shared.wavefronts", 6},
+                {"k_mma_tile<24>", "tensor_core.ldmatrix_shared.bank_conflicts", 0},
+                {"k_mma_tile<24>", "shared_store.requests", 18},
+                // 64 threads, two atomics each; no load or store of theirs counted.
+                {"k_atomics", "atomics.global", 128},
+                {"k_atomics", "atomics.shared", 0},
+                {"k_atomics", "global_load.requests", 0},
+                {"k_atomics", "global_store.requests", 0},
+            });
         printf("ok %s order\n", order_names[o]);
     }
     tdm_emu_counters_enable(0);
@@ -308,7 +307,9 @@ int main(int argc, char **argv) {
     cudaFree(out);
     cudaFree(count);
     cudaFree(sum);
-    if (failures) printf("%d failure(s)\n", failures);
-    else printf("emu counters: all checks passed\n");
+    if (failures)
+        printf("%d failure(s)\n", failures);
+    else
+        printf("emu counters: all checks passed\n");
     return failures ? 1 : 0;
 }

@@ -2,9 +2,10 @@
  * shared tile refilled without the __syncthreads that ends the reads of it, where the last reads
  * are warp-collective (ldmatrix). Two warps each load the whole 16x16 tile (half of it written by
  * the other warp) with ldmatrix.x4 and multiply it by ones; then the next tile is written.
- *   - Without racecheck the kernel missing the barrier gives the right result in all three thread
- *     orders (the warps advance in step at every warp operation: all reads happen before any
- *     write): the orders cannot see the fault.
+ *   - Without racecheck the kernel missing the barrier gives the right result in forward,
+ *     reverse and random order (the warps advance in step at every warp operation: all reads
+ *     happen before any write); the warp order (TANDEM_EMU_ORDER=warp: each warp as far as it
+ *     can go before the next) gives wrong values, and right ones with the barrier.
  *   - With racecheck it is a fault naming the kernel, the hazard and both threads (in a child
  *     process: the error is sticky), in every order; the kernel with the barrier is clean.
  *   - The plain hazards, by ordinary loads and stores of two warps: a read of another warp's
@@ -65,7 +66,7 @@ __global__ void k_tiles(const uint16_t *tiles, int ntiles, float *out) {
     float acc[4] = {0, 0, 0, 0};
     for (int tile = 0; tile < ntiles; tile++) {
         for (int e = 0; e < 4; e++) {
-            const int i = t * 4 + e;   // element i of the tile, row-major
+            const int i = t * 4 + e;  // element i of the tile, row-major
             a[(i / 16) * 24 + i % 16] = tiles[tile * 256 + i];
         }
         __syncthreads();
@@ -73,7 +74,7 @@ __global__ void k_tiles(const uint16_t *tiles, int ntiles, float *out) {
         TDM_EMU_LDMATRIX(tdm_emu::tc_ldmatrix_x4, ra, &a[(l % 16) * 24 + (l / 16) * 8]);
         TDM_EMU_LDMATRIX(tdm_emu::tc_ldmatrix_x2, rb, &b[(l % 8) * 24 + ((l / 8) % 2) * 8]);
         TDM_EMU_MMA(tdm_emu::tc_mma_m16n8k16_f16, acc, ra, rb, acc);
-        if (BARRIER) __syncthreads();   // the barrier that ends the tile's reads
+        if (BARRIER) __syncthreads();  // the barrier that ends the tile's reads
     }
     out[t] = acc[0];
 }
@@ -146,7 +147,9 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--case")) return run_case(argv[2]);
     setup();
 
-    // Without racecheck: the missing barrier is invisible in every order.
+    // Without racecheck: the missing barrier is invisible in forward, reverse and random order;
+    // the warp order (each warp as far as it can go first) overwrites the tile under the second
+    // warp, whose ldmatrix then reads the next tile's values; with the barrier all are right.
     tdm_emu_racecheck_enable(0);
     for (int o = 0; o < 3; o++) {
         tdm_emu::set_thread_order(orders[o], 11);
@@ -155,6 +158,15 @@ int main(int argc, char **argv) {
         CHECK(wrong_values() == 0, "%s order: the premise: the orders hide the missing barrier",
               order_names[o]);
     }
+    tdm_emu::set_thread_order(tdm_emu::order_warp, 0);
+    TDM_LAUNCH(1, 64, 0, 0, k_tiles<false>)(g_tiles, 3, g_out);
+    CUDA_OK(cudaDeviceSynchronize());
+    const int seen = wrong_values();
+    CHECK(seen > 0, "warp order: the missing barrier gave right values");
+    TDM_LAUNCH(1, 64, 0, 0, k_tiles<true>)(g_tiles, 3, g_out);
+    CUDA_OK(cudaDeviceSynchronize());
+    CHECK(wrong_values() == 0, "warp order: wrong values with the barrier");
+    printf("warp order: %d of 64 values wrong without the barrier, none with it\n", seen);
 
     // With it: the kernel with its barrier is clean, so are a warp's own accesses and accesses
     // across a barrier.
@@ -188,16 +200,17 @@ int main(int argc, char **argv) {
             const bool failed = WIFEXITED(status) && WEXITSTATUS(status) == 3;
             const bool named = err.find(c.want) != std::string::npos ||
                                (c.or_want && err.find(c.or_want) != std::string::npos);
-            CHECK(failed && named &&
-                      err.find("racecheck: kernel k_") != std::string::npos &&
+            CHECK(failed && named && err.find("racecheck: kernel k_") != std::string::npos &&
                       err.find("warp 0") != std::string::npos &&
                       err.find("warp 1") != std::string::npos,
-                  "%s, %s order: not reported (status %d): %.500s", c.name, order_names[o],
-                  status, err.c_str());
+                  "%s, %s order: not reported (status %d): %.500s", c.name, order_names[o], status,
+                  err.c_str());
         }
     cudaFree(g_tiles);
     cudaFree(g_out);
-    if (failures) printf("%d failure(s)\n", failures);
-    else printf("emu racecheck: all checks passed\n");
+    if (failures)
+        printf("%d failure(s)\n", failures);
+    else
+        printf("emu racecheck: all checks passed\n");
     return failures ? 1 : 0;
 }
