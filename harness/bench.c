@@ -22,6 +22,7 @@ static const struct {
     {"compare", "compare two runs (U test, verdict, exit 1 on a regression) or a fleet of runs", bench_compare},
     {"check", "is this node fit to train on: PASS/FAIL per GPU and check against its model", bench_check},
     {"counters", "the emulated device's kernel counters: traffic, coalescing, bank conflicts, PREDICTED time", bench_counters},
+    {"resources", "ptxas's registers, spills, shared memory per kernel and the occupancy they allow", bench_resources},
 };
 
 double bench_now_s(void) {

@@ -19,6 +19,7 @@ int bench_run(int argc, char **argv);
 int bench_list(int argc, char **argv);
 int bench_check(int argc, char **argv);
 int bench_counters(int argc, char **argv);
+int bench_resources(int argc, char **argv);
 
 // The machine's context (cmd_env.c), as `bench env --json` prints it: a flat object of strings,
 // numbers and null (unknown), plus "gpus", an array of flat objects. The caller cJSON_Deletes it;

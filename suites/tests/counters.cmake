@@ -24,3 +24,13 @@ if(TDM_CUDA_EMU)
     "TANDEM_EMU_RACECHECK=1 ${CB} ${CGPT} --steps 2 >/dev/null && TANDEM_EMU_RACECHECK=1 ${CB} ${CGPT} --steps 2 --amp bf16 >/dev/null")
   set_tests_properties(emu.racecheck.golden emu.racecheck.gpt_steps PROPERTIES LABELS emu)
 endif()
+
+# bench resources: ptxas's reports written by hand (occupancy worked out by hand, spill budgets,
+# bad input); and, in the CUDA build, the reports its own compile kept (kernels/ptxas_report.sh)
+# against the kernels' spill budgets (kernels/ptxas_budgets.json).
+add_test(NAME resources.report_by_hand
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/resources_report.sh $<TARGET_FILE:bench> ${CT}/res)
+if(TDM_CUDA AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+  add_test(NAME kernels.ptxas_budget COMMAND $<TARGET_FILE:bench> resources --budget
+           ${PROJECT_SOURCE_DIR}/kernels/ptxas_budgets.json ${PROJECT_BINARY_DIR}/CMakeFiles/tandem.dir/kernels)
+endif()
