@@ -610,6 +610,9 @@ static void test_capture() {
         memset(pinned, 0, n);
         EXPECT_OK(cudaMemset(a, 0, n));
         EXPECT_OK(cudaMemset(b, 0, n));
+        // s is non-blocking: nothing orders it after the legacy stream's memsets but this (the
+        // graph's own memset of a could run first: a failure once in CI's random-order pass).
+        EXPECT_OK(cudaDeviceSynchronize());
         EXPECT_OK(cudaGraphLaunch(x, s));
         EXPECT_OK(cudaStreamSynchronize(s));
         EXPECT(counter.load() == 11 * launch);
