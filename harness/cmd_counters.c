@@ -62,56 +62,62 @@ static void print_pct(double v) {
 // limits their counts must keep: min_load_efficiency, min_store_efficiency (bytes asked for / bytes
 // of the sectors touched), max_shared_conflicts (bank conflicts per shared-memory request, loads
 // and stores), max_ldmatrix_conflicts. Each kernel named must have run. 0: all within; 1: one is
-// not (each said on a BUDGET FAIL line); 2: the file is not one.
+// not (each said on a BUDGET FAIL line). A file that is not one is refused (exit 2) before the
+// counters are read.
 
-static bool budget_limit(const cJSON *k, const char *key, double *v, char *why, size_t len) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(k, key);
-    if (!x) return true;
-    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0) {
-        snprintf(why, len, "%s is not a number >= 0", key);
-        return false;
+static const char *const budget_keys[] = {"min_load_efficiency", "min_store_efficiency",
+                                          "max_shared_conflicts", "max_ldmatrix_conflicts"};
+
+// The whole file checked before any kernel is (bench_json_parse_valid's validator): a bad entry
+// anywhere is exit 2 with nothing judged.
+static bool valid_budget(const cJSON *b, const char *name, char *err, size_t len) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(b, "format");
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(b, "kernels");
+    if (!cJSON_IsObject(b) || !cJSON_IsString(fmt) ||
+        strcmp(fmt->valuestring, "tandem-counter-budgets/1"))
+        return bench_err(err, len, "%s: format is not \"tandem-counter-budgets/1\"", name);
+    if (!cJSON_IsArray(ks)) return bench_err(err, len, "%s: no \"kernels\" array", name);
+    int i = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, ks) {
+        const cJSON *kn = cJSON_GetObjectItemCaseSensitive(k, "name");
+        if (!cJSON_IsString(kn)) return bench_err(err, len, "%s: kernels[%d]: no name", name, i);
+        for (size_t j = 0; j < sizeof budget_keys / sizeof *budget_keys; j++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(k, budget_keys[j]);
+            if (x && !(cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble >= 0))
+                return bench_err(err, len, "%s: kernels[%d] (%s): %s is not a number >= 0", name, i,
+                                 kn->valuestring, budget_keys[j]);
+        }
+        i++;
     }
-    *v = x->valuedouble;
     return true;
 }
 
-static int check_budget(const char *path, const counter_row *rows, int nr) {
-    size_t n = 0;
-    char *text = bench_read_file_max(path, 1u << 20, &n);
-    if (!text) {
-        fprintf(stderr, "bench counters: --budget %s: %s\n", path, bench_strerror(errno));
-        return 2;
-    }
-    char why[600] = "";
-    cJSON *b = bench_json_parse_strict(text, n, true, why, sizeof why);
-    free(text);
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(b, "format");
-    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(b, "kernels");
-    if (b && !(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "tandem-counter-budgets/1")))
-        snprintf(why, sizeof why, "format is not \"tandem-counter-budgets/1\"");
-    else if (b && !cJSON_IsArray(ks))
-        snprintf(why, sizeof why, "no \"kernels\" array");
+// A validated entry's limit, or `def` when it sets none.
+static double budget_limit(const cJSON *k, const char *key, double def) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(k, key);
+    return x ? x->valuedouble : def;
+}
+
+// "a; b; " as "a; b".
+static void drop_last_separator(char *s) {
+    size_t len = strlen(s);
+    if (len >= 2 && !strcmp(s + len - 2, "; ")) s[len - 2] = '\0';
+}
+
+// Each kernel the budget b (validated: valid_budget) names, against its rows: a line each.
+static int check_budget(const cJSON *b, const char *path, const counter_row *rows, int nr) {
     int failed = 0, i = 0;
     const cJSON *k;
-    const cJSON *list = why[0] ? NULL : ks;
-    cJSON_ArrayForEach(k, list) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name");
-        double lo_ld = 0, lo_st = 0, hi_sh = INFINITY, hi_lm = INFINITY;
-        if (!cJSON_IsString(name)) {
-            snprintf(why, sizeof why, "kernels[%d]: no name", i);
-            break;
-        }
-        char w[200] = "";
-        if (!budget_limit(k, "min_load_efficiency", &lo_ld, w, sizeof w) ||
-            !budget_limit(k, "min_store_efficiency", &lo_st, w, sizeof w) ||
-            !budget_limit(k, "max_shared_conflicts", &hi_sh, w, sizeof w) ||
-            !budget_limit(k, "max_ldmatrix_conflicts", &hi_lm, w, sizeof w)) {
-            snprintf(why, sizeof why, "kernels[%d] (%s): %s", i, name->valuestring, w);
-            break;
-        }
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(b, "kernels")) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(k, "name")->valuestring;
+        const double lo_ld = budget_limit(k, "min_load_efficiency", 0);
+        const double lo_st = budget_limit(k, "min_store_efficiency", 0);
+        const double hi_sh = budget_limit(k, "max_shared_conflicts", INFINITY);
+        const double hi_lm = budget_limit(k, "max_ldmatrix_conflicts", INFINITY);
         const counter_row *r = NULL;
         for (int j = 0; j < nr && !r; j++)
-            if (!strcmp(rows[j].name, name->valuestring)) r = &rows[j];
+            if (!strcmp(rows[j].name, name)) r = &rows[j];
         char msg[400];
         char *at = msg, *end = msg + sizeof msg;
         *at = '\0';
@@ -135,25 +141,21 @@ static int check_budget(const char *path, const counter_row *rows, int nr) {
                          hi_lm);
         }
         if (msg[0]) {
-            size_t len = strlen(msg);
-            if (len >= 2 && !strcmp(msg + len - 2, "; ")) msg[len - 2] = '\0';
-            printf("BUDGET FAIL %s: %s\n", name->valuestring, msg);
+            drop_last_separator(msg);
+            printf("BUDGET FAIL %s: %s\n", name, msg);
             failed++;
         } else {
-            printf("BUDGET ok   %s\n", name->valuestring);
+            printf("BUDGET ok   %s\n", name);
         }
         i++;
     }
-    if (!b || why[0]) {
-        fprintf(stderr, "bench counters: --budget %s: %s\n", path, why);
-        cJSON_Delete(b);
-        return 2;
-    }
-    cJSON_Delete(b);
     printf("budget %s: %d kernel%s, %d past %s limits\n", path, i, i == 1 ? "" : "s", failed,
            failed == 1 ? "its" : "their");
     return failed ? 1 : 0;
 }
+
+static int counters_report(const char *path, const char *json_out, long top, const cJSON *bud,
+                           const char *budget_path);
 
 int bench_counters(int argc, char **argv) {
     static const struct option opts[] = {{"json", required_argument, 0, 'j'},
@@ -194,7 +196,19 @@ int bench_counters(int argc, char **argv) {
     const char *path = argv[optind];
     if (json_out && bench_check_target(json_out) != 0)
         return bench_bad("counters", "--json %s: %s", json_out, bench_strerror(errno));
+    char berr[700];
+    cJSON *bud =
+        budget ? bench_json_load_valid(budget, 1u << 20, valid_budget, berr, sizeof berr) : NULL;
+    if (budget && !bud) return bench_bad("counters", "--budget %s", berr);
+    const int rc = counters_report(path, json_out, top, bud, budget);
+    cJSON_Delete(bud);
+    return rc;
+}
 
+// The report of the counters file at path (and --json, --top); with a budget (validated), its
+// verdicts after the table.
+static int counters_report(const char *path, const char *json_out, long top, const cJSON *bud,
+                           const char *budget_path) {
     size_t n = 0;
     char *text = bench_read_file(path, &n);
     if (!text) return bench_bad("counters", "%s: %s", path, bench_strerror(errno));
@@ -300,8 +314,7 @@ int bench_counters(int argc, char **argv) {
         if (r->lm_conf > 0 && at < end)
             snprintf(at, (size_t)(end - at), "ldmatrix: %.2f conflicts a request; ",
                      r->lm_conf / r->lm_req);
-        size_t len = strlen(r->why);
-        if (len >= 2 && !strcmp(r->why + len - 2, "; ")) r->why[len - 2] = '\0';
+        drop_last_separator(r->why);
         nr++;
     }
     qsort(rows, (size_t)nr, sizeof *rows, cmp_pred);
@@ -347,13 +360,7 @@ int bench_counters(int argc, char **argv) {
         }
     }
 
-    int rc = 0;
-    if (budget) rc = check_budget(budget, rows, nr);
-    if (rc == 2) {
-        free(rows);
-        cJSON_Delete(root);
-        return 2;
-    }
+    int rc = bud ? check_budget(bud, budget_path, rows, nr) : 0;
     if (json_out) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddBoolToObject(o, "predicted", true);

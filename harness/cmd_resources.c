@@ -125,65 +125,61 @@ static int cmp_res(const void *a, const void *b) {
 
 // --budget: {"format": "tandem-ptxas-budgets/1", "kernels": [{"match": PREFIX, "max_spill_bytes":
 // N}]}: every instantiation whose name starts with PREFIX, on every architecture, spills at most
-// N bytes (stores + loads); a PREFIX matching nothing fails too.
-static int check_budget(const char *path, const res_list *l) {
-    size_t n = 0;
-    char *text = bench_read_file_max(path, 1u << 20, &n);
-    if (!text) {
-        fprintf(stderr, "bench resources: --budget %s: %s\n", path, bench_strerror(errno));
-        return 2;
-    }
-    char why[600] = "";
-    cJSON *b = bench_json_parse_strict(text, n, true, why, sizeof why);
-    free(text);
+// N bytes (stores + loads); a PREFIX matching nothing fails too. The whole file is checked
+// (bench_json_load_valid) before any report is read.
+static bool valid_budget(const cJSON *b, const char *name, char *err, size_t len) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(b, "format");
     const cJSON *ks = cJSON_GetObjectItemCaseSensitive(b, "kernels");
-    if (b && !(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "tandem-ptxas-budgets/1")))
-        snprintf(why, sizeof why, "format is not \"tandem-ptxas-budgets/1\"");
-    else if (b && !cJSON_IsArray(ks))
-        snprintf(why, sizeof why, "no \"kernels\" array");
-    int failed = 0, i = 0;
-    const cJSON *k, *list = why[0] ? NULL : ks;
-    cJSON_ArrayForEach(k, list) {
+    if (!cJSON_IsObject(b) || !cJSON_IsString(fmt) ||
+        strcmp(fmt->valuestring, "tandem-ptxas-budgets/1"))
+        return bench_err(err, len, "%s: format is not \"tandem-ptxas-budgets/1\"", name);
+    if (!cJSON_IsArray(ks)) return bench_err(err, len, "%s: no \"kernels\" array", name);
+    int i = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, ks) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(k, "match");
         const cJSON *mx = cJSON_GetObjectItemCaseSensitive(k, "max_spill_bytes");
         if (!cJSON_IsString(m) || !m->valuestring[0] || !cJSON_IsNumber(mx) ||
-            mx->valuedouble < 0) {
-            snprintf(why, sizeof why,
-                     "kernels[%d]: needs \"match\" (a name prefix) and "
-                     "\"max_spill_bytes\" (a number >= 0)",
-                     i);
-            break;
-        }
+            !isfinite(mx->valuedouble) || mx->valuedouble < 0)
+            return bench_err(err, len,
+                             "%s: kernels[%d]: needs \"match\" (a name prefix) and "
+                             "\"max_spill_bytes\" (a number >= 0)",
+                             name, i);
+        i++;
+    }
+    return true;
+}
+
+// Each entry of the budget b (validated) against the report: a line each; 0, or 1 when one is
+// past its limit or matches nothing.
+static int check_budget(const cJSON *b, const char *path, const res_list *l) {
+    int failed = 0, i = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(b, "kernels")) {
+        const char *m = cJSON_GetObjectItemCaseSensitive(k, "match")->valuestring;
+        const double mx = cJSON_GetObjectItemCaseSensitive(k, "max_spill_bytes")->valuedouble;
         int matched = 0, past = 0;
         for (int j = 0; j < l->n; j++) {
             const kernel_res *r = &l->v[j];
-            if (strncmp(r->name, m->valuestring, strlen(m->valuestring))) continue;
+            if (strncmp(r->name, m, strlen(m))) continue;
             matched++;
-            if ((double)(r->spill_st + r->spill_ld) > mx->valuedouble) {
+            if ((double)(r->spill_st + r->spill_ld) > mx) {
                 printf(
                     "BUDGET FAIL %s (sm_%d): %ld bytes spilled (%ld stored, %ld loaded) > %.0f\n",
-                    r->name, r->arch, r->spill_st + r->spill_ld, r->spill_st, r->spill_ld,
-                    mx->valuedouble);
+                    r->name, r->arch, r->spill_st + r->spill_ld, r->spill_st, r->spill_ld, mx);
                 past++;
             }
         }
         if (!matched) {
-            printf("BUDGET FAIL %s: no kernel of the report matches\n", m->valuestring);
+            printf("BUDGET FAIL %s: no kernel of the report matches\n", m);
             past++;
         } else if (!past) {
-            printf("BUDGET ok   %s (%d instantiation%s x architecture)\n", m->valuestring, matched,
+            printf("BUDGET ok   %s (%d instantiation%s x architecture)\n", m, matched,
                    matched == 1 ? "" : "s");
         }
         failed += past > 0;
         i++;
     }
-    if (!b || why[0]) {
-        fprintf(stderr, "bench resources: --budget %s: %s\n", path, why);
-        cJSON_Delete(b);
-        return 2;
-    }
-    cJSON_Delete(b);
     printf("budget %s: %d entr%s, %d past %s limit\n", path, i, i == 1 ? "y" : "ies", failed,
            failed == 1 ? "its" : "their");
     return failed ? 1 : 0;
@@ -213,8 +209,15 @@ int bench_resources(int argc, char **argv) {
     }
     if (optind != argc - 1) return bench_bad("resources", "expected one folder of .ptxas reports");
     const char *dir = argv[optind];
+    char berr[700];
+    cJSON *bud =
+        budget ? bench_json_load_valid(budget, 1u << 20, valid_budget, berr, sizeof berr) : NULL;
+    if (budget && !bud) return bench_bad("resources", "--budget %s", berr);
     DIR *d = opendir(dir);
-    if (!d) return bench_bad("resources", "%s: %s", dir, strerror(errno));
+    if (!d) {
+        cJSON_Delete(bud);
+        return bench_bad("resources", "%s: %s", dir, strerror(errno));
+    }
     res_list l = {0};
     int files = 0, rc = 0;
     struct dirent *e;
@@ -251,9 +254,10 @@ int bench_resources(int argc, char **argv) {
                    k->stack, k->spill_st + k->spill_ld, k->smem, occupancy_warps(k, lim, 128),
                    occupancy_warps(k, lim, 256), occupancy_warps(k, lim, 512), lim->gpu);
         }
-        if (budget) rc = check_budget(budget, &l);
+        if (bud) rc = check_budget(bud, budget, &l);
     }
     for (int i = 0; i < l.n; i++) free(l.v[i].mangled), free(l.v[i].name);
     free(l.v);
+    cJSON_Delete(bud);
     return rc;
 }

@@ -4,11 +4,14 @@
 #include "json_strict.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "fileio.h"
 
 bool bench_err(char *err, size_t len, const char *fmt, ...) {
     va_list ap;
@@ -31,6 +34,20 @@ cJSON *bench_json_parse_valid(const char *text, size_t n, const char *name,
         cJSON_Delete(v);
         return NULL;
     }
+    return v;
+}
+
+cJSON *bench_json_load_valid(const char *path, size_t max,
+                             bool (*valid)(const cJSON *, const char *, char *, size_t), char *err,
+                             size_t len) {
+    size_t n = 0;
+    char *text = bench_read_file_max(path, max, &n);
+    if (!text) {
+        bench_err(err, len, "%s: cannot read: %s", path, bench_strerror(errno));
+        return NULL;
+    }
+    cJSON *v = bench_json_parse_valid(text, n, path, valid, err, len);
+    free(text);
     return v;
 }
 

@@ -34,6 +34,12 @@ cJSON *bench_json_parse_valid(const char *text, size_t n, const char *name,
                               bool (*valid)(const cJSON *, const char *, char *, size_t), char *err,
                               size_t len);
 
+// The same from the file at PATH, read whole and refused at MAX bytes or more: NULL with err
+// ("PATH: cannot read: why", or bench_json_parse_valid's) when it cannot be read or is not one.
+cJSON *bench_json_load_valid(const char *path, size_t max,
+                             bool (*valid)(const cJSON *, const char *, char *, size_t), char *err,
+                             size_t len);
+
 // A JSON value read as a truthy marker, failing safe: absent, null, false, 0 and the strings
 // "false", "0", "no" and "" (any case, blanks around) are false; anything else (true, 1, "TRUE",
 // "yes", an object ...) is true. For markers such as "emulated" that must never be missed.

@@ -308,15 +308,8 @@ cJSON *check_expect_parse(const char *text, const char *name, char *err, size_t 
 }
 
 cJSON *check_expect_load(const char *path, char *err, size_t len) {
-    size_t n = 0;
-    char *buf = bench_read_file_max(path, 64u << 20, &n);  // no expectations file is this big
-    if (!buf) {
-        bench_err(err, len, "%s: cannot read: %s", path, bench_strerror(errno));
-        return NULL;
-    }
-    cJSON *e = bench_json_parse_valid(buf, n, path, valid_expect, err, len);
-    free(buf);
-    return e;
+    // no expectations file is 64 MiB
+    return bench_json_load_valid(path, 64u << 20, valid_expect, err, len);
 }
 
 // "NVIDIA A100-SXM4-80GB" and "a100-sxm4-80gb": equal without the vendor and case.
