@@ -22,27 +22,7 @@
 #include <vector>
 
 #include "child_case.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "emu_check.h"
 
 extern "C" void tdm_emu_counters_enable(int on);
 extern "C" void tdm_emu_counters_reset(void);
@@ -191,9 +171,6 @@ static void check_asan() {
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--case")) return run_case(argv[2]);
     check_asan();
-    const tdm_emu::thread_order orders[] = {tdm_emu::order_forward, tdm_emu::order_reverse,
-                                            tdm_emu::order_random};
-    const char *order_names[] = {"forward", "reverse", "random"};
     float *in, *out, *sum;
     int *count;
     CUDA_OK(cudaMalloc(&in, 8192 * 4));
@@ -214,7 +191,7 @@ int main(int argc, char **argv) {
 
     tdm_emu_counters_enable(1);
     for (int o = 0; o < 3; o++) {
-        tdm_emu::set_thread_order(orders[o], 7);
+        tdm_emu::set_thread_order(all_orders[o], 7);
         tdm_emu_counters_reset();
         TDM_LAUNCH(32, 128, 0, 0, k_copy)(in, out, 4096);
         TDM_LAUNCH(1, 32, 0, 0, k_copy_strided)(in, out, 32, 8);
@@ -236,7 +213,7 @@ int main(int argc, char **argv) {
         counts c;
         read_counts(c);
         expect(
-            c, order_names[o],
+            c, order_name(all_orders[o]),
             {
                 // 4096 floats, 128 warps: each warp reads 32 consecutive floats = 128 bytes = 4
                 // sectors, and writes as much. Launched twice (the second: 64 floats from in + 1,
@@ -300,7 +277,7 @@ int main(int argc, char **argv) {
                 {"k_atomics", "global_load.requests", 0},
                 {"k_atomics", "global_store.requests", 0},
             });
-        printf("ok %s order\n", order_names[o]);
+        printf("ok %s order\n", order_name(all_orders[o]));
     }
     tdm_emu_counters_enable(0);
     cudaFree(in);

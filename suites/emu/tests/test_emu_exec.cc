@@ -25,26 +25,7 @@
 #include <vector>
 
 #include "child_case.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
-
-static const char *order_name(tdm_emu::thread_order o) {
-    return o == tdm_emu::order_forward   ? "forward"
-           : o == tdm_emu::order_reverse ? "reverse"
-                                         : "random";
-}
-static const tdm_emu::thread_order all_orders[] = {tdm_emu::order_forward, tdm_emu::order_reverse,
-                                                   tdm_emu::order_random};
+#include "emu_check.h"
 
 static void sync_ok(const char *what) {
     const cudaError_t e = cudaDeviceSynchronize();

@@ -21,27 +21,7 @@
 #include <vector>
 
 #include "child_case.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "emu_check.h"
 
 extern "C" void tdm_emu_racecheck_enable(int on);
 
@@ -92,9 +72,6 @@ __global__ void k_plain(int mode, int at, float *out) {
     if (mode == 2 && t == 1) out[0] = x[at];
 }
 
-static const char *order_names[] = {"forward", "reverse", "random"};
-static const tdm_emu::thread_order orders[] = {tdm_emu::order_forward, tdm_emu::order_reverse,
-                                               tdm_emu::order_random};
 
 static uint16_t *g_tiles;
 static float *g_out;
@@ -130,7 +107,7 @@ static int wrong_values() {
 static int run_case(const char *name) {
     setup();
     int o = name[strlen(name) - 1] - '0';
-    tdm_emu::set_thread_order(orders[o < 0 || o > 2 ? 0 : o], 11);
+    tdm_emu::set_thread_order(all_orders[o < 0 || o > 2 ? 0 : o], 11);
     tdm_emu_racecheck_enable(1);
     if (!strncmp(name, "missing_barrier", 15))
         TDM_LAUNCH(1, 64, 0, 0, k_tiles<false>)(g_tiles, 3, g_out);
@@ -152,11 +129,11 @@ int main(int argc, char **argv) {
     // warp, whose ldmatrix then reads the next tile's values; with the barrier all are right.
     tdm_emu_racecheck_enable(0);
     for (int o = 0; o < 3; o++) {
-        tdm_emu::set_thread_order(orders[o], 11);
+        tdm_emu::set_thread_order(all_orders[o], 11);
         TDM_LAUNCH(1, 64, 0, 0, k_tiles<false>)(g_tiles, 3, g_out);
         CUDA_OK(cudaDeviceSynchronize());
         CHECK(wrong_values() == 0, "%s order: the premise: the orders hide the missing barrier",
-              order_names[o]);
+              order_name(all_orders[o]));
     }
     tdm_emu::set_thread_order(tdm_emu::order_warp, 0);
     TDM_LAUNCH(1, 64, 0, 0, k_tiles<false>)(g_tiles, 3, g_out);
@@ -172,15 +149,15 @@ int main(int argc, char **argv) {
     // across a barrier.
     tdm_emu_racecheck_enable(1);
     for (int o = 0; o < 3; o++) {
-        tdm_emu::set_thread_order(orders[o], 11);
+        tdm_emu::set_thread_order(all_orders[o], 11);
         TDM_LAUNCH(1, 64, 0, 0, k_tiles<true>)(g_tiles, 3, g_out);
         TDM_LAUNCH(1, 64, 0, 0, k_plain)(2, 0, g_out);
         TDM_LAUNCH(1, 64, 0, 0, k_plain)(3, 0, g_out);
         CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s order: a clean kernel faulted",
-              order_names[o]);
+              order_name(all_orders[o]));
         TDM_LAUNCH(1, 64, 0, 0, k_tiles<true>)(g_tiles, 3, g_out);
         CUDA_OK(cudaDeviceSynchronize());
-        CHECK(wrong_values() == 0, "%s order: wrong values with the barrier", order_names[o]);
+        CHECK(wrong_values() == 0, "%s order: wrong values with the barrier", order_name(all_orders[o]));
     }
     tdm_emu_racecheck_enable(0);
 
@@ -203,7 +180,7 @@ int main(int argc, char **argv) {
             CHECK(failed && named && err.find("racecheck: kernel k_") != std::string::npos &&
                       err.find("warp 0") != std::string::npos &&
                       err.find("warp 1") != std::string::npos,
-                  "%s, %s order: not reported (status %d): %.500s", c.name, order_names[o], status,
+                  "%s, %s order: not reported (status %d): %.500s", c.name, order_name(all_orders[o]), status,
                   err.c_str());
         }
     cudaFree(g_tiles);

@@ -23,30 +23,7 @@
 #include <vector>
 
 #include "child_case.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
-
-#define CUDA_OK(call)                                                                     \
-    do {                                                                                  \
-        const cudaError_t e_ = (call);                                                    \
-        if (e_ != cudaSuccess) {                                                          \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
-
-static const tdm_emu::thread_order all_orders[] = {tdm_emu::order_forward, tdm_emu::order_reverse,
-                                                   tdm_emu::order_random};
+#include "emu_check.h"
 
 // ---- the cases -------------------------------------------------------------------------------
 
