@@ -115,16 +115,20 @@ void *real(const char *name) {
     return f;
 }
 
+// Where a kernel's access goes: device memory (global), a __shared__ variable of the block, or
+// neither (a thread's locals, the kernel's parameters: not counted).
+enum memory_space { space_global, space_shared, space_other };
+memory_space space_of(const void *p) {
+    return rt::arena_device(p) >= 0 ? space_global : shared_address(p) ? space_shared : space_other;
+}
+
 void record(const void *pc, const void *p, size_t size, bool store) {
     block_ctx *b = tl_block;
     if (!b || size == 0) return;
-    uint8_t kind;
-    if (rt::arena_device(p) >= 0)
-        kind = store ? sp_global_st : sp_global_ld;
-    else if (shared_address(p))
-        kind = store ? sp_shared_st : sp_shared_ld;
-    else
-        return;
+    const memory_space space = space_of(p);
+    if (space == space_other) return;
+    const uint8_t kind = space == space_global ? (store ? sp_global_st : sp_global_ld)
+                                               : (store ? sp_shared_st : sp_shared_ld);
     const int t = current_block_thread();
     if (t < 0) return;
     const uint64_t key = (uint64_t)(uintptr_t)pc * 1024 + (uint64_t)t;  // t < 1024
@@ -427,10 +431,9 @@ void counters_tensor_op(int op, const void *const in[32], int matrices, int warp
 
 void atomic_enter(const void *p) {
     if (block_ctx *b = tl_block) {
-        if (rt::arena_device(p) >= 0)
-            b->c.atom_global++;
-        else if (shared_address(p))
-            b->c.atom_shared++;
+        const memory_space space = space_of(p);
+        if (space == space_global) b->c.atom_global++;
+        if (space == space_shared) b->c.atom_shared++;
     }
     tl_quiet++;
 }
